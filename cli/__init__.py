@@ -1,0 +1,1 @@
+"""The nrl-k8s command layer: the only code that imports typer and rich."""

@@ -1,0 +1,17 @@
+"""Consoles: data goes to stdout, messages to stderr."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from nrl_k8s.errors import NrlK8sError
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def print_error(error: NrlK8sError) -> None:
+    err.print(f"[bold red]error:[/] {escape(error.message)}", markup=True, highlight=False)
+    if error.hint:
+        err.print(f"[yellow]hint:[/] {escape(error.hint)}", markup=True, highlight=False)

@@ -1,0 +1,80 @@
+"""The nrl-k8s exception hierarchy.
+
+    NrlK8sError(message, hint)          exit 1 unless stated
+    ├── ConfigError                     exit 2: bad config, flags, overrides, names, manifests
+    ├── ApiError(status)                a Kubernetes API call failed
+    │   ├── UnauthorizedError           401
+    │   ├── ForbiddenError              403 (names the verb and resource refused)
+    │   ├── NotFoundError               404
+    │   ├── ConflictError               409
+    │   └── ServerError                 429 / 5xx / timeouts after retries
+    ├── ResourceFailed                  a resource reported a terminal failure
+    ├── WaitTimeout                     a wait passed its deadline (carries the last reason)
+    ├── DashboardError                  the Ray dashboard refused or failed a request
+    └── SandboxError                    the local sandbox could not start/stop
+
+The CLI maps these to exit codes in exactly one handler and prints
+``error: <message>`` plus ``hint: <hint>``; it never shows a traceback for them.
+"""
+
+from __future__ import annotations
+
+
+class NrlK8sError(Exception):
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(NrlK8sError):
+    """Bad input: config files, overrides, flags, names, manifests. Nothing is applied."""
+
+    exit_code = 2
+
+
+class ApiError(NrlK8sError):
+    def __init__(self, message: str, hint: str | None = None, status: int | None = None):
+        super().__init__(message, hint)
+        self.status = status
+
+
+class UnauthorizedError(ApiError):
+    pass
+
+
+class ForbiddenError(ApiError):
+    pass
+
+
+class NotFoundError(ApiError):
+    pass
+
+
+class ConflictError(ApiError):
+    pass
+
+
+class ServerError(ApiError):
+    pass
+
+
+class ResourceFailed(NrlK8sError):
+    pass
+
+
+class WaitTimeout(NrlK8sError):
+    pass
+
+
+class DashboardError(NrlK8sError):
+    pass
+
+
+class SandboxError(NrlK8sError):
+    pass
