@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from nrl_k8s import __version__
 from nrl_k8s.errors import NrlK8sError
 
-from . import sandbox
+from . import check, cluster, run, sandbox
+from ._common import GlobalOptions
+
+
+class _Group(TyperGroup):
+    """Maps every expected error to one clear message and its exit code (never a traceback)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except NrlK8sError as err:
+            from ._console import print_error
+
+            print_error(err)
+            raise typer.Exit(err.exit_code) from None
+
 
 app = typer.Typer(
+    cls=_Group,
     name="nrl-k8s",
     help="Launch NeMo-RL runs on Kubernetes: Dynamo inference first, then KubeRay training.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.command("check")(check.check)
+app.command("run")(run.run)
+app.add_typer(cluster.app, name="cluster")
 app.add_typer(sandbox.app, name="sandbox")
 
 
@@ -29,19 +48,18 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
+    context: Annotated[Optional[str], typer.Option("--context", help="kubeconfig context to use.")] = None,
+    namespace: Annotated[Optional[str], typer.Option("--namespace", "-n", help="Override infra.namespace.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr.")] = False,
     version: Annotated[
         Optional[bool],
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = None,
 ) -> None:
     """Launch NeMo-RL runs on Kubernetes: Dynamo inference first, then KubeRay training."""
+    ctx.obj = GlobalOptions(context=context, namespace=namespace, verbose=verbose)
 
 
 def main() -> None:
-    try:
-        app()
-    except NrlK8sError as err:
-        from ._console import print_error
-
-        print_error(err)
-        sys.exit(err.exit_code)
+    app()

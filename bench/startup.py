@@ -1,0 +1,61 @@
+"""Cold-start benchmark of offline commands: wall time and peak RSS, median of N runs.
+
+Targets (benchmark, not test): `--help` <= 0.2 s, `check` on the largest example <= 0.3 s.
+An earlier launcher of this kind took 0.69 s / 0.86 s and 106 MiB here; ratios are printed
+against those numbers.
+
+    .venv/bin/python bench/startup.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXE = shutil.which("nrl-k8s", path=str(Path(sys.executable).parent)) or "nrl-k8s"
+LARGEST = ["examples/grpo_qwen3_30b_dynamo.yaml", "--infra", "examples/grpo_qwen3_30b_dynamo.gb300.infra.yaml"]
+CASES = {
+    "--help": ([EXE, "--help"], 0.2, 0.69),
+    "check (largest example)": ([EXE, "check", *LARGEST], 0.3, 0.86),
+}
+BASELINE_MIB = 106.0
+
+
+def measure(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one cold run of `cmd`."""
+    start = time.perf_counter()
+    pid = os.posix_spawn(cmd[0], cmd, os.environ | {"NRL_K8S_USER": "bench"}, file_actions=[
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ])
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    os.chdir(ROOT)
+    print(f"{'command':<26} {'median s':>9} {'target':>7} {'vs old':>7} {'peak MiB':>9} {'vs old':>7}")
+    for name, (cmd, target, baseline) in CASES.items():
+        measure(cmd)  # warm the page cache once; every timed run is still a fresh process
+        runs = [measure(cmd) for _ in range(args.runs)]
+        wall = statistics.median(r[0] for r in runs)
+        mib = statistics.median(r[1] for r in runs)
+        verdict = "ok" if wall <= target else "SLOW"
+        print(f"{name:<26} {wall:>9.3f} {target:>6.2f}s {wall / baseline:>6.2f}x {mib:>9.1f} {mib / BASELINE_MIB:>6.2f}x  {verdict}")
+
+
+if __name__ == "__main__":
+    main()

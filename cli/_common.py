@@ -1,0 +1,46 @@
+"""Options shared by every command: global flags and the run-config arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+@dataclass(frozen=True)
+class GlobalOptions:
+    context: str | None = None
+    namespace: str | None = None
+    verbose: bool = False
+
+
+def global_options(ctx: typer.Context) -> GlobalOptions:
+    return ctx.find_root().obj or GlobalOptions()
+
+
+RecipeArg = Annotated[Path, typer.Argument(help="Recipe YAML (NeMo-RL config), optionally with an `infra:` block.")]
+OverridesArg = Annotated[
+    Optional[list[str]],
+    typer.Argument(help="Hydra-style overrides: a.b=v, +a.b=v, ++a.b=v, ~a.b; `infra.` prefix targets the infra."),
+]
+InfraOpt = Annotated[Optional[Path], typer.Option("--infra", "-i", help="Infra YAML (omit when the recipe has `infra:`).")]
+ShowSecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Print env values that look like secrets.")]
+
+
+def load(ctx: typer.Context, recipe: Path, overrides: list[str] | None, infra: Path | None):
+    """Load the run config, applying `--namespace` as the highest-precedence infra override."""
+    from nrl_k8s.config import load_config
+
+    opts = global_options(ctx)
+    tokens = list(overrides or [])
+    if opts.namespace:
+        tokens.append(f"++infra.namespace={opts.namespace}")
+    return load_config(recipe, tokens, infra, context=opts.context)
+
+
+def dump_yaml_stream(docs: list[dict]) -> str:
+    import yaml
+
+    return yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True, width=120)

@@ -1,0 +1,38 @@
+"""`nrl-k8s run --rayjob`: inference first, then the training RayJob."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from . import _console
+from ._common import InfraOpt, OverridesArg, RecipeArg, dump_yaml_stream, load
+
+
+def run(
+    ctx: typer.Context,
+    recipe: RecipeArg,
+    overrides: OverridesArg = None,
+    infra: InfraOpt = None,
+    rayjob: Annotated[bool, typer.Option("--rayjob", help="Ephemeral RayJob flow (the default).")] = True,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the RayJob and every DGD; apply nothing.")] = False,
+    shutdown: Annotated[
+        bool, typer.Option("--shutdown/--no-shutdown", help="Delete the RayCluster (and its DGDs) when the job ends.")
+    ] = True,
+    ttl_seconds: Annotated[int, typer.Option("--ttl-seconds", min=0, help="Keep the finished cluster this long.")] = 0,
+    active_deadline: Annotated[
+        Optional[int], typer.Option("--active-deadline-seconds", min=1, help="Fail the job after this long.")
+    ] = None,
+) -> None:
+    """Bring up every DGD, wait until it serves, then run the training RayJob."""
+    from nrl_k8s.plan import RunOptions, plan_run
+
+    cfg = load(ctx, recipe, overrides, infra)
+    plan = plan_run(cfg, RunOptions(shutdown=shutdown, ttl_seconds=ttl_seconds, active_deadline_seconds=active_deadline))
+    if dry_run:
+        _console.out.print(dump_yaml_stream(plan.manifests()), end="", markup=False, highlight=False)
+        for note in plan.notes:
+            _console.err.print(f"recipe: {note}", markup=False)
+        return
+    raise typer.BadParameter("live runs are not available yet; use --dry-run", param_hint="--dry-run")

@@ -1,0 +1,49 @@
+"""The offline half of a run: everything `run --rayjob` would apply, rendered and validated.
+
+`plan_run` is pure: it reads only the loaded config and the DGD manifest files, so
+`run --dry-run`, `check -o` and the live run all print/apply exactly the same objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import recipe as recipe_mod
+from .config import LoadedConfig
+from .kinds import dgd, rayjob
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    shutdown: bool = True
+    ttl_seconds: int = 0
+    active_deadline_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run_id: str
+    recipe: dict  # the final recipe the driver reads
+    notes: tuple[str, ...]  # what happened to the recipe (injected / left alone and why)
+    dgds: dict[str, dict]  # infra.dynamo key -> DGD manifest (no ownerReference yet)
+    rayjob: dict
+
+    def manifests(self) -> list[dict]:
+        """Everything that would be applied, in apply order: DGDs first, then the RayJob."""
+        return [*self.dgds.values(), self.rayjob]
+
+
+def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
+    dgds = {key: dgd.render(cfg.infra, key) for key in sorted(cfg.infra.get("dynamo") or {})}
+    names = [m["metadata"]["name"] for m in dgds.values()]
+    final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
+    run_id = recipe_mod.run_id(cfg.infra, final_recipe)
+    job = rayjob.render(
+        cfg.infra,
+        final_recipe,
+        run_id,
+        shutdown=options.shutdown,
+        ttl_seconds=options.ttl_seconds,
+        active_deadline_seconds=options.active_deadline_seconds,
+    )
+    return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds, rayjob=job)

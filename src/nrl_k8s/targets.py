@@ -1,0 +1,56 @@
+"""`--target KIND.KEY` parsing and rendering for `cluster up/down`.
+
+KIND is `kuberay` (a role of `infra.kuberay`), `dynamo` (a key of `infra.dynamo`) or
+`deployments` (a key of `infra.deployments`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+from .kinds import deployment, dgd, raycluster
+
+KINDS = ("kuberay", "dynamo", "deployments")
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}.{self.key}"
+
+
+def available(infra: dict) -> list[Target]:
+    """Every target the infra declares, in a stable order."""
+    return [Target(kind, key) for kind in KINDS for key in sorted(infra.get(kind) or {})]
+
+
+def parse(infra: dict, specs: list[str]) -> list[Target]:
+    """Resolve `--target` values; none given means every declared target."""
+    valid = available(infra)
+    if not specs:
+        return valid
+    chosen: list[Target] = []
+    for spec in specs:
+        kind, _, key = spec.partition(".")
+        target = Target(kind, key)
+        if target not in valid:
+            listing = ", ".join(map(str, valid)) or "(none declared)"
+            raise ConfigError(
+                f"unknown --target {spec!r}",
+                hint=f"valid targets for this infra: {listing}",
+            )
+        if target not in chosen:
+            chosen.append(target)
+    return chosen
+
+
+def render(infra: dict, target: Target) -> dict:
+    if target.kind == "kuberay":
+        return raycluster.render(infra, target.key)
+    if target.kind == "dynamo":
+        return dgd.render(infra, target.key)
+    return deployment.render(infra, target.key)

@@ -1,0 +1,59 @@
+"""Layer rules: the core never imports typer/rich; offline commands never import cluster clients."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("kubernetes", "ray", "httpx")
+PRESENTATION = ("typer", "rich", "click")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "src/nrl_k8s").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_core_does_not_import_presentation(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        for name in names:
+            assert name.split(".")[0] not in PRESENTATION, f"{path}: imports {name}"
+
+
+OFFLINE = {
+    "help": ["--help"],
+    "check": ["check", "examples/grpo_qwen3_30b_dynamo.yaml", "--infra", "examples/grpo_qwen3_30b_dynamo.gb300.infra.yaml"],
+    "run-dry-run": ["run", "--rayjob", "--dry-run", "examples/qwen3_0.6b_dynamo.yaml",
+                    "--infra", "examples/qwen3_0.6b_dynamo.kind.infra.yaml"],
+    "cluster-up-dry-run": ["cluster", "up", "--dry-run", "--target", "dynamo.serving", "examples/qwen3_0.6b_dynamo.yaml",
+                           "--infra", "examples/qwen3_0.6b_dynamo.kind.infra.yaml"],
+}
+
+PROBE = """
+import sys
+sys.argv = ["nrl-k8s", *{argv!r}]
+from nrl_k8s_cli.main import app
+try:
+    app()
+except SystemExit as exc:
+    code = exc.code
+heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r})
+print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("argv", OFFLINE.values(), ids=OFFLINE.keys())
+def test_offline_commands_do_not_import_cluster_clients(argv):
+    code = PROBE.format(argv=argv, heavy=set(HEAVY))
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                            env={"NRL_K8S_USER": "probe", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY=\n" in result.stderr, result.stderr
