@@ -11,6 +11,7 @@
     ├── ResourceFailed                  a resource reported a terminal failure
     ├── WaitTimeout                     a wait passed its deadline (carries the last reason)
     ├── DashboardError                  the Ray dashboard refused or failed a request
+    │   └── SubmissionExists            a job with that submission_id already exists
     └── SandboxError                    the local sandbox could not start/stop
 
 The CLI maps these to exit codes in exactly one handler and prints
@@ -74,6 +75,10 @@ class WaitTimeout(NrlK8sError):
 
 class DashboardError(NrlK8sError):
     pass
+
+
+class SubmissionExists(DashboardError):
+    """Ray never reuses a submission id: the job was already submitted (by us or the operator)."""
 
 
 class SandboxError(NrlK8sError):
