@@ -1,0 +1,76 @@
+"""Namespace inference without the `kubernetes` package: service-account file, then kubeconfig."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+from nrl_k8s.errors import ConfigError
+
+from .files import load_mapping
+
+SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def current_namespace(
+    context: str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    sa_namespace_file: Path | None = None,
+) -> tuple[str, str]:
+    """Return `(namespace, source)` with source "in-cluster", "kube-context" or "default".
+
+    Without an explicit `context`, the in-cluster service-account namespace wins; then the
+    namespace of the kube context (`context`, else `current-context`); then "default".
+    An explicit `context` that no kubeconfig file defines is a ConfigError.
+    """
+    env = os.environ if env is None else env
+    if context is None:
+        namespace = _read_namespace_file(sa_namespace_file or SA_NAMESPACE_FILE)
+        if namespace:
+            return namespace, "in-cluster"
+    namespace = context_namespace(context, env)
+    if namespace:
+        return namespace, "kube-context"
+    return "default", "default"
+
+
+def kubeconfig_files(env: Mapping[str, str]) -> list[Path]:
+    """`$KUBECONFIG` (a path-separated list) or `~/.kube/config`; only files that exist."""
+    if env.get("KUBECONFIG"):
+        candidates = [Path(p).expanduser() for p in env["KUBECONFIG"].split(os.pathsep) if p]
+    else:
+        home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+        candidates = [home / ".kube" / "config"]
+    return [p for p in candidates if p.is_file()]
+
+
+def context_namespace(context: str | None, env: Mapping[str, str]) -> str | None:
+    """The namespace of `context` (else the current context) in the merged kubeconfig, if any."""
+    files = kubeconfig_files(env)
+    current: str | None = None
+    contexts: dict[str, dict] = {}
+    for path in files:
+        config = load_mapping(path)
+        current = current or config.get("current-context") or None
+        for entry in config.get("contexts") or []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                contexts.setdefault(entry["name"], entry.get("context") or {})
+    name = context or current
+    if name is None:
+        return None
+    if name not in contexts:
+        if context is None:
+            return None
+        where = ", ".join(str(p) for p in files) or "no kubeconfig file found"
+        raise ConfigError(f"kube context '{context}' not found ({where})", hint="list contexts with `kubectl config get-contexts`")
+    namespace = contexts[name].get("namespace") if isinstance(contexts[name], dict) else None
+    return namespace if isinstance(namespace, str) and namespace else None
+
+
+def _read_namespace_file(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None

@@ -1,0 +1,143 @@
+"""`load_config`: a recipe + infra pair (split or bundled) into one validated `LoadedConfig`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from nrl_k8s.errors import ConfigError
+
+from . import kubeconfig
+from .files import Layer, block_layers, file_layers, merge_layers
+from .interpolate import interpolate
+from .overrides import apply_overrides, split_overrides
+from .provenance import Provenance
+from .schema import validate
+
+NamespaceSource = str
+""""infra" | "in-cluster" | "kube-context" | "default"."""
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A loaded run config.
+
+    `recipe`: after `defaults:` inheritance and recipe overrides, `infra:` removed, its `${...}`
+    left as written. `infra`: all layers merged, overrides applied, interpolated, validated,
+    defaults and `namespace` filled, every `dynamo.KEY.manifest` an absolute path.
+    `infra_path`: the infra file, or the recipe file when the infra is bundled.
+    `sources`: every file read, in load order.
+    """
+
+    recipe: dict
+    infra: dict
+    recipe_path: Path
+    infra_path: Path
+    sources: tuple[Path, ...]
+    namespace_source: NamespaceSource
+
+
+def load_config(
+    recipe: str | Path,
+    overrides: Sequence[str] = (),
+    infra: str | Path | None = None,
+    *,
+    context: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> LoadedConfig:
+    """Load, merge, override, interpolate and validate a recipe + infra pair."""
+    env = os.environ if env is None else env
+    recipe_overrides, infra_overrides = split_overrides(overrides)
+    recipe_path = Path(recipe).expanduser().resolve()
+
+    recipe_layers = file_layers(recipe_path)
+    bundled = [
+        layer
+        for path, data in recipe_layers
+        if "infra" in data
+        for layer in block_layers(data.pop("infra"), path, "infra")
+    ]
+    if infra is not None:
+        infra_path = Path(infra).expanduser().resolve()
+        if bundled:
+            raise ConfigError(
+                f"{recipe_path}: has an 'infra:' block and --infra {infra_path} was also given",
+                hint="use either a bundled 'infra:' block or --infra, not both",
+            )
+        declared = file_layers(infra_path)
+    elif bundled:
+        infra_path, declared = recipe_path, bundled
+    else:
+        raise ConfigError(f"{recipe_path}: no infra given", hint="pass --infra INFRA.yaml, or add an 'infra:' block to the recipe")
+
+    infra_layers = [*_shipped_defaults(), *_user_defaults(env), *declared]
+    sources = _unique([path for path, _ in [*recipe_layers, *infra_layers]])
+
+    provenance = Provenance()
+    for path, data in infra_layers:
+        provenance.record(data, path)
+    for override in infra_overrides:
+        provenance.record(override.value, f"override '{override.token}'", override.path)
+    merged = apply_overrides(merge_layers(infra_layers), infra_overrides)
+
+    final = validate(interpolate(merged, env, provenance), provenance)
+    namespace_source = "infra"
+    if not final.get("namespace"):
+        final["namespace"], namespace_source = kubeconfig.current_namespace(context, env)
+    _absolute_manifests(final, provenance)
+
+    recipe_doc = _drop_scratch(apply_overrides(merge_layers(recipe_layers), recipe_overrides))
+    return LoadedConfig(
+        recipe=recipe_doc,
+        infra=final,
+        recipe_path=recipe_path,
+        infra_path=infra_path,
+        sources=sources,
+        namespace_source=namespace_source,
+    )
+
+
+def shipped_defaults_path() -> Path:
+    """The package-data infra defaults file (lowest layer)."""
+    return Path(str(resources.files("nrl_k8s").joinpath("defaults.yaml")))
+
+
+def user_defaults_path(env: Mapping[str, str]) -> Path | None:
+    """`$NRL_K8S_DEFAULTS` (must exist), else `~/.config/nrl-k8s/defaults.yaml` when present."""
+    if env.get("NRL_K8S_DEFAULTS"):
+        return Path(env["NRL_K8S_DEFAULTS"]).expanduser().resolve()
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    path = home / ".config" / "nrl-k8s" / "defaults.yaml"
+    return path.resolve() if path.is_file() else None
+
+
+def _shipped_defaults() -> list[Layer]:
+    return file_layers(shipped_defaults_path())
+
+
+def _user_defaults(env: Mapping[str, str]) -> list[Layer]:
+    path = user_defaults_path(env)
+    return [] if path is None else file_layers(path)
+
+
+def _drop_scratch(data: dict) -> dict:
+    """Drop top-level `_`-prefixed keys (YAML anchor scratch space)."""
+    return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
+
+
+def _unique(paths: list[Path]) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(paths))
+
+
+def _absolute_manifests(infra: dict, provenance: Provenance) -> None:
+    """Make each `dynamo.KEY.manifest` absolute: relative to the file that declared it (cwd for overrides)."""
+    for key, graph in (infra.get("dynamo") or {}).items():
+        manifest = Path(graph["manifest"]).expanduser()
+        if manifest.is_absolute():
+            continue
+        source = provenance.source(("dynamo", key, "manifest"))
+        base = source.parent if isinstance(source, Path) else Path.cwd()
+        graph["manifest"] = str(Path(os.path.normpath(base / manifest)))

@@ -1,0 +1,42 @@
+"""Which layer (file or override token) set each infra key, so errors can name the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+Source = Path | str
+"""A file path, or a label such as ``override 'infra.image=x'``."""
+
+
+class Provenance:
+    """Maps dotted key paths to the last layer that set them (record layers low to high)."""
+
+    def __init__(self) -> None:
+        self._by_path: dict[tuple, Source] = {}
+
+    def record(self, data: Any, source: Source, path: tuple = ()) -> None:
+        """Attribute `data` (and every key nested in its mappings) at `path` to `source`."""
+        if path:
+            self._by_path[path] = source
+        if isinstance(data, dict):
+            for key, value in data.items():
+                self.record(value, source, (*path, key))
+
+    def source(self, path: tuple) -> Source | None:
+        """The layer that set `path`, or the closest enclosing key that has one."""
+        for end in range(len(path), 0, -1):
+            found = self._by_path.get(tuple(path[:end]))
+            if found is not None:
+                return found
+        return None
+
+    def label(self, path: tuple) -> str:
+        """A human label for the layer that set `path` (file path or override)."""
+        source = self.source(path)
+        return "infra" if source is None else str(source)
+
+
+def dotted(path: tuple) -> str:
+    """`("a", "b", 0)` -> `"a.b.0"`."""
+    return ".".join(str(p) for p in path)

@@ -1,0 +1,325 @@
+"""The infra schema: every accepted field, its type, enum, default and cross-field rule.
+
+`validate(infra, provenance)` checks a merged, interpolated infra mapping and returns a
+normalised copy (string maps coerced to strings, image pull secrets as names, defaults
+filled). Errors name the dotted key and the file that set it. Free-form fields (`spec`,
+`overrides`, `affinity`, `tolerations`, `nodeSelector`) are type-checked but not descended into.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from nrl_k8s.errors import ConfigError
+
+from .provenance import Provenance, dotted
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "list", dict: "mapping"}
+
+
+class _Context:
+    def __init__(self, provenance: Provenance):
+        self.provenance = provenance
+
+    def error(self, path: tuple, problem: str, hint: str | None = None) -> ConfigError:
+        return ConfigError(f"{self.provenance.label(path)}: infra key '{dotted(path)}': {problem}", hint=hint)
+
+    def expected(self, path: tuple, expected: str, value: Any) -> ConfigError:
+        return self.error(path, f"expected {expected}, got {describe(value)}")
+
+
+def describe(value: Any) -> str:
+    """`"string 'x'"`, `"integer 3"`, `"mapping"`, … for error messages."""
+    if value is None:
+        return "null"
+    name = _TYPE_NAMES.get(type(value), type(value).__name__)
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, (str, int, float)):
+        return f"{name} {value!r}"
+    return name
+
+
+def _is(value: Any, kind: type) -> bool:
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A string/number/boolean leaf, optionally restricted to `choices`, a `minimum`, or a DNS-1123 label."""
+
+    types: tuple[type, ...] = (str,)
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    dns_label: bool = False
+
+    def validate(self, value: Any, path: tuple, ctx: _Context) -> Any:
+        if not any(_is(value, t) for t in self.types):
+            raise ctx.expected(path, " or ".join(_TYPE_NAMES[t] for t in self.types), value)
+        if self.choices and value not in self.choices:
+            raise ctx.error(path, f"expected one of {'|'.join(self.choices)}, got {describe(value)}")
+        if self.minimum is not None and _is(value, float) and value < self.minimum:
+            raise ctx.error(path, f"expected a number >= {self.minimum}, got {describe(value)}")
+        if self.dns_label and (len(value) > 63 or not _DNS_LABEL.fullmatch(value)):
+            raise ctx.error(path, f"{value!r} is not a valid Kubernetes name", "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
+        return value
+
+
+@dataclass(frozen=True)
+class StrMap:
+    """A mapping of string keys to strings; scalar values are coerced to strings."""
+
+    def validate(self, value: Any, path: tuple, ctx: _Context) -> dict:
+        if not isinstance(value, dict):
+            raise ctx.expected(path, "a mapping of strings", value)
+        result = {}
+        for key, item in value.items():
+            if isinstance(item, bool):
+                item = "true" if item else "false"
+            elif isinstance(item, (int, float)):
+                item = str(item)
+            elif not isinstance(item, str):
+                raise ctx.expected((*path, key), "a string", item)
+            result[str(key)] = item
+        return result
+
+
+@dataclass(frozen=True)
+class Free:
+    """A free-form mapping or list: only its container type is checked."""
+
+    kind: type = dict
+
+    def validate(self, value: Any, path: tuple, ctx: _Context) -> Any:
+        if not isinstance(value, self.kind):
+            raise ctx.expected(path, f"a {_TYPE_NAMES[self.kind]}", value)
+        return value
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Any
+
+    def validate(self, value: Any, path: tuple, ctx: _Context) -> list:
+        if not isinstance(value, list):
+            raise ctx.expected(path, "a list", value)
+        return [self.item.validate(v, (*path, i), ctx) for i, v in enumerate(value)]
+
+
+@dataclass(frozen=True)
+class SecretName:
+    """An image pull secret: `name` or `{name: name}`; normalised to the name."""
+
+    def validate(self, value: Any, path: tuple, ctx: _Context) -> str:
+        if isinstance(value, dict) and set(value) == {"name"}:
+            value = value["name"]
+        if not isinstance(value, str) or not value:
+            raise ctx.expected(path, "a secret name or {name: NAME}", value)
+        return value
+
+
+@dataclass(frozen=True)
+class Requires:
+    """Cross-field rule: when `key` is one of `values`, `needed` must be set (non-empty)."""
+
+    key: str
+    values: tuple[Any, ...]
+    needed: str
+
+    def check(self, value: dict, path: tuple, ctx: _Context) -> None:
+        if value.get(self.key) in self.values and value.get(self.needed) in (None, "", {}, []):
+            raise ctx.error(
+                (*path, self.key),
+                f"{value[self.key]!r} requires '{dotted((*path, self.needed))}' to be set",
+                f"set {dotted((*path, self.needed))}",
+            )
+
+
+@dataclass(frozen=True)
+class Struct:
+    """A mapping with a fixed set of keys; unknown keys are errors."""
+
+    fields: Mapping[str, Any]
+    required: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    rules: tuple[Requires, ...] = ()
+
+    def validate(self, value: Any, path: tuple, ctx: _Context) -> dict:
+        if not isinstance(value, dict):
+            raise ctx.expected(path, "a mapping", value)
+        for key in value:
+            if key not in self.fields:
+                raise _unknown(key, path, self.fields, ctx)
+        # A null value unsets the key (e.g. to clear a lower layer's value).
+        result = {key: self.fields[key].validate(item, (*path, key), ctx) for key, item in value.items() if item is not None}
+        for key in self.required:
+            if result.get(key) is None:
+                raise ctx.error((*path, key), "is required", f"set {dotted((*path, key))}")
+        for key, default in self.defaults.items():
+            if result.get(key) is None:
+                result[key] = default
+        for rule in self.rules:
+            rule.check(result, path, ctx)
+        return result
+
+
+@dataclass(frozen=True)
+class DictOf:
+    """A mapping of user-chosen keys (e.g. `dynamo.KEY`) to values of one shape."""
+
+    value: Any
+
+    def validate(self, value: Any, path: tuple, ctx: _Context) -> dict:
+        if not isinstance(value, dict):
+            raise ctx.expected(path, "a mapping", value)
+        result = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not key:
+                raise ctx.error((*path, key), "keys must be non-empty strings")
+            result[key] = self.value.validate(item if item is not None else {}, (*path, key), ctx)
+        return result
+
+
+def _unknown(key: Any, path: tuple, allowed: Mapping[str, Any], ctx: _Context) -> ConfigError:
+    close = difflib.get_close_matches(str(key), list(allowed), n=1)
+    hint = f"did you mean '{dotted((*path, close[0]))}'?" if close else f"allowed keys here: {', '.join(allowed)}"
+    return ConfigError(f"{ctx.provenance.label((*path, key))}: unknown infra key '{dotted((*path, key))}'", hint=hint)
+
+
+STR = Scalar((str,))
+BOOL = Scalar((bool,))
+POSITIVE_INT = Scalar((int,), minimum=1)
+QUANTITY = Scalar((str, int, float))
+STR_LIST = ListOf(STR)
+
+_ROLES = ("training", "generation", "gym")
+
+
+def _volume(kinds: tuple[str, ...], **extra: Any) -> Struct:
+    rules = [Requires("kind", ("pvc",), "pvcName")]
+    if "hostPath" in extra:
+        rules.append(Requires("kind", ("hostPath",), "hostPath"))
+    return Struct({"kind": Scalar(choices=kinds), "pvcName": STR, "mountPath": STR, **extra}, required=("kind",), rules=tuple(rules))
+
+
+_POD_SIZE = Struct({"cpu": QUANTITY, "memory": QUANTITY, "gpu": Scalar((int,), minimum=0)})
+
+_DAEMON = Struct({
+    "entrypoint": STR,
+    "submissionId": STR,
+    "env": StrMap(),
+    "healthCheckUrl": STR,
+    "healthCheckTimeoutS": POSITIVE_INT,
+    "rayUploadPaths": STR_LIST,
+})
+
+_KUBERAY_ROLE = Struct({
+    "name": STR,
+    "spec": Free(dict),
+    "labels": StrMap(),
+    "annotations": StrMap(),
+    "segmentSize": POSITIVE_INT,
+    "daemon": _DAEMON,
+})
+
+_DEPLOYMENT = Struct({
+    "name": STR,
+    "spec": Free(dict),
+    "labels": StrMap(),
+    "annotations": StrMap(),
+    "healthCheckUrl": STR,
+    "healthCheckTimeoutS": POSITIVE_INT,
+})
+
+_DYNAMO_GRAPH = Struct(
+    {
+        "manifest": STR,
+        "name": STR,
+        "namespace": Scalar(dns_label=True),
+        "overrides": Free(dict),
+        "labels": StrMap(),
+        "annotations": StrMap(),
+        "readyTimeoutS": POSITIVE_INT,
+    },
+    required=("manifest",),
+    defaults={"readyTimeoutS": 600},
+)
+
+INFRA_SCHEMA = Struct({
+    "namespace": Scalar(dns_label=True),
+    "image": STR,
+    "imagePullSecrets": ListOf(SecretName()),
+    "serviceAccount": STR,
+    "rayVersion": STR,
+    "labels": StrMap(),
+    "annotations": StrMap(),
+    "scheduler": Struct(
+        {"kind": Scalar(choices=("default", "kai", "kueue")), "queue": STR},
+        rules=(Requires("kind", ("kai", "kueue"), "queue"),),
+    ),
+    "placement": Struct({"nodeSelector": Free(dict), "tolerations": Free(list), "affinity": Free(dict)}),
+    "networking": Struct({
+        "hostNetwork": BOOL,
+        "gloo_socket_ifname": STR,
+        "nccl_socket_ifname": STR,
+        "nccl_ib_disable": Scalar((bool, int)),
+        "nccl_net": STR,
+        "extra_env": StrMap(),
+    }),
+    "workspace": _volume(("pvc", "hostPath", "emptyDir"), repoSubdir=STR, size=QUANTITY, hostPath=STR),
+    "hf_cache": _volume(("pvc", "emptyDir")),
+    "checkpoints": _volume(("pvc", "emptyDir")),
+    "submit": Struct({
+        "kind": STR,
+        "portForward": BOOL,
+        "devPod": STR,
+        "localDashboardPort": Scalar((int,), minimum=1),
+        "submitter": Scalar(choices=("portForward", "exec")),
+        "execTmpDir": STR,
+    }),
+    "launch": Struct(
+        {
+            "mode": Scalar(choices=("single", "disagg", "attach")),
+            "runMode": Scalar(choices=("interactive", "batch")),
+            "attach": Struct({role: STR for role in _ROLES}),
+            "peerWatcher": BOOL,
+            "entrypoint": STR,
+            "env": StrMap(),
+            "rayUploadPaths": STR_LIST,
+            "codeSource": Scalar(choices=("upload", "image", "lustre")),
+            "codePath": STR,
+        },
+        rules=(Requires("mode", ("attach",), "attach"), Requires("codeSource", ("lustre",), "codePath")),
+    ),
+    "resources": Struct({role: Struct({"head": _POD_SIZE, "worker": _POD_SIZE}) for role in _ROLES}),
+    "kuberay": Struct({role: _KUBERAY_ROLE for role in _ROLES}),
+    "deployments": DictOf(_DEPLOYMENT),
+    "dynamo": DictOf(_DYNAMO_GRAPH),
+})
+
+
+def validate(infra: dict, provenance: Provenance) -> dict:
+    """Validate a merged infra mapping; return it normalised with schema defaults filled."""
+    return INFRA_SCHEMA.validate(infra, (), _Context(provenance))
+
+
+def field_paths(node: Any = INFRA_SCHEMA, prefix: str = "") -> list[str]:
+    """Every dotted field name the schema accepts (`KEY` stands for user-chosen keys)."""
+    if isinstance(node, Struct):
+        paths = []
+        for key, child in node.fields.items():
+            path = f"{prefix}{key}"
+            paths.append(path)
+            paths.extend(field_paths(child, f"{path}."))
+        return paths
+    if isinstance(node, DictOf):
+        return field_paths(node.value, f"{prefix}KEY.")
+    return []
