@@ -1,0 +1,69 @@
+"""What every resource kind shares: its descriptor, readiness results and common labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "nrl-k8s"}
+MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=nrl-k8s"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A Kubernetes resource kind as data (group "" is the core API)."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+@dataclass(frozen=True)
+class Ready:
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Pending:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    reason: str
+
+
+Readiness = Ready | Pending | Failed
+
+
+def condition(obj: dict, type_: str) -> dict | None:
+    """The status condition of ``type_`` on ``obj``, or None."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return cond
+    return None
+
+
+def condition_true(obj: dict, type_: str) -> bool:
+    cond = condition(obj, type_)
+    return cond is not None and cond.get("status") == "True"
+
+
+def describe_condition(cond: dict) -> str:
+    """``Type=Status (Reason: message)`` for messages."""
+    detail = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
+    text = f"{cond.get('type')}={cond.get('status')}"
+    return f"{text} ({detail})" if detail else text
+
+
+def k8s_str(value: Any) -> str:
+    """A label or env value as the string Kubernetes and shells expect (booleans as true/false)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,76 @@
+"""apps/v1 Deployment from ``infra.deployments.KEY``: descriptor, pure rendering, readiness.
+
+The pod template gets ``infra.image`` on containers without one and ``imagePullSecrets``
+where unset. The selector and the template labels always agree: without a selector the
+Deployment selects ``nrl-k8s.io/deployment: NAME``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ..errors import ConfigError
+from ..names import validate_name
+from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, k8s_str
+from .raycluster import pull_secret_refs
+
+KIND = Kind("apps", "v1", "deployments", "Deployment")
+SELECTOR_LABEL = "nrl-k8s.io/deployment"
+
+
+def render(infra: dict, key: str) -> dict:
+    """The Deployment for ``infra.deployments.KEY`` (name defaults to KEY)."""
+    where = f"infra.deployments.{key}"
+    entry = (infra.get("deployments") or {}).get(key)
+    if not entry:
+        raise ConfigError(f"{where} is not set", hint="declare it with a name and a Deployment spec")
+    name = validate_name(entry.get("name") or key, what="Deployment name", where=f"{where}.name")
+    spec = copy.deepcopy(entry.get("spec") or {})
+    template = spec.setdefault("template", {})
+    pod = template.setdefault("spec", {})
+    containers = pod.get("containers") or []
+    if not containers:
+        raise ConfigError(f"{where}.spec.template.spec.containers is empty", hint="declare at least one container")
+
+    selector = spec.setdefault("selector", {})
+    match = selector.get("matchLabels")
+    if not match and not selector.get("matchExpressions"):
+        match = selector["matchLabels"] = {SELECTOR_LABEL: name}
+    template_labels = template.setdefault("metadata", {}).setdefault("labels", {})
+    for label, value in (match or {}).items():
+        if template_labels.setdefault(label, value) != value:
+            raise ConfigError(
+                f"{where}.spec: selector label {label}={value} does not match the pod template's {template_labels[label]}",
+                hint="make spec.selector.matchLabels and spec.template.metadata.labels agree",
+            )
+
+    if infra.get("image"):
+        for container in containers + (pod.get("initContainers") or []):
+            if not container.get("image"):
+                container["image"] = infra["image"]
+    if infra.get("imagePullSecrets") and not pod.get("imagePullSecrets"):
+        pod["imagePullSecrets"] = pull_secret_refs(infra["imagePullSecrets"])
+
+    labels = {**MANAGED_BY, **(infra.get("labels") or {}), **(entry.get("labels") or {})}
+    metadata = {"name": name, "namespace": infra["namespace"], "labels": {k: k8s_str(v) for k, v in labels.items()}}
+    annotations = {**(infra.get("annotations") or {}), **(entry.get("annotations") or {})}
+    if annotations:
+        metadata["annotations"] = {k: k8s_str(v) for k, v in annotations.items()}
+    return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
+
+
+def readiness(obj: dict) -> Readiness:
+    """Ready when every desired replica is available on the current generation."""
+    status = obj.get("status") or {}
+    desired = (obj.get("spec") or {}).get("replicas", 1)
+    available = status.get("availableReplicas") or 0
+    progressing = condition(obj, "Progressing")
+    if progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded":
+        return Failed(describe_condition(progressing))
+    generation = (obj.get("metadata") or {}).get("generation")
+    observed = status.get("observedGeneration")
+    if generation is not None and (observed is None or observed < generation):
+        return Pending(f"waiting for generation {generation} to be observed")
+    if available == desired and (status.get("updatedReplicas") or 0) >= desired:
+        return Ready()
+    return Pending(f"{available}/{desired} replicas available")

@@ -1,0 +1,305 @@
+"""KubeRay RayCluster: descriptor, pure rendering from infra, readiness.
+
+Every pod-describing infra field is applied to the head and to every worker group pod
+template; explicit values in ``kuberay.ROLE.spec`` win unless stated otherwise:
+
+- ``image``: every container (and init container) without one;
+- ``imagePullSecrets``: appended to the pod's list, skipping names already present;
+- ``serviceAccount`` → ``serviceAccountName`` and ``rayVersion`` where unset;
+- ``placement``: nodeSelector merged (pod keys win), tolerations appended, affinity where unset;
+- ``scheduler``: kai → pod label ``kai.scheduler/queue`` + ``schedulerName: kai-scheduler``;
+  kueue → label ``kueue.x-k8s.io/queue-name`` on the object metadata (see ``scheduler_labels``);
+- ``networking``: hostNetwork + ``dnsPolicy: ClusterFirstWithHostNet``; socket/NCCL settings
+  and ``extra_env`` as env on every container, never duplicating a name already set;
+- ``resources.ROLE.head|worker``: cpu/memory/gpu set as requests and limits of the Ray
+  container (the first one) — these override the spec;
+- ``workspace``/``hf_cache``/``checkpoints`` (kind pvc|hostPath): a volume, mounted in every
+  container; ``hf_cache`` also sets ``HF_HOME``;
+- ``kuberay.ROLE.segmentSize`` N: a worker group with more than N replicas becomes
+  ``<group>-seg<i>`` groups of at most N replicas, pods labelled ``nrl-k8s.io/segment``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+from ..errors import ConfigError
+from ..names import MAX_RAYCLUSTER_NAME_LEN, validate_name
+from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, condition_true
+from .base import describe_condition, k8s_str
+
+KIND = Kind("ray.io", "v1", "rayclusters", "RayCluster")
+ROLES = ("training", "generation", "gym")
+ROLE_LABEL = "nrl-k8s.io/role"
+SEGMENT_LABEL = "nrl-k8s.io/segment"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
+KAI_SCHEDULER_NAME = "kai-scheduler"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+DASHBOARD_PORT = 8265
+
+_NET_ENV = (
+    ("gloo_socket_ifname", "GLOO_SOCKET_IFNAME"),
+    ("nccl_socket_ifname", "NCCL_SOCKET_IFNAME"),
+    ("nccl_ib_disable", "NCCL_IB_DISABLE"),
+    ("nccl_net", "NCCL_NET"),
+)
+# (infra field, volume name); hf_cache also exports HF_HOME.
+_STORAGE = (("workspace", "workspace"), ("hf_cache", "hf-cache"), ("checkpoints", "checkpoints"))
+
+
+def role_entry(infra: dict, role: str) -> dict:
+    """``infra.kuberay.ROLE``, or ConfigError when it is not declared."""
+    entry = (infra.get("kuberay") or {}).get(role)
+    if not entry:
+        raise ConfigError(
+            f"infra.kuberay.{role} is not set",
+            hint=f"declare infra.kuberay.{role} with a name and a RayCluster spec",
+        )
+    return entry
+
+
+def cluster_name(infra: dict, role: str) -> str:
+    """The validated RayCluster name of ``role``."""
+    return validate_name(
+        role_entry(infra, role).get("name"),
+        what="RayCluster name",
+        where=f"infra.kuberay.{role}.name",
+        max_len=MAX_RAYCLUSTER_NAME_LEN,
+    )
+
+
+def head_service(cluster: str) -> str:
+    """The head Service KubeRay creates for ``cluster`` (dashboard on port 8265)."""
+    return f"{cluster}-head-svc"
+
+
+def scheduler_labels(infra: dict) -> dict:
+    """Labels the scheduler needs on the top-level object (kueue queue), else {}."""
+    kind, queue = _scheduler(infra)
+    return {KUEUE_QUEUE_LABEL: queue} if kind == "kueue" else {}
+
+
+def render(infra: dict, role: str) -> dict:
+    """The full RayCluster object for ``role`` (training, generation or gym)."""
+    entry = role_entry(infra, role)
+    metadata = {
+        "name": cluster_name(infra, role),
+        "namespace": infra["namespace"],
+        "labels": _strs(
+            {**MANAGED_BY, **(infra.get("labels") or {}), **scheduler_labels(infra), **(entry.get("labels") or {}), ROLE_LABEL: role}
+        ),
+    }
+    annotations = _strs({**(infra.get("annotations") or {}), **(entry.get("annotations") or {})})
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": render_spec(infra, role)}
+
+
+def render_spec(infra: dict, role: str) -> dict:
+    """The RayCluster ``.spec`` for ``role`` with every infra field applied (also used by RayJob)."""
+    entry = role_entry(infra, role)
+    spec = copy.deepcopy(entry.get("spec") or {})
+    if infra.get("rayVersion"):
+        spec.setdefault("rayVersion", str(infra["rayVersion"]))
+    sizes = (infra.get("resources") or {}).get(role) or {}
+    head = spec.setdefault("headGroupSpec", {})
+    head.setdefault("rayStartParams", {})
+    _decorate_pod(infra, head.setdefault("template", {}), sizes.get("head"), "ray-head")
+    if "workerGroupSpecs" in spec:
+        segment_size = _segment_size(entry, role)
+        groups = []
+        for group in spec["workerGroupSpecs"] or []:
+            for piece in _segments(group, segment_size, role):
+                _decorate_pod(infra, piece.setdefault("template", {}), sizes.get("worker"), "ray-worker")
+                groups.append(piece)
+        spec["workerGroupSpecs"] = groups
+    return spec
+
+
+def provisioned(obj: dict) -> bool:
+    """True once KubeRay reports ``RayClusterProvisioned`` (all pods were ready once)."""
+    return condition_true(obj, "RayClusterProvisioned")
+
+
+def readiness(obj: dict) -> Readiness:
+    status = obj.get("status") or {}
+    if provisioned(obj) or status.get("state") == "ready":
+        return Ready()
+    failure = condition(obj, "ReplicaFailure")
+    if failure is not None and failure.get("status") == "True":
+        return Failed(describe_condition(failure))
+    parts = [f"state={status.get('state') or 'unknown'}"]
+    if status.get("reason"):
+        parts.append(str(status["reason"]))
+    head = condition(obj, "HeadPodReady")
+    if head is not None and head.get("status") != "True":
+        parts.append(describe_condition(head))
+    return Pending("; ".join(parts))
+
+
+def _strs(mapping: dict) -> dict:
+    return {str(k): k8s_str(v) for k, v in mapping.items()}
+
+
+def _scheduler(infra: dict) -> tuple[str, str | None]:
+    sched = infra.get("scheduler") or {}
+    kind = sched.get("kind") or "default"
+    if kind not in ("default", "kai", "kueue"):
+        raise ConfigError(f"infra.scheduler.kind: unknown scheduler {kind!r}", hint="use default, kai or kueue")
+    queue = sched.get("queue")
+    if kind != "default" and not queue:
+        raise ConfigError(f"infra.scheduler.queue is required with scheduler kind {kind}", hint="set infra.scheduler.queue")
+    return kind, queue
+
+
+def _segment_size(entry: dict, role: str) -> int | None:
+    size = entry.get("segmentSize")
+    if size is None:
+        return None
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(f"infra.kuberay.{role}.segmentSize must be a positive integer, got {size!r}")
+    return size
+
+
+def _segments(group: dict, size: int | None, role: str) -> list[dict]:
+    replicas = group.get("replicas")
+    if size is None or replicas is None or replicas <= size:
+        return [group]
+    base = group.get("groupName")
+    if not base:
+        raise ConfigError(f"infra.kuberay.{role}.spec.workerGroupSpecs: a group to segment has no groupName")
+    pieces = []
+    for i in range(math.ceil(replicas / size)):
+        count = min(size, replicas - i * size)
+        piece = copy.deepcopy(group)
+        piece["groupName"] = f"{base}-seg{i}"
+        piece["replicas"] = count
+        piece["maxReplicas"] = count
+        if "minReplicas" in group:
+            piece["minReplicas"] = min(group["minReplicas"], count)
+        labels = piece.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
+        labels[SEGMENT_LABEL] = str(i)
+        pieces.append(piece)
+    return pieces
+
+
+def _decorate_pod(infra: dict, template: dict, size: dict | None, default_container: str) -> None:
+    pod = template.setdefault("spec", {})
+    containers = pod.setdefault("containers", [])
+    if not containers:
+        containers.append({"name": default_container})
+    if infra.get("image"):
+        for container in containers + (pod.get("initContainers") or []):
+            if not container.get("image"):
+                container["image"] = infra["image"]
+    _add_pull_secrets(pod, infra.get("imagePullSecrets") or [])
+    if infra.get("serviceAccount"):
+        pod.setdefault("serviceAccountName", infra["serviceAccount"])
+    _apply_placement(pod, infra.get("placement") or {})
+    kind, queue = _scheduler(infra)
+    if kind == "kai":
+        template.setdefault("metadata", {}).setdefault("labels", {}).setdefault(KAI_QUEUE_LABEL, str(queue))
+        pod.setdefault("schedulerName", KAI_SCHEDULER_NAME)
+    _apply_networking(pod, containers, infra.get("networking") or {})
+    _apply_storage(pod, containers, infra)
+    if size:
+        _apply_size(containers[0], size)
+
+
+def pull_secret_refs(secrets: list) -> list[dict]:
+    """``imagePullSecrets`` entries (names or ``{name}``) as LocalObjectReferences."""
+    return [{"name": s} if isinstance(s, str) else dict(s) for s in secrets]
+
+
+def _add_pull_secrets(pod: dict, secrets: list) -> None:
+    if not secrets:
+        return
+    current = pod.setdefault("imagePullSecrets", [])
+    present = {ref.get("name") for ref in current}
+    current.extend(ref for ref in pull_secret_refs(secrets) if ref["name"] not in present)
+
+
+def _apply_placement(pod: dict, placement: dict) -> None:
+    if placement.get("nodeSelector"):
+        pod["nodeSelector"] = _strs({**placement["nodeSelector"], **(pod.get("nodeSelector") or {})})
+    for toleration in placement.get("tolerations") or []:
+        current = pod.setdefault("tolerations", [])
+        if toleration not in current:
+            current.append(copy.deepcopy(toleration))
+    if placement.get("affinity"):
+        pod.setdefault("affinity", copy.deepcopy(placement["affinity"]))
+
+
+def _apply_networking(pod: dict, containers: list[dict], net: dict) -> None:
+    if net.get("hostNetwork"):
+        pod.setdefault("hostNetwork", True)
+        pod.setdefault("dnsPolicy", "ClusterFirstWithHostNet")
+    env = []
+    for field, name in _NET_ENV:
+        value = net.get(field)
+        if value is None:
+            continue
+        if field == "nccl_ib_disable" and isinstance(value, bool):
+            value = "1" if value else "0"
+        env.append((name, k8s_str(value)))
+    extra = net.get("extra_env") or {}
+    items = extra.items() if isinstance(extra, dict) else ((e["name"], e.get("value", "")) for e in extra)
+    env.extend((str(name), k8s_str(value)) for name, value in items)
+    for container in containers:
+        for name, value in env:
+            _add_env(container, name, value)
+
+
+def _add_env(container: dict, name: str, value: str) -> None:
+    env = container.setdefault("env", [])
+    if all(item.get("name") != name for item in env):
+        env.append({"name": name, "value": value})
+
+
+def storage_volume(infra: dict, field: str, volume_name: str) -> tuple[dict, str] | None:
+    """(volume, mountPath) for ``infra.FIELD`` with kind pvc|hostPath, None when not set."""
+    cfg = infra.get(field) or {}
+    kind = cfg.get("kind")
+    if kind in (None, "none"):
+        return None
+    mount_path = cfg.get("mountPath")
+    if not mount_path:
+        raise ConfigError(f"infra.{field}.mountPath is required with kind {kind}", hint=f"set infra.{field}.mountPath")
+    if kind == "pvc":
+        if not cfg.get("pvcName"):
+            raise ConfigError(f"infra.{field}.pvcName is required with kind pvc", hint=f"set infra.{field}.pvcName")
+        return {"name": volume_name, "persistentVolumeClaim": {"claimName": cfg["pvcName"]}}, mount_path
+    if kind == "hostPath":
+        path = cfg.get("hostPath") or mount_path
+        return {"name": volume_name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}, mount_path
+    raise ConfigError(f"infra.{field}.kind: unsupported kind {kind!r}", hint="use pvc or hostPath")
+
+
+def _apply_storage(pod: dict, containers: list[dict], infra: dict) -> None:
+    for field, volume_name in _STORAGE:
+        found = storage_volume(infra, field, volume_name)
+        if found is None:
+            continue
+        volume, mount_path = found
+        volumes = pod.setdefault("volumes", [])
+        if all(v.get("name") != volume_name for v in volumes):
+            volumes.append(volume)
+        for container in containers:
+            mounts = container.setdefault("volumeMounts", [])
+            if all(m.get("mountPath") != mount_path for m in mounts):
+                mounts.append({"name": volume_name, "mountPath": mount_path})
+            if field == "hf_cache":
+                _add_env(container, "HF_HOME", mount_path)
+
+
+def _apply_size(container: dict, size: dict) -> None:
+    quantities = {}
+    for field, resource in (("cpu", "cpu"), ("memory", "memory"), ("gpu", "nvidia.com/gpu")):
+        if size.get(field) is not None:
+            quantities[resource] = str(size[field])
+    if not quantities:
+        return
+    resources = container.setdefault("resources", {})
+    for section in ("requests", "limits"):
+        resources.setdefault(section, {}).update(quantities)

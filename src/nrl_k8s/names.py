@@ -1,0 +1,33 @@
+"""Kubernetes object name validation (RFC 1123 labels)."""
+
+from __future__ import annotations
+
+import re
+
+from .errors import ConfigError
+
+MAX_NAME_LEN = 63
+MAX_RAYCLUSTER_NAME_LEN = 53  # KubeRay appends suffixes for pods and services
+MAX_RAYJOB_NAME_LEN = 47  # KubeRay derives the RayCluster name from it
+
+_RFC1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def validate_name(name: object, *, what: str, where: str, max_len: int = MAX_NAME_LEN) -> str:
+    """Return ``name`` if it is a valid RFC 1123 label of at most ``max_len`` chars.
+
+    Raises ConfigError naming ``what`` (e.g. "RayJob name") and ``where`` (the config key).
+    """
+    rule = f"lowercase letters, digits and '-', starting and ending with a letter or digit, at most {max_len} characters"
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}: {what} must be a non-empty string, got {name!r}", hint=f"use {rule}")
+    if len(name) > max_len:
+        raise ConfigError(
+            f"{where}: {what} {name!r} is {len(name)} characters, more than {max_len}",
+            hint=f"shorten it to at most {max_len} characters",
+        )
+    if not _RFC1123_LABEL.fullmatch(name):
+        suggestion = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:max_len].rstrip("-")
+        hint = f"use {rule}" + (f", e.g. {suggestion!r}" if suggestion else "")
+        raise ConfigError(f"{where}: {what} {name!r} is not a valid Kubernetes name", hint=hint)
+    return name

@@ -1,0 +1,66 @@
+"""Infra fields that are accepted but have no effect (``check`` lists them).
+
+Derived from what the renderers consume: ``kinds.raycluster``, ``kinds.rayjob``,
+``kinds.dgd``, ``kinds.deployment`` and ``recipe.driver_entrypoint``. A field counts as set
+when present and not None.
+"""
+
+from __future__ import annotations
+
+from .kinds.raycluster import ROLES
+
+# Whole blocks no implemented flow reads (reported per set key).
+_UNUSED_BLOCKS = ("submit",)
+_UNUSED_LAUNCH = ("mode", "runMode", "attach", "peerWatcher", "rayUploadPaths", "codeSource", "codePath")
+_UNUSED_WORKSPACE = ("repoSubdir", "size")
+_UNUSED_DEPLOYMENT = ("healthCheckUrl", "healthCheckTimeoutS")
+# Storage blocks: which fields each volume kind reads.
+_STORAGE_FIELDS = {
+    "workspace": ("kind", "pvcName", "mountPath", "hostPath"),
+    "hf_cache": ("kind", "pvcName", "mountPath"),
+    "checkpoints": ("kind", "pvcName", "mountPath"),
+}
+_READ_BY_KIND = {"pvc": {"kind", "pvcName", "mountPath"}, "hostPath": {"kind", "mountPath", "hostPath"}}
+
+
+def unused_fields(infra: dict) -> list[str]:
+    """Dotted paths of fields set in ``infra`` that change nothing in what nrl-k8s renders or runs."""
+    out: list[str] = []
+    for block in _UNUSED_BLOCKS:
+        out += _set_keys(infra.get(block), block)
+    launch = infra.get("launch") or {}
+    out += [f"launch.{k}" for k in _UNUSED_LAUNCH if launch.get(k) is not None]
+
+    for field, known in _STORAGE_FIELDS.items():
+        cfg = infra.get(field) or {}
+        read = _READ_BY_KIND.get(cfg.get("kind"), set())
+        out += [f"{field}.{k}" for k in known if cfg.get(k) is not None and k not in read and k != "kind"]
+        if field == "workspace":
+            out += [f"workspace.{k}" for k in _UNUSED_WORKSPACE if cfg.get(k) is not None]
+
+    scheduler = infra.get("scheduler") or {}
+    if scheduler.get("queue") is not None and (scheduler.get("kind") or "default") == "default":
+        out.append("scheduler.queue")
+
+    kuberay = infra.get("kuberay") or {}
+    resources = infra.get("resources") or {}
+    for role in ROLES:
+        entry = kuberay.get(role) or {}
+        out += _set_keys(entry.get("daemon"), f"kuberay.{role}.daemon")
+        groups = (entry.get("spec") or {}).get("workerGroupSpecs") or []
+        size = entry.get("segmentSize")
+        if size is not None and not any((g.get("replicas") or 0) > size for g in groups):
+            out.append(f"kuberay.{role}.segmentSize")
+        sizing = resources.get(role) or {}
+        if not entry:
+            out += [f"resources.{role}.{part}" for part in ("head", "worker") if sizing.get(part) is not None]
+        elif sizing.get("worker") is not None and not groups:
+            out.append(f"resources.{role}.worker")
+
+    for key, entry in (infra.get("deployments") or {}).items():
+        out += [f"deployments.{key}.{k}" for k in _UNUSED_DEPLOYMENT if (entry or {}).get(k) is not None]
+    return out
+
+
+def _set_keys(block: dict | None, prefix: str) -> list[str]:
+    return [f"{prefix}.{k}" for k, v in (block or {}).items() if v is not None]
