@@ -26,9 +26,9 @@ def load_yaml_file(path: Path) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found", hint="check the path (relative paths are resolved from the current directory)") from None
     except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, expected a YAML file") from None
+        raise ConfigError(f"{path}: is a directory, expected a YAML file", hint="pass the path of a .yaml file") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read file: {err}") from None
+        raise ConfigError(f"{path}: cannot read file: {err}", hint="check the file's permissions and encoding (UTF-8)") from None
     try:
         return yaml.safe_load(text)
     except yaml.MarkedYAMLError as err:
@@ -37,7 +37,7 @@ def load_yaml_file(path: Path) -> Any:
         problem = err.problem or err.context or "invalid YAML"
         raise ConfigError(f"{path}{line}: {problem}", hint="fix the YAML syntax at that line") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML: {err}") from None
+        raise ConfigError(f"{path}: invalid YAML: {err}", hint="fix the YAML syntax") from None
 
 
 def load_mapping(path: Path) -> dict:
@@ -76,7 +76,7 @@ def block_layers(block: Any, declared_in: Path, key: str) -> list[Layer]:
     if block is None:
         return []
     if not isinstance(block, dict):
-        raise ConfigError(f"{declared_in}: '{key}' must be a mapping, got {type(block).__name__}")
+        raise ConfigError(f"{declared_in}: '{key}' must be a mapping, got {type(block).__name__}", hint=f"write '{key}:' as a block of `key: value` pairs")
     return _expand(dict(block), declared_in, (declared_in,), where=f"{declared_in}: {key}.defaults")
 
 
@@ -108,5 +108,5 @@ def _parent_entries(parents: Any, where: str) -> list[str]:
     if isinstance(parents, str):
         parents = [parents]
     if not isinstance(parents, list) or not all(isinstance(p, str) and p for p in parents):
-        raise ConfigError(f"{where}: expected a path or a list of paths, got {parents!r}")
+        raise ConfigError(f"{where}: expected a path or a list of paths, got {parents!r}", hint="e.g. `defaults: base.yaml` or `defaults: [a.yaml, b.yaml]`")
     return parents

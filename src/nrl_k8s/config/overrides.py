@@ -149,7 +149,7 @@ def _put(container: Any, part: str, value: Any, o: Override, depth: int) -> None
     elif index == len(container):
         container.append(value)
     else:
-        raise ConfigError(f"override '{o.token}': list index {index} out of range for '{_prefix(o, depth - 1) or o.key}' (length {len(container)})")
+        raise ConfigError(f"override '{o.token}': list index {index} out of range for '{_prefix(o, depth - 1) or o.key}' (length {len(container)})", hint=f"use an index below {len(container)} to replace, or {len(container)} to append")
 
 
 def _index(container: Any, part: str, o: Override, depth: int) -> Any:

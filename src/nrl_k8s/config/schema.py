@@ -25,11 +25,15 @@ class _Context:
     def __init__(self, provenance: Provenance):
         self.provenance = provenance
 
-    def error(self, path: tuple, problem: str, hint: str | None = None) -> ConfigError:
+    def error(self, path: tuple, problem: str, hint: str) -> ConfigError:
         return ConfigError(f"{self.provenance.label(path)}: infra key '{dotted(path)}': {problem}", hint=hint)
 
     def expected(self, path: tuple, expected: str, value: Any) -> ConfigError:
-        return self.error(path, f"expected {expected}, got {describe(value)}")
+        if expected in ("string", "a string") and isinstance(value, (int, float)):
+            hint = f'quote the value to make it a string, e.g. {path[-1]}: "{str(value).lower() if isinstance(value, bool) else value}"'
+        else:
+            hint = f"set '{dotted(path)}' to {expected}"
+        return self.error(path, f"expected {expected}, got {describe(value)}", hint)
 
 
 def describe(value: Any) -> str:
@@ -65,9 +69,9 @@ class Scalar:
         if not any(_is(value, t) for t in self.types):
             raise ctx.expected(path, " or ".join(_TYPE_NAMES[t] for t in self.types), value)
         if self.choices and value not in self.choices:
-            raise ctx.error(path, f"expected one of {'|'.join(self.choices)}, got {describe(value)}")
+            raise ctx.error(path, f"expected one of {'|'.join(self.choices)}, got {describe(value)}", f"use one of: {', '.join(self.choices)}")
         if self.minimum is not None and _is(value, float) and value < self.minimum:
-            raise ctx.error(path, f"expected a number >= {self.minimum}, got {describe(value)}")
+            raise ctx.error(path, f"expected a number >= {self.minimum}, got {describe(value)}", f"use a value of at least {self.minimum}")
         if self.dns_label and (len(value) > 63 or not _DNS_LABEL.fullmatch(value)):
             raise ctx.error(path, f"{value!r} is not a valid Kubernetes name", "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
         return value
@@ -183,7 +187,7 @@ class DictOf:
         result = {}
         for key, item in value.items():
             if not isinstance(key, str) or not key:
-                raise ctx.error((*path, key), "keys must be non-empty strings")
+                raise ctx.error((*path, key), "keys must be non-empty strings", "name each entry with a non-empty string key")
             result[key] = self.value.validate(item if item is not None else {}, (*path, key), ctx)
         return result
 
