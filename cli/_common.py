@@ -41,6 +41,27 @@ def load(ctx: typer.Context, recipe: Path, overrides: list[str] | None, infra: P
 
 
 def dump_yaml_stream(docs: list[dict]) -> str:
+    """YAML documents with multi-line strings (entrypoints) as readable literal blocks."""
     import yaml
 
-    return yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True, width=120)
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def represent_str(dumper, value: str):
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, represent_str)
+    return yaml.dump_all(docs, Dumper=Dumper, sort_keys=False, explicit_start=True, width=120)
+
+
+def print_manifests(docs: list[dict], *, show_secrets: bool) -> None:
+    """A dry run: the YAML stream on stdout, secrets redacted unless asked."""
+    from nrl_k8s.redact import redact
+
+    from ._console import err, out
+
+    shown = docs if show_secrets else redact(docs)
+    out.print(dump_yaml_stream(shown), end="", markup=False, highlight=False)
+    if shown != docs:
+        err.print("note: secret-looking env values are redacted; pass --show-secrets to print them", markup=False)

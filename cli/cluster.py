@@ -6,8 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import _console
-from ._common import InfraOpt, OverridesArg, RecipeArg, dump_yaml_stream, load
+from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, load, print_manifests
 
 app = typer.Typer(help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.")
 
@@ -24,6 +23,7 @@ def up(
     infra: InfraOpt = None,
     target: TargetOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the rendered manifests; apply nothing.")] = False,
+    show_secrets: ShowSecretsOpt = False,
 ) -> None:
     """Ensure the chosen targets exist (reuse on match)."""
     from nrl_k8s import targets
@@ -32,6 +32,6 @@ def up(
     chosen = targets.parse(cfg.infra, target or [])
     manifests = [targets.render(cfg.infra, t) for t in chosen]
     if dry_run:
-        _console.out.print(dump_yaml_stream(manifests), end="", markup=False, highlight=False)
+        print_manifests(manifests, show_secrets=show_secrets)
         return
     raise typer.BadParameter("live cluster up is not available yet; use --dry-run", param_hint="--dry-run")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import _console
-from ._common import InfraOpt, OverridesArg, RecipeArg, dump_yaml_stream, load
+from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, load, print_manifests
 
 
 def run(
@@ -17,6 +17,7 @@ def run(
     infra: InfraOpt = None,
     rayjob: Annotated[bool, typer.Option("--rayjob", help="Ephemeral RayJob flow (the default).")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the RayJob and every DGD; apply nothing.")] = False,
+    show_secrets: ShowSecretsOpt = False,
     shutdown: Annotated[
         bool, typer.Option("--shutdown/--no-shutdown", help="Delete the RayCluster (and its DGDs) when the job ends.")
     ] = True,
@@ -31,7 +32,7 @@ def run(
     cfg = load(ctx, recipe, overrides, infra)
     plan = plan_run(cfg, RunOptions(shutdown=shutdown, ttl_seconds=ttl_seconds, active_deadline_seconds=active_deadline))
     if dry_run:
-        _console.out.print(dump_yaml_stream(plan.manifests()), end="", markup=False, highlight=False)
+        print_manifests(plan.manifests(), show_secrets=show_secrets)
         for note in plan.notes:
             _console.err.print(f"recipe: {note}", markup=False)
         return

@@ -48,6 +48,15 @@ def _display(path: str | Path) -> str:
         return str(path)
 
 
+def _injection(plan: RunPlan) -> list[str]:
+    generation = (plan.recipe.get("policy") or {}).get("generation") or {}
+    name = (generation.get("dynamo_cfg") or {}).get("dgd_name")
+    injected = []
+    if len(plan.dgds) == 1 and name == next(iter(plan.dgds.values()))["metadata"]["name"]:
+        injected.append(f"injected policy.generation.backend=dynamo, policy.generation.dynamo_cfg.dgd_name={name}")
+    return injected + list(plan.notes)
+
+
 def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -> dict:
     infra = cfg.infra
     launch = infra.get("launch") or {}
@@ -77,7 +86,7 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
         "entrypoint": launch.get("entrypoint"),
         "env": dict(launch.get("env") or {}),
         "dynamo": dynamo,
-        "recipe_injection": list(plan.notes),
+        "recipe_injection": _injection(plan),
         "unused": unused_fields(infra),
     }
     return summary if show_secrets else redact(summary)

@@ -1,0 +1,79 @@
+"""Golden files: every example renders to exactly the checked-in manifests.
+
+Regenerate after an intended change with `UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_golden.py`
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from nrl_k8s import targets
+from nrl_k8s.config import load_config
+from nrl_k8s.kinds import dgd
+from nrl_k8s.plan import plan_run
+from nrl_k8s_cli._common import dump_yaml_stream
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests/golden"
+PAIRS = {
+    "qwen3_0.6b_dynamo": ("qwen3_0.6b_dynamo.yaml", "qwen3_0.6b_dynamo.kind.infra.yaml"),
+    "grpo_qwen3_30b_dynamo": ("grpo_qwen3_30b_dynamo.yaml", "grpo_qwen3_30b_dynamo.gb300.infra.yaml"),
+    "grpo_two_dgds": ("grpo_two_dgds.yaml", "grpo_two_dgds.kind.infra.yaml"),
+    "bundled_qwen3_0.6b": ("bundled_qwen3_0.6b.yaml", None),
+    "sandbox": ("sandbox.yaml", "sandbox.infra.yaml"),
+}
+PARENTS = {"grpo_base.yaml"}  # recipes only used through `defaults:`
+DGDS = sorted(p.name for p in (ROOT / "examples_dgd").glob("*.yaml"))
+
+
+@pytest.fixture(autouse=True)
+def fixed_env(monkeypatch):
+    for name in ("HF_TOKEN", "WANDB_API_KEY", "NRL_K8S_DEFAULTS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NRL_K8S_USER", "golden")
+    monkeypatch.setenv("HOME", "/nonexistent")
+
+
+def _compare(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"missing golden file {path}; run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name} differs from its golden file; run with UPDATE_GOLDEN=1 and review"
+
+
+def _load(recipe: str, infra: str | None):
+    return load_config(ROOT / "examples" / recipe, (), infra and ROOT / "examples" / infra)
+
+
+@pytest.mark.parametrize("name", PAIRS, ids=PAIRS)
+def test_run_dry_run_matches_golden(name):
+    _compare(f"{name}.run.yaml", dump_yaml_stream(plan_run(_load(*PAIRS[name])).manifests()))
+
+
+@pytest.mark.parametrize("name", PAIRS, ids=PAIRS)
+def test_cluster_up_targets_match_golden(name):
+    cfg = _load(*PAIRS[name])
+    docs = [targets.render(cfg.infra, t) for t in targets.available(cfg.infra)]
+    _compare(f"{name}.cluster.yaml", dump_yaml_stream(docs))
+
+
+@pytest.mark.parametrize("manifest", DGDS, ids=DGDS)
+def test_every_dgd_manifest_renders_to_golden(manifest):
+    infra = {
+        "namespace": "golden",
+        "image": "example.com/nemo-rl:golden",
+        "imagePullSecrets": ["regcred"],
+        "labels": {"team": "golden"},
+        "dynamo": {"key": {"manifest": str(ROOT / "examples_dgd" / manifest), "readyTimeoutS": 600}},
+    }
+    _compare(f"dgd.{Path(manifest).stem}.yaml", dump_yaml_stream([dgd.render(infra, "key")]))
+
+
+def test_every_example_file_is_covered():
+    covered = {f for pair in PAIRS.values() for f in pair if f} | PARENTS
+    assert {p.name for p in (ROOT / "examples").glob("*.yaml")} == covered
