@@ -1,0 +1,146 @@
+"""Named faults the sandbox can inject, shared by the API server and the simulated operators.
+
+A fault is active when set; its value is ``""`` for plain switches. Values:
+
+    miss-driver-submission, dgd-stuck-pending, proxy-forbidden, no-dgd-crd   no value
+    dgd-failed[=MESSAGE]              optional condition message
+    frontend-unavailable=SECONDS      number >= 0
+    slow=FACTOR                       number > 0
+    api-errors=VERB:RESOURCE:CODE:COUNT[;...]   the next COUNT matching calls fail with CODE
+    rbac-deny=VERB:RESOURCE[;...]     matching calls are Forbidden
+
+VERB is one of get, list, watch, create, update, patch, delete or ``*``; RESOURCE is a plural
+(``rayjobs``, ``pods``) or ``*``. ``api-errors`` counts down as calls consume it and clears
+itself when every entry is used up.
+"""
+
+from __future__ import annotations
+
+import threading
+
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "*")
+_SWITCHES = ("miss-driver-submission", "dgd-stuck-pending", "proxy-forbidden", "no-dgd-crd")
+
+
+def _parse_entries(name: str, value: str, fields: int) -> list[list[str]]:
+    entries = [part.strip().split(":") for part in value.split(";") if part.strip()]
+    if not entries:
+        raise ValueError(f"fault {name} needs a value")
+    for entry in entries:
+        if len(entry) != fields or not all(entry):
+            shape = "VERB:RESOURCE:CODE:COUNT" if fields == 4 else "VERB:RESOURCE"
+            raise ValueError(f"fault {name}: {':'.join(entry)!r} is not {shape}")
+        if entry[0] not in VERBS:
+            raise ValueError(f"fault {name}: unknown verb {entry[0]!r} (one of {', '.join(VERBS)})")
+    return entries
+
+
+def _parse_api_errors(value: str) -> list[list]:
+    parsed = []
+    for verb, resource, code, count in _parse_entries("api-errors", value, 4):
+        if not (code.isdigit() and 400 <= int(code) <= 599):
+            raise ValueError(f"fault api-errors: code {code!r} is not an HTTP error code 400-599")
+        if not (count.isdigit() and int(count) > 0):
+            raise ValueError(f"fault api-errors: count {count!r} is not a positive integer")
+        parsed.append([verb, resource, int(code), int(count)])
+    return parsed
+
+
+def _number(name: str, value: str | None, *, positive: bool) -> None:
+    try:
+        number = float(value or "")
+    except ValueError:
+        raise ValueError(f"fault {name} needs a number, got {value!r}") from None
+    if number < 0 or (positive and number == 0):
+        raise ValueError(f"fault {name} must be {'> 0' if positive else '>= 0'}, got {value}")
+
+
+def validate(name: str, value: str | None) -> str:
+    """Return the normalised value of fault ``name``; ValueError when name or value is bad."""
+    if name not in Faults.KNOWN:
+        raise ValueError(f"unknown fault {name!r} (known: {', '.join(Faults.KNOWN)})")
+    if name in _SWITCHES:
+        if value:
+            raise ValueError(f"fault {name} takes no value")
+        return ""
+    if name == "dgd-failed":
+        return value or ""
+    if name in ("frontend-unavailable", "slow"):
+        _number(name, value, positive=name == "slow")
+        return str(value)
+    if name == "api-errors":
+        _parse_api_errors(value or "")
+    else:
+        _parse_entries(name, value or "", 2)
+    return str(value)
+
+
+def _matches(entry_verb: str, entry_resource: str, verb: str, resource: str) -> bool:
+    return entry_verb in ("*", verb) and entry_resource in ("*", resource)
+
+
+class Faults:
+    """Thread-safe registry of the active faults."""
+
+    KNOWN = (
+        "miss-driver-submission",
+        "dgd-failed",
+        "dgd-stuck-pending",
+        "frontend-unavailable",
+        "api-errors",
+        "proxy-forbidden",
+        "slow",
+        "no-dgd-crd",
+        "rbac-deny",
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: dict[str, str] = {}
+        self._api_errors: list[list] = []
+
+    def set(self, name: str, value: str | None = None) -> None:
+        normalised = validate(name, value)
+        with self._lock:
+            self._active[name] = normalised
+            if name == "api-errors":
+                self._api_errors = _parse_api_errors(normalised)
+
+    def clear(self, name: str) -> None:
+        if name not in self.KNOWN:
+            raise ValueError(f"unknown fault {name!r} (known: {', '.join(self.KNOWN)})")
+        with self._lock:
+            self._active.pop(name, None)
+            if name == "api-errors":
+                self._api_errors = []
+
+    def get(self, name: str) -> str | None:
+        with self._lock:
+            return self._active.get(name)
+
+    def active(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._active)
+
+    def take_api_error(self, verb: str, resource: str) -> int | None:
+        """Consume one matching ``api-errors`` entry and return its HTTP code (None: no match)."""
+        with self._lock:
+            for entry in self._api_errors:
+                if entry[3] > 0 and _matches(entry[0], entry[1], verb, resource):
+                    entry[3] -= 1
+                    self._sync_api_errors()
+                    return entry[2]
+        return None
+
+    def denied(self, verb: str, resource: str) -> bool:
+        value = self.get("rbac-deny")
+        if value is None:
+            return False
+        return any(_matches(v, r, verb, resource) for v, r in _parse_entries("rbac-deny", value, 2))
+
+    def _sync_api_errors(self) -> None:
+        self._api_errors = [e for e in self._api_errors if e[3] > 0]
+        if self._api_errors:
+            self._active["api-errors"] = ";".join(":".join(map(str, e)) for e in self._api_errors)
+        else:
+            self._active.pop("api-errors", None)

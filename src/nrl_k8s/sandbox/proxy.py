@@ -1,0 +1,71 @@
+"""The ``services/NAME[:PORT]/proxy/PATH`` subresource, forwarded to loopback backends.
+
+Backends are read from the Service annotation ``sandbox.nrl-k8s.io/endpoints``: a JSON object
+mapping port numbers and port names (as strings) to a base URL such as
+``http://127.0.0.1:41234``. Only loopback URLs are ever contacted.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlsplit
+
+import httpx
+
+from nrl_k8s.sandbox.statuses import ApiStatus
+
+ENDPOINTS_ANNOTATION = "sandbox.nrl-k8s.io/endpoints"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_FORWARDED_HEADERS = ("content-type", "accept")
+_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+
+
+def _unavailable(name: str, why: str = "") -> ApiStatus:
+    message = f'no endpoints available for service "{name}"' + (f": {why}" if why else "")
+    return ApiStatus(503, message, name=name, kind="services")
+
+
+def backend_url(service: dict, port: str | None) -> str:
+    """The base URL behind ``port`` (number or name; None = first port) of a Service object."""
+    name = service["metadata"]["name"]
+    raw = (service["metadata"].get("annotations") or {}).get(ENDPOINTS_ANNOTATION)
+    try:
+        endpoints = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        endpoints = {}
+    ports = (service.get("spec") or {}).get("ports") or []
+    if port is None and ports:
+        candidates = [str(ports[0].get("port")), ports[0].get("name")]
+    else:
+        candidates = [port]
+        for p in ports:
+            if port in (str(p.get("port")), p.get("name")):
+                candidates += [str(p.get("port")), p.get("name")]
+    url = next((endpoints[c] for c in candidates if c and c in endpoints), None)
+    if not isinstance(url, str):
+        raise _unavailable(name)
+    if urlsplit(url).hostname not in _LOOPBACK:
+        raise _unavailable(name, f"refusing to proxy to non-loopback endpoint {url}")
+    return url.rstrip("/")
+
+
+class ServiceProxy:
+    def __init__(self) -> None:
+        self._client = httpx.Client(timeout=_TIMEOUT, follow_redirects=False, trust_env=False)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def forward(
+        self, service: dict, target: str, method: str, path: str, query: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, bytes, str]:
+        """Forward one request; ``target`` is the ``[SCHEME:]NAME[:PORT]`` URL segment."""
+        parts = target.split(":")
+        port = parts[-1] if len(parts) > 1 and parts[-1] else None
+        url = backend_url(service, port) + (path or "/") + (f"?{query}" if query else "")
+        forwarded = {k: v for k, v in headers.items() if k in _FORWARDED_HEADERS}
+        try:
+            reply = self._client.request(method, url, content=body or None, headers=forwarded)
+        except httpx.TransportError as exc:
+            raise _unavailable(service["metadata"]["name"], f"error trying to reach service: {exc}") from None
+        return reply.status_code, reply.content, reply.headers.get("content-type", "text/plain")
