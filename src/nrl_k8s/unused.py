@@ -12,15 +12,18 @@ from .kinds.raycluster import ROLES
 # Whole blocks no implemented flow reads (reported per set key).
 _UNUSED_BLOCKS = ("submit",)
 _UNUSED_LAUNCH = ("mode", "runMode", "attach", "peerWatcher", "rayUploadPaths", "codeSource", "codePath")
-_UNUSED_WORKSPACE = ("repoSubdir", "size")
 _UNUSED_DEPLOYMENT = ("healthCheckUrl", "healthCheckTimeoutS")
 # Storage blocks: which fields each volume kind reads.
 _STORAGE_FIELDS = {
-    "workspace": ("kind", "pvcName", "mountPath", "hostPath"),
+    "workspace": ("kind", "pvcName", "mountPath", "hostPath", "size", "repoSubdir"),
     "hf_cache": ("kind", "pvcName", "mountPath"),
     "checkpoints": ("kind", "pvcName", "mountPath"),
 }
-_READ_BY_KIND = {"pvc": {"kind", "pvcName", "mountPath"}, "hostPath": {"kind", "mountPath", "hostPath"}}
+_READ_BY_KIND = {
+    "pvc": {"kind", "pvcName", "mountPath"},
+    "hostPath": {"kind", "mountPath", "hostPath"},
+    "emptyDir": {"kind", "mountPath", "size"},
+}
 
 
 def unused_fields(infra: dict) -> list[str]:
@@ -35,8 +38,6 @@ def unused_fields(infra: dict) -> list[str]:
         cfg = infra.get(field) or {}
         read = _READ_BY_KIND.get(cfg.get("kind"), set())
         out += [f"{field}.{k}" for k in known if cfg.get(k) is not None and k not in read and k != "kind"]
-        if field == "workspace":
-            out += [f"workspace.{k}" for k in _UNUSED_WORKSPACE if cfg.get(k) is not None]
 
     scheduler = infra.get("scheduler") or {}
     if scheduler.get("queue") is not None and (scheduler.get("kind") or "default") == "default":

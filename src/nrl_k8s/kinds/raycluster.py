@@ -13,8 +13,8 @@ template; explicit values in ``kuberay.ROLE.spec`` win unless stated otherwise:
   and ``extra_env`` as env on every container, never duplicating a name already set;
 - ``resources.ROLE.head|worker``: cpu/memory/gpu set as requests and limits of the Ray
   container (the first one) — these override the spec;
-- ``workspace``/``hf_cache``/``checkpoints`` (kind pvc|hostPath): a volume, mounted in every
-  container; ``hf_cache`` also sets ``HF_HOME``;
+- ``workspace``/``hf_cache``/``checkpoints`` (kind pvc|hostPath|emptyDir): a volume, mounted
+  in every container; ``hf_cache`` also sets ``HF_HOME``;
 - ``kuberay.ROLE.segmentSize`` N: a worker group with more than N replicas becomes
   ``<group>-seg<i>`` groups of at most N replicas, pods labelled ``nrl-k8s.io/segment``.
 """
@@ -258,7 +258,10 @@ def _add_env(container: dict, name: str, value: str) -> None:
 
 
 def storage_volume(infra: dict, field: str, volume_name: str) -> tuple[dict, str] | None:
-    """(volume, mountPath) for ``infra.FIELD`` with kind pvc|hostPath, None when not set."""
+    """(volume, mountPath) for ``infra.FIELD`` (kind pvc|hostPath|emptyDir), None when not set.
+
+    ``size`` (workspace only in the schema) becomes the emptyDir ``sizeLimit``.
+    """
     cfg = infra.get(field) or {}
     kind = cfg.get("kind")
     if kind in (None, "none"):
@@ -273,7 +276,10 @@ def storage_volume(infra: dict, field: str, volume_name: str) -> tuple[dict, str
     if kind == "hostPath":
         path = cfg.get("hostPath") or mount_path
         return {"name": volume_name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}, mount_path
-    raise ConfigError(f"infra.{field}.kind: unsupported kind {kind!r}", hint="use pvc or hostPath")
+    if kind == "emptyDir":
+        empty = {"sizeLimit": str(cfg["size"])} if cfg.get("size") is not None else {}
+        return {"name": volume_name, "emptyDir": empty}, mount_path
+    raise ConfigError(f"infra.{field}.kind: unsupported kind {kind!r}", hint="use pvc, hostPath or emptyDir")
 
 
 def _apply_storage(pod: dict, containers: list[dict], infra: dict) -> None:
