@@ -1,0 +1,343 @@
+"""Client for the Ray dashboard's Job REST API (``/api/jobs/``), on httpx.
+
+Imported only by live commands. Three ways in, in the SPEC's order of preference
+(:meth:`Dashboard.for_cluster`): an explicit ``--dashboard-url``; the head Service's in-cluster
+DNS name when running in a pod; the API server's service proxy with the kubeconfig's credentials.
+
+Retries with exponential backoff cover connect errors, timeouts, 502/503/504 and Ray's transient
+"No available agent to submit job" 500; nothing else is retried. Every failure becomes one
+:class:`DashboardError` naming the operation and URL; a duplicate ``submission_id`` is
+:class:`SubmissionExists`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import ssl
+import string
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
+
+__all__ = ["TERMINAL", "Dashboard", "JobInfo"]
+
+TERMINAL = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
+RETRY_STATUSES = frozenset({502, 503, 504})
+RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+NO_AGENT_TEXT = "No available agent to submit job"
+EXISTS_TEXT = "already exists"
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """One job as the dashboard reports it; times are epoch milliseconds."""
+
+    submission_id: str | None
+    job_id: str | None
+    status: str
+    message: str = ""
+    entrypoint: str = ""
+    start_time: int | None = None
+    end_time: int | None = None
+    driver_exit_code: int | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobInfo:
+        def as_int(key: str) -> int | None:
+            value = data.get(key)
+            return None if value is None else int(value)
+
+        return cls(
+            submission_id=data.get("submission_id"),
+            job_id=data.get("job_id"),
+            status=data.get("status") or "",
+            message=data.get("message") or "",
+            entrypoint=data.get("entrypoint") or "",
+            start_time=as_int("start_time"),
+            end_time=as_int("end_time"),
+            driver_exit_code=as_int("driver_exit_code"),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+class Dashboard:
+    """A synchronous Job REST API client bound to one dashboard base URL."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        verify: bool | str | ssl.SSLContext = True,
+        cert: tuple[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 10.0,
+        retries: int = 4,
+        backoff_s: float = 0.25,
+        auth_hint: str | None = None,
+    ):
+        """``verify`` is a bool, a CA bundle path or an SSLContext; ``cert`` is (cert_file, key_file).
+
+        ``auth_hint`` replaces the default hint on 401/403 (the API proxy sets an RBAC hint).
+        """
+        self.base_url = base_url.rstrip("/")
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.auth_hint = auth_hint or f"the dashboard at {self.base_url} refused the credentials; check --dashboard-url"
+        self._client = httpx.Client(
+            base_url=self.base_url,
+            headers=dict(headers or {}),
+            verify=_ssl_context(verify, cert),
+            transport=transport,
+            timeout=timeout_s,
+        )
+
+    @classmethod
+    def in_cluster(cls, service: str, namespace: str, port: int = 8265, **options: Any) -> Dashboard:
+        """The head Service by its cluster DNS name (only resolvable inside a pod)."""
+        return cls(f"http://{service}.{namespace}.svc.cluster.local:{port}", **options)
+
+    @classmethod
+    def via_api_proxy(cls, configuration: Any, service: str, namespace: str, port: int = 8265, **options: Any) -> Dashboard:
+        """Through the API server's service proxy, with a ``kubernetes.client.Configuration``'s credentials."""
+        if configuration.refresh_api_key_hook is not None:
+            configuration.refresh_api_key_hook(configuration)
+        token = configuration.get_api_key_with_prefix("authorization")
+        cert = (configuration.cert_file, configuration.key_file) if configuration.cert_file else None
+        if not configuration.verify_ssl:
+            verify: bool | str = False
+        else:
+            verify = configuration.ssl_ca_cert or True
+        host = configuration.host.rstrip("/")
+        return cls(
+            f"{host}/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy",
+            headers={"Authorization": token} if token else None,
+            verify=verify,
+            cert=cert,
+            auth_hint=(
+                f"reaching the dashboard through the API server needs get and create on services/proxy: "
+                f"`kubectl auth can-i get services/proxy -n {namespace}` and "
+                f"`kubectl auth can-i create services/proxy -n {namespace}`; "
+                f"or pass --dashboard-url to reach it directly (e.g. through kubectl port-forward)"
+            ),
+            **options,
+        )
+
+    @classmethod
+    def for_cluster(
+        cls,
+        *,
+        cluster_name: str,
+        namespace: str,
+        configuration: Any = None,
+        in_cluster: bool = False,
+        url: str | None = None,
+        **options: Any,
+    ) -> Dashboard:
+        """The dashboard of RayCluster ``cluster_name``: ``url`` > in-cluster DNS > API server proxy."""
+        if url:
+            return cls(url, **options)
+        service = f"{cluster_name}-head-svc"
+        if in_cluster:
+            return cls.in_cluster(service, namespace, **options)
+        if configuration is None:
+            raise DashboardError(
+                f"no way to reach the dashboard of RayCluster {cluster_name}",
+                hint="pass --dashboard-url or use a kubeconfig",
+            )
+        return cls.via_api_proxy(configuration, service, namespace, **options)
+
+    # -- the Job REST API -------------------------------------------------------------------
+
+    def version(self) -> dict:
+        return _json(self._call("GET", "/api/version", "read the dashboard version"))
+
+    def list_jobs(self) -> list[JobInfo]:
+        return [JobInfo.from_json(item) for item in _json(self._call("GET", "/api/jobs/", "list jobs"))]
+
+    def get_job(self, submission_id: str) -> JobInfo | None:
+        """The job, or None when the dashboard does not know it (404)."""
+        response = self._send("GET", f"/api/jobs/{submission_id}", f"get job {submission_id}")
+        if response.status_code == 404:
+            return None
+        return JobInfo.from_json(_json(self._check(response, f"get job {submission_id}")))
+
+    def submit(
+        self,
+        entrypoint: str,
+        *,
+        submission_id: str | None = None,
+        runtime_env: dict | None = None,
+        metadata: dict[str, str] | None = None,
+        entrypoint_num_cpus: float | None = None,
+        entrypoint_num_gpus: float | None = None,
+        entrypoint_resources: dict[str, float] | None = None,
+    ) -> str:
+        """Submit a job; return its submission_id.
+
+        Without ``submission_id`` one is generated here, so a retried POST cannot start a second job.
+        Raises SubmissionExists when a job with that id already exists (Ray never reuses ids).
+        """
+        generated = submission_id is None
+        submission_id = submission_id or "raysubmit_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(16))
+        body = {
+            "entrypoint": entrypoint,
+            "submission_id": submission_id,
+            "runtime_env": runtime_env,
+            "metadata": metadata,
+            "entrypoint_num_cpus": entrypoint_num_cpus,
+            "entrypoint_num_gpus": entrypoint_num_gpus,
+            "entrypoint_resources": entrypoint_resources,
+        }
+        operation = f"submit job {submission_id}"
+        response = self._send("POST", "/api/jobs/", operation, json={k: v for k, v in body.items() if v is not None})
+        if response.is_error and EXISTS_TEXT in response.text:
+            if generated:  # a random id can only exist because an earlier attempt of ours landed
+                return submission_id
+            raise SubmissionExists(
+                f"a Ray job with submission_id {submission_id} already exists at {self.base_url}",
+                hint="Ray never reuses a submission id; pick another one or follow the existing job",
+            )
+        return _json(self._check(response, operation))["submission_id"]
+
+    def stop(self, submission_id: str) -> bool:
+        """Ask Ray to stop the job; True if it was running and is being stopped."""
+        operation = f"stop job {submission_id}"
+        return bool(_json(self._call("POST", f"/api/jobs/{submission_id}/stop", operation)).get("stopped"))
+
+    def logs(self, submission_id: str) -> str:
+        operation = f"read the logs of job {submission_id}"
+        return _json(self._call("GET", f"/api/jobs/{submission_id}/logs", operation)).get("logs") or ""
+
+    def follow_logs(self, submission_id: str, *, poll_s: float = 1.0, deadline_s: float | None = None) -> Iterator[str]:
+        """Yield new log text until the job is terminal, then the remainder, then stop.
+
+        Polls ``/logs`` and yields only the new suffix. Raises WaitTimeout (with the last status)
+        once ``deadline_s`` seconds have passed, DashboardError when the job is unknown.
+        """
+        deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        seen = ""
+        while True:
+            job = self.get_job(submission_id)  # status before logs: a terminal status means the logs are complete
+            if job is None:
+                raise DashboardError(f"no job {submission_id} at {self.base_url}")
+            text = self.logs(submission_id)
+            new = text[len(seen):] if text.startswith(seen) else text
+            seen = text
+            if new:
+                yield new
+            if job.terminal:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"job {submission_id} still {job.status} after {deadline_s:g}s", hint=job.message or None)
+            time.sleep(poll_s)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Dashboard:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- transport: retries and error mapping (the only place) ---------------------------------
+
+    def _call(self, method: str, path: str, operation: str, **kwargs: Any) -> httpx.Response:
+        return self._check(self._send(method, path, operation, **kwargs), operation)
+
+    def _send(self, method: str, path: str, operation: str, **kwargs: Any) -> httpx.Response:
+        """Send with retries on transient failures; return the last response (errors included)."""
+        attempt = 0
+        while True:
+            try:
+                response = self._client.request(method, path, **kwargs)
+            except RETRY_ERRORS as exc:
+                if attempt >= self.retries or _tls_failure(exc):
+                    raise DashboardError(
+                        f"could not {operation}: the dashboard at {self.base_url} is unreachable "
+                        f"after {attempt + 1} attempt(s) ({type(exc).__name__}: {exc})",
+                        hint="is the Ray head running and its dashboard serving? --dashboard-url reaches it directly",
+                    ) from exc
+            except httpx.HTTPError as exc:
+                raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
+            else:
+                transient = response.status_code in RETRY_STATUSES or (
+                    response.status_code == 500 and NO_AGENT_TEXT in response.text
+                )
+                if not transient or attempt >= self.retries:
+                    return response
+            time.sleep(self.backoff_s * 2**attempt)
+            attempt += 1
+
+    def _check(self, response: httpx.Response, operation: str) -> httpx.Response:
+        if not response.is_error:
+            return response
+        code = response.status_code
+        message = f"could not {operation}: {response.request.method} {response.request.url} → {code}: {_detail(response)}"
+        if code in (401, 403):
+            raise DashboardError(message, hint=self.auth_hint)
+        raise DashboardError(message)
+
+
+def _ssl_context(verify: bool | str | ssl.SSLContext, cert: tuple[str, str] | None) -> bool | ssl.SSLContext:
+    """httpx wants an SSLContext for a CA path or a client certificate."""
+    if isinstance(verify, ssl.SSLContext):
+        context = verify
+    elif isinstance(verify, str):
+        context = ssl.create_default_context(cafile=verify)
+    elif cert is None:
+        return verify
+    elif verify:
+        context = ssl.create_default_context()
+    else:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if cert is not None:
+        context.load_cert_chain(*cert)
+    return context
+
+
+def _tls_failure(exc: BaseException) -> bool:
+    """A TLS handshake failure (bad CA, bad client cert) is not worth retrying."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise DashboardError(
+            f"{response.request.method} {response.request.url} answered {response.status_code} with non-JSON: "
+            f"{response.text[:200]!r}",
+            hint="is this URL a Ray dashboard?",
+        ) from exc
+
+
+def _detail(response: httpx.Response) -> str:
+    """The useful part of an error body: a Kubernetes Status message or Ray's last traceback line."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])[:300]
+    lines = [line.strip() for line in response.text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else response.reason_phrase

@@ -1,0 +1,407 @@
+"""Unit tests of the dashboard client over httpx.MockTransport (the transport is the seam)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from nrl_k8s.dashboard import Dashboard, JobInfo
+from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
+
+BASE = "http://127.0.0.1:8265"
+
+JOB = {
+    "type": "SUBMISSION",
+    "job_id": "02000000",
+    "submission_id": "run-1",
+    "driver_info": {"id": "02000000", "node_ip_address": "127.0.0.1", "pid": "42"},
+    "status": "SUCCEEDED",
+    "entrypoint": "echo hello",
+    "message": "Job finished successfully.",
+    "error_type": None,
+    "start_time": 1730000000123,
+    "end_time": 1730000004567,
+    "metadata": {"owner": "nrl-k8s"},
+    "runtime_env": {},
+    "driver_agent_http_address": "http://127.0.0.1:52365",
+    "driver_node_id": "abc",
+    "driver_exit_code": 0,
+}
+
+
+class Script:
+    """A MockTransport handler answering from a list (responses or exceptions), recording requests."""
+
+    def __init__(self, *answers: httpx.Response | Exception):
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def dashboard(self, **options) -> Dashboard:
+        return Dashboard(BASE, transport=httpx.MockTransport(self), backoff_s=0, **options)
+
+    @property
+    def calls(self) -> list[str]:
+        return [f"{r.method} {r.url.path}" for r in self.requests]
+
+
+def ok(body) -> httpx.Response:
+    return httpx.Response(200, json=body)
+
+
+def text(code: int, body: str) -> httpx.Response:
+    return httpx.Response(code, text=body)
+
+
+NO_AGENT = text(500, "No available agent to submit job, please try again later.")
+DUPLICATE_TRACEBACK = (
+    "Traceback (most recent call last):\n  File \"job_manager.py\", line 1, in submit_job\n"
+    "ValueError: Job with submission_id run-1 already exists. Please use a different submission_id.\n"
+)
+
+
+# -- JSON → JobInfo ---------------------------------------------------------------------------
+
+PARSE_CASES = {
+    "full": (
+        JOB,
+        JobInfo("run-1", "02000000", "SUCCEEDED", "Job finished successfully.", "echo hello",
+                1730000000123, 1730000004567, 0, {"owner": "nrl-k8s"}),
+    ),
+    "pending-missing-fields": (
+        {"submission_id": "run-2", "status": "PENDING", "entrypoint": "sleep 1"},
+        JobInfo("run-2", None, "PENDING", "", "sleep 1", None, None, None, {}),
+    ),
+    "nulls": (
+        {"submission_id": None, "job_id": "03000000", "status": "RUNNING", "message": None, "metadata": None,
+         "start_time": 5, "end_time": None, "driver_exit_code": None},
+        JobInfo(None, "03000000", "RUNNING", "", "", 5, None, None, {}),
+    ),
+    "failed-exit-code": (
+        {"submission_id": "run-3", "status": "FAILED", "driver_exit_code": 3, "end_time": 7},
+        JobInfo("run-3", None, "FAILED", "", "", None, 7, 3, {}),
+    ),
+}
+
+
+@pytest.mark.parametrize(("data", "expected"), PARSE_CASES.values(), ids=PARSE_CASES.keys())
+def test_job_info_from_json(data, expected):
+    assert JobInfo.from_json(data) == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "terminal"),
+    [("PENDING", False), ("RUNNING", False), ("STOPPED", True), ("SUCCEEDED", True), ("FAILED", True)],
+    ids=lambda v: str(v),
+)
+def test_terminal_statuses(status, terminal):
+    assert JobInfo.from_json({"status": status}).terminal is terminal
+
+
+# -- every method ---------------------------------------------------------------------------------
+
+def test_version():
+    script = Script(ok({"version": "4", "ray_version": "2.60.0", "ray_commit": "x"}))
+    assert script.dashboard().version()["ray_version"] == "2.60.0"
+    assert script.calls == ["GET /api/version"]
+
+
+def test_list_jobs_uses_trailing_slash_and_parses():
+    script = Script(ok([JOB, {**JOB, "submission_id": "run-2", "status": "RUNNING", "driver_exit_code": None}]))
+    jobs = script.dashboard().list_jobs()
+    assert [(j.submission_id, j.status) for j in jobs] == [("run-1", "SUCCEEDED"), ("run-2", "RUNNING")]
+    assert script.calls == ["GET /api/jobs/"]
+
+
+GET_CASES = {
+    "found": (ok(JOB), "SUCCEEDED"),
+    "unknown-404": (text(404, "Job run-1 does not exist"), None),
+}
+
+
+@pytest.mark.parametrize(("answer", "status"), GET_CASES.values(), ids=GET_CASES.keys())
+def test_get_job(answer, status):
+    script = Script(answer)
+    job = script.dashboard().get_job("run-1")
+    assert (job.status if job else None) == status
+    assert script.calls == ["GET /api/jobs/run-1"]
+
+
+def test_submit_sends_only_given_fields_with_trailing_slash():
+    script = Script(ok({"submission_id": "run-1", "job_id": None}))
+    returned = script.dashboard().submit(
+        "python main.py", submission_id="run-1", runtime_env={"env_vars": {"A": "1"}},
+        metadata={"owner": "nrl-k8s"}, entrypoint_num_cpus=1,
+    )
+    assert returned == "run-1"
+    assert script.calls == ["POST /api/jobs/"]
+    assert json.loads(script.requests[0].content) == {
+        "entrypoint": "python main.py", "submission_id": "run-1", "runtime_env": {"env_vars": {"A": "1"}},
+        "metadata": {"owner": "nrl-k8s"}, "entrypoint_num_cpus": 1,
+    }
+
+
+def test_submit_without_id_generates_one_and_a_lost_response_is_not_a_duplicate():
+    # The first POST lands but its answer is lost (read timeout); the retry hits "already exists".
+    script = Script(httpx.ReadTimeout("lost"), text(500, DUPLICATE_TRACEBACK))
+    returned = script.dashboard().submit("echo hi")
+    sent = [json.loads(r.content)["submission_id"] for r in script.requests]
+    assert returned.startswith("raysubmit_")
+    assert sent == [returned, returned]
+
+
+@pytest.mark.parametrize("code", [500, 400], ids=["current-ray-500", "old-ray-400"])
+def test_duplicate_submission_raises_submission_exists(code):
+    script = Script(text(code, DUPLICATE_TRACEBACK))
+    with pytest.raises(SubmissionExists, match="run-1 already exists"):
+        script.dashboard().submit("echo hi", submission_id="run-1")
+    assert len(script.requests) == 1
+
+
+@pytest.mark.parametrize("stopped", [True, False], ids=["was-running", "already-finished"])
+def test_stop(stopped):
+    script = Script(ok({"stopped": stopped}))
+    assert script.dashboard().stop("run-1") is stopped
+    assert script.calls == ["POST /api/jobs/run-1/stop"]
+
+
+def test_logs():
+    script = Script(ok({"logs": "hello\n"}))
+    assert script.dashboard().logs("run-1") == "hello\n"
+    assert script.calls == ["GET /api/jobs/run-1/logs"]
+
+
+@pytest.mark.parametrize("call", ["stop", "logs"], ids=["stop", "logs"])
+def test_unknown_job_on_stop_and_logs_is_an_error(call):
+    script = Script(text(404, "Job nope does not exist"))
+    with pytest.raises(DashboardError, match=r"404: Job nope does not exist") as info:
+        getattr(script.dashboard(), call)("nope")
+    assert BASE in info.value.message
+
+
+# -- retries and error mapping --------------------------------------------------------------------
+
+RETRY_CASES = {
+    "no-available-agent-500": (NO_AGENT, NO_AGENT),
+    "503": (text(503, "no endpoints available for service"),),
+    "502": (text(502, "bad gateway"),),
+    "504": (text(504, "gateway timeout"),),
+    "connect-error": (httpx.ConnectError("refused"), httpx.ConnectError("refused")),
+    "read-timeout": (httpx.ReadTimeout("slow"),),
+    "remote-protocol-error": (httpx.RemoteProtocolError("peer closed"),),
+}
+
+
+@pytest.mark.parametrize("failures", RETRY_CASES.values(), ids=RETRY_CASES.keys())
+def test_transient_failures_are_retried_then_succeed(failures):
+    script = Script(*failures, ok({"submission_id": "run-1", "job_id": None}))
+    assert script.dashboard().submit("echo hi", submission_id="run-1") == "run-1"
+    assert len(script.requests) == len(failures) + 1
+
+
+EXHAUSTED_CASES = {
+    "503": (text(503, "no endpoints available for service"), r"→ 503: no endpoints available"),
+    "no-available-agent": (NO_AGENT, r"→ 500: No available agent"),
+    "connect-error": (httpx.ConnectError("refused"), r"unreachable after 3 attempt\(s\) \(ConnectError: refused\)"),
+}
+
+
+@pytest.mark.parametrize(("failure", "pattern"), EXHAUSTED_CASES.values(), ids=EXHAUSTED_CASES.keys())
+def test_retries_are_bounded(failure, pattern):
+    script = Script(failure)
+    with pytest.raises(DashboardError, match=pattern) as info:
+        script.dashboard(retries=2).version()
+    assert len(script.requests) == 3
+    assert BASE in info.value.message
+
+
+NOT_RETRIED = {
+    "400": text(400, "TypeError: bad field"),
+    "401": text(401, "Unauthorized"),
+    "403": text(403, "Forbidden"),
+    "422": text(422, "unprocessable"),
+    "other-500": text(500, "Traceback (most recent call last):\nRuntimeError: boom"),
+}
+
+
+@pytest.mark.parametrize("answer", NOT_RETRIED.values(), ids=NOT_RETRIED.keys())
+def test_other_errors_are_not_retried(answer):
+    script = Script(answer)
+    with pytest.raises(DashboardError) as info:
+        script.dashboard().submit("echo hi", submission_id="run-1")
+    assert len(script.requests) == 1
+    assert type(info.value) is DashboardError
+    assert f"POST {BASE}/api/jobs/ → {answer.status_code}" in info.value.message
+
+
+def test_error_detail_is_the_last_traceback_line():
+    script = Script(text(500, "Traceback (most recent call last):\n  File x\nRuntimeError: boom\n"))
+    with pytest.raises(DashboardError, match=r"→ 500: RuntimeError: boom$"):
+        script.dashboard().version()
+
+
+def test_non_json_answer_is_a_dashboard_error():
+    script = Script(httpx.Response(200, text="<html>login</html>"))
+    with pytest.raises(DashboardError, match="non-JSON") as info:
+        script.dashboard().list_jobs()
+    assert info.value.hint == "is this URL a Ray dashboard?"
+
+
+# -- follow_logs ----------------------------------------------------------------------------------
+
+class JobScript:
+    """A dashboard whose job moves through (status, full log text) states, one per poll."""
+
+    def __init__(self, states: list[tuple[str, str]]):
+        self.states = states
+        self.index = -1
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/logs"):
+            return ok({"logs": self.states[self.index][1]})
+        self.index = min(self.index + 1, len(self.states) - 1)
+        return ok({"submission_id": "run-1", "status": self.states[self.index][0]})
+
+
+FOLLOW_CASES = {
+    "grows-then-succeeds": (
+        [("PENDING", ""), ("RUNNING", "a\n"), ("RUNNING", "a\n"), ("RUNNING", "a\nb\n"), ("SUCCEEDED", "a\nb\nc\n")],
+        ["a\n", "b\n", "c\n"],
+    ),
+    "already-terminal": ([("FAILED", "boom\n")], ["boom\n"]),
+    "log-rewritten": ([("RUNNING", "abc"), ("STOPPED", "xyz")], ["abc", "xyz"]),
+}
+
+
+@pytest.mark.parametrize(("states", "chunks"), FOLLOW_CASES.values(), ids=FOLLOW_CASES.keys())
+def test_follow_logs_yields_new_suffixes_until_terminal(states, chunks):
+    dash = Dashboard(BASE, transport=httpx.MockTransport(JobScript(states)))
+    assert list(dash.follow_logs("run-1", poll_s=0)) == chunks
+
+
+def test_follow_logs_deadline_raises_wait_timeout_with_status():
+    dash = Dashboard(BASE, transport=httpx.MockTransport(JobScript([("RUNNING", "x")])))
+    follow = dash.follow_logs("run-1", poll_s=0, deadline_s=0)
+    assert next(follow) == "x"
+    with pytest.raises(WaitTimeout, match="still RUNNING"):
+        next(follow)
+
+
+def test_follow_logs_of_unknown_job():
+    dash = Script(text(404, "Job run-1 does not exist")).dashboard()
+    with pytest.raises(DashboardError, match="no job run-1"):
+        next(dash.follow_logs("run-1", poll_s=0))
+
+
+# -- base URLs: in-cluster DNS, API server proxy, explicit URL -------------------------------------
+
+class FakeConfiguration:
+    """The attributes of kubernetes.client.Configuration that the client reads."""
+
+    def __init__(self, *, host="https://127.0.0.1:6443/", token="Bearer tok-1", verify_ssl=True,
+                 ssl_ca_cert=None, cert_file=None, key_file=None, refresh=None):
+        self.host = host
+        self.api_key = {"authorization": token} if token else {}
+        self.verify_ssl = verify_ssl
+        self.ssl_ca_cert = ssl_ca_cert
+        self.cert_file = cert_file
+        self.key_file = key_file
+        self.refresh_api_key_hook = refresh
+
+    def get_api_key_with_prefix(self, identifier):
+        return self.api_key.get(identifier)
+
+
+def seen_by_server(build) -> httpx.Request:
+    script = Script(ok({"version": "4"}))
+    dash = build(transport=httpx.MockTransport(script))
+    dash.version()
+    return script.requests[0]
+
+
+def test_in_cluster_url():
+    request = seen_by_server(lambda **o: Dashboard.in_cluster("rc-head-svc", "team", **o))
+    assert str(request.url) == "http://rc-head-svc.team.svc.cluster.local:8265/api/version"
+
+
+def test_api_proxy_url_and_bearer_token():
+    request = seen_by_server(lambda **o: Dashboard.via_api_proxy(FakeConfiguration(), "rc-head-svc", "team", **o))
+    assert str(request.url) == (
+        "https://127.0.0.1:6443/api/v1/namespaces/team/services/rc-head-svc:8265/proxy/api/version"
+    )
+    assert request.headers["authorization"] == "Bearer tok-1"
+
+
+def test_api_proxy_refreshes_the_token_first():
+    def refresh(configuration):
+        configuration.api_key["authorization"] = "Bearer fresh"
+
+    config = FakeConfiguration(token="Bearer stale", refresh=refresh)
+    request = seen_by_server(lambda **o: Dashboard.via_api_proxy(config, "rc-head-svc", "team", **o))
+    assert request.headers["authorization"] == "Bearer fresh"
+
+
+def test_api_proxy_without_token_sends_no_authorization():
+    request = seen_by_server(lambda **o: Dashboard.via_api_proxy(FakeConfiguration(token=None), "s", "ns", **o))
+    assert "authorization" not in request.headers
+
+
+@pytest.mark.parametrize("code", [401, 403], ids=["401", "403"])
+def test_api_proxy_refusal_hints_at_rbac_and_dashboard_url(code):
+    script = Script(httpx.Response(code, json={"kind": "Status", "message": "services \"rc-head-svc:8265\" is forbidden"}))
+    dash = Dashboard.via_api_proxy(FakeConfiguration(), "rc-head-svc", "team", transport=httpx.MockTransport(script))
+    with pytest.raises(DashboardError, match=f"→ {code}: services \"rc-head-svc:8265\" is forbidden") as info:
+        dash.list_jobs()
+    assert "kubectl auth can-i get services/proxy -n team" in info.value.hint
+    assert "--dashboard-url" in info.value.hint
+    assert len(script.requests) == 1
+
+
+def test_direct_refusal_hint_names_the_url():
+    with pytest.raises(DashboardError) as info:
+        Script(text(401, "Unauthorized")).dashboard().version()
+    assert BASE in info.value.hint and "--dashboard-url" in info.value.hint
+
+
+CONFIG = FakeConfiguration()
+FOR_CLUSTER_CASES = {
+    "explicit-url-wins": (dict(url="http://127.0.0.1:9999", in_cluster=True, configuration=CONFIG),
+                          "http://127.0.0.1:9999/api/version"),
+    "in-cluster-dns-before-proxy": (dict(in_cluster=True, configuration=CONFIG),
+                                    "http://rc-head-svc.team.svc.cluster.local:8265/api/version"),
+    "api-proxy-otherwise": (dict(configuration=CONFIG),
+                            "https://127.0.0.1:6443/api/v1/namespaces/team/services/rc-head-svc:8265/proxy/api/version"),
+}
+
+
+@pytest.mark.parametrize(("kwargs", "url"), FOR_CLUSTER_CASES.values(), ids=FOR_CLUSTER_CASES.keys())
+def test_for_cluster_preference_order(kwargs, url):
+    request = seen_by_server(lambda **o: Dashboard.for_cluster(cluster_name="rc", namespace="team", **kwargs, **o))
+    assert str(request.url) == url
+
+
+def test_for_cluster_with_no_way_in():
+    with pytest.raises(DashboardError, match="no way to reach the dashboard of RayCluster rc") as info:
+        Dashboard.for_cluster(cluster_name="rc", namespace="team")
+    assert "--dashboard-url" in info.value.hint
+
+
+def test_context_manager_closes_the_transport():
+    class Transport(httpx.MockTransport):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    transport = Transport(Script(ok({})))
+    with Dashboard(BASE, transport=transport):
+        assert not transport.closed
+    assert transport.closed
