@@ -1,0 +1,170 @@
+"""CLI commands that need no cluster: check, run --dry-run, cluster up --dry-run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+KIND = [str(EXAMPLES / "qwen3_0.6b_dynamo.yaml"), "--infra", str(EXAMPLES / "qwen3_0.6b_dynamo.kind.infra.yaml")]
+EXE = shutil.which("nrl-k8s", path=str(Path(sys.executable).parent))
+
+COMMANDS = [[], ["check"], ["run"], ["cluster"], ["cluster", "up"], ["sandbox"]]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a) or "root")
+def test_every_command_has_help(cli, argv):
+    result = cli(*argv, "--help")
+    assert result.exit_code == 0
+    assert "Usage:" in result.stdout
+
+
+def test_version(cli):
+    result = cli("--version")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("nrl-k8s ")
+
+
+def test_check_prints_summary_with_dynamo_section(cli):
+    result = cli("check", *KIND)
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    for expected in (
+        "namespace  nemo-rl (from infra)",
+        "rayjob     tester-qwen3-0-6b",
+        "DYNAMO",
+        "dynamo.serving -> tester-qwen3-0-6b-dgd",
+        "examples_dgd/qwen3_0.6b_kind.yaml",
+        "ready timeout  900s",
+        "VllmDecodeWorker",
+        "policy.generation.dynamo_cfg.dgd_name=tester-qwen3-0-6b-dgd",
+    ):
+        assert expected in out, expected
+
+
+def test_check_with_two_dgds_says_recipe_is_left_alone(cli):
+    result = cli("check", str(EXAMPLES / "grpo_two_dgds.yaml"), "--infra", str(EXAMPLES / "grpo_two_dgds.kind.infra.yaml"))
+    assert result.exit_code == 0, result.stderr
+    assert "the recipe is left alone" in result.stdout
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_check_output_bundle_redacts_secrets(cli, tmp_path, monkeypatch, suffix):
+    monkeypatch.setenv("HF_TOKEN", "hf_topsecret")
+    target = tmp_path / f"bundle{suffix}"
+    result = cli("check", *KIND, "-o", str(target))
+    assert result.exit_code == 0, result.stderr
+    text = target.read_text()
+    data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    assert set(data) == {"infra", "recipe", "manifests"}
+    assert [m["kind"] for m in data["manifests"]] == ["DynamoGraphDeployment", "RayJob"]
+    assert data["recipe"]["policy"]["generation"]["backend"] == "dynamo"
+    assert "hf_topsecret" not in text and "hf_topsecret" not in result.stdout
+
+    shown = cli("check", *KIND, "-o", str(target), "--show-secrets")
+    assert shown.exit_code == 0
+    assert "hf_topsecret" in target.read_text()
+
+
+def test_run_dry_run_prints_dgd_then_rayjob(cli):
+    result = cli("run", "--rayjob", "--dry-run", *KIND)
+    assert result.exit_code == 0, result.stderr
+    docs = list(yaml.safe_load_all(result.stdout))
+    assert [d["kind"] for d in docs] == ["DynamoGraphDeployment", "RayJob"]
+    job = docs[1]
+    assert job["spec"]["submissionMode"] == "HTTPMode"
+    assert "NRL_K8S_RECIPE" in job["spec"]["entrypoint"]
+    for doc in docs:
+        assert not {"uid", "resourceVersion", "creationTimestamp"} & set(doc["metadata"])
+        assert "status" not in doc and "ownerReferences" not in doc["metadata"]
+
+
+def test_run_dry_run_flags_reach_the_rayjob(cli):
+    result = cli("run", "--dry-run", *KIND, "--no-shutdown", "--active-deadline-seconds", "3600")
+    job = list(yaml.safe_load_all(result.stdout))[-1]
+    assert job["spec"]["shutdownAfterJobFinishes"] is False
+    assert "ttlSecondsAfterFinished" not in job["spec"]
+    assert job["spec"]["activeDeadlineSeconds"] == 3600
+
+
+TARGETS = {
+    "one dgd": (["--target", "dynamo.serving"], ["DynamoGraphDeployment"]),
+    "one role": (["--target", "kuberay.training"], ["RayCluster"]),
+    "repeated": (["-t", "kuberay.training", "-t", "dynamo.serving"], ["RayCluster", "DynamoGraphDeployment"]),
+    "all": ([], ["RayCluster", "DynamoGraphDeployment"]),
+}
+
+
+@pytest.mark.parametrize("flags,kinds", TARGETS.values(), ids=TARGETS)
+def test_cluster_up_dry_run_targets(cli, flags, kinds):
+    result = cli("cluster", "up", "--dry-run", *flags, *KIND)
+    assert result.exit_code == 0, result.stderr
+    assert [d["kind"] for d in yaml.safe_load_all(result.stdout)] == kinds
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _bad_inputs(tmp_path):
+    infra = (EXAMPLES / "qwen3_0.6b_dynamo.kind.infra.yaml").read_text()
+    recipe = str(EXAMPLES / "qwen3_0.6b_dynamo.yaml")
+    no_dgd = _write(tmp_path, "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+    return {
+        "malformed yaml": (["check", _write(tmp_path, "r.yaml", "a: [1, 2\nb: 3\n"), "--infra", KIND[2]], "r.yaml:"),
+        "missing recipe": (["check", str(tmp_path / "nope.yaml"), "--infra", KIND[2]], "nope.yaml"),
+        "missing infra": (["check", recipe, "--infra", str(tmp_path / "none.yaml")], "none.yaml"),
+        "bad override": (["check", *KIND, "policy..x=1"], "policy..x=1"),
+        "unknown key": (["check", recipe, "--infra", _write(tmp_path, "i.yaml", infra + "colour: blue\n")], "colour"),
+        "bad name": (["check", *KIND, "infra.kuberay.training.name=Bad_Name"], "Bad_Name"),
+        "rayjob name too long": (["check", *KIND, f"infra.kuberay.training.name={'x' * 48}"], "47"),
+        "dgd file without dgd": (["check", *KIND, f"infra.dynamo.serving.manifest={no_dgd}"], "pod.yaml"),
+        "unknown target": (["cluster", "up", "--dry-run", "-t", "dynamo.nope", *KIND], "dynamo.serving"),
+        "bad output format": (["check", *KIND, "-o", str(tmp_path / "x.txt")], "x.txt"),
+    }
+
+
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["malformed yaml", "missing recipe", "missing infra", "bad override", "unknown key", "bad name",
+     "rayjob name too long", "dgd file without dgd", "unknown target", "bad output format"],
+)
+def test_bad_input_is_one_line_exit_2(cli, tmp_path, case):
+    argv, mention = _bad_inputs(tmp_path)[case]
+    result = cli(*argv)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and mention in result.stderr, lines
+    assert len(lines) == 2 and lines[1].startswith("hint: "), lines
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+SUBPROCESS = {
+    "check ok": (["check", *KIND], 0, "DYNAMO"),
+    "dry run": (["run", "--dry-run", *KIND], 0, "kind: RayJob"),
+    "missing file": (["check", "/nonexistent/recipe.yaml"], 2, None),
+}
+
+
+@pytest.mark.parametrize("argv,code,stdout", SUBPROCESS.values(), ids=SUBPROCESS)
+def test_installed_console_script(argv, code, stdout, tmp_path):
+    result = subprocess.run([EXE, *argv], cwd=ROOT, capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NRL_K8S_USER": "tester"})
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    if stdout:
+        assert stdout in result.stdout
+    else:
+        assert result.stderr.startswith("error: ")
