@@ -24,7 +24,8 @@ def load_yaml_file(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found", hint="check the path (relative paths are resolved from the current directory)") from None
+        hint = "check the path (relative paths are resolved from the current directory)"
+        raise ConfigError(f"{path}: file not found", hint=hint) from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, expected a YAML file", hint="pass the path of a .yaml file") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -76,7 +77,10 @@ def block_layers(block: Any, declared_in: Path, key: str) -> list[Layer]:
     if block is None:
         return []
     if not isinstance(block, dict):
-        raise ConfigError(f"{declared_in}: '{key}' must be a mapping, got {type(block).__name__}", hint=f"write '{key}:' as a block of `key: value` pairs")
+        raise ConfigError(
+            f"{declared_in}: '{key}' must be a mapping, got {type(block).__name__}",
+            hint=f"write '{key}:' as a block of `key: value` pairs",
+        )
     return _expand(dict(block), declared_in, (declared_in,), where=f"{declared_in}: {key}.defaults")
 
 
@@ -108,5 +112,8 @@ def _parent_entries(parents: Any, where: str) -> list[str]:
     if isinstance(parents, str):
         parents = [parents]
     if not isinstance(parents, list) or not all(isinstance(p, str) and p for p in parents):
-        raise ConfigError(f"{where}: expected a path or a list of paths, got {parents!r}", hint="e.g. `defaults: base.yaml` or `defaults: [a.yaml, b.yaml]`")
+        raise ConfigError(
+            f"{where}: expected a path or a list of paths, got {parents!r}",
+            hint="e.g. `defaults: base.yaml` or `defaults: [a.yaml, b.yaml]`",
+        )
     return parents

@@ -84,7 +84,8 @@ class _Resolver:
                 return "${" + match.group(2) + "}"
             value = self._token(match.group(2), path)
             if isinstance(value, (dict, list)):
-                raise self._error(path, f"'{match.group(0)}' is a {type(value).__name__} and cannot be embedded in a string", "reference it as the whole value")
+                problem = f"'{match.group(0)}' is a {type(value).__name__} and cannot be embedded in a string"
+                raise self._error(path, problem, "reference it as the whole value")
             if isinstance(value, bool):
                 return "true" if value else "false"
             return "" if value is None else str(value)
@@ -115,7 +116,11 @@ class _Resolver:
             return self.env[name]
         if sep:
             return default.strip()
-        raise self._error(path, f"environment variable '{name}' is not set (from '${{{body}}}')", f"export {name}, or give a default: ${{env:{name},DEFAULT}}")
+        raise self._error(
+            path,
+            f"environment variable '{name}' is not set (from '${{{body}}}')",
+            f"export {name}, or give a default: ${{env:{name},DEFAULT}}",
+        )
 
     def _reference(self, ref: str, path: tuple) -> tuple:
         node: Any = self.root
@@ -126,7 +131,8 @@ class _Resolver:
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 key = int(part)
             else:
-                raise self._error(path, f"'${{{ref}}}' refers to a missing key '{ref}'", "reference an existing infra key, or escape shell variables as \\${VAR}")
+                hint = "reference an existing infra key, or escape shell variables as \\${VAR}"
+                raise self._error(path, f"'${{{ref}}}' refers to a missing key '{ref}'", hint)
             resolved.append(key)
             node = node[key]
         return tuple(resolved)

@@ -54,25 +54,7 @@ def load_config(
     recipe_path = Path(recipe).expanduser().resolve()
 
     recipe_layers = file_layers(recipe_path)
-    bundled = [
-        layer
-        for path, data in recipe_layers
-        if "infra" in data
-        for layer in block_layers(data.pop("infra"), path, "infra")
-    ]
-    if infra is not None:
-        infra_path = Path(infra).expanduser().resolve()
-        if bundled:
-            raise ConfigError(
-                f"{recipe_path}: has an 'infra:' block and --infra {infra_path} was also given",
-                hint="use either a bundled 'infra:' block or --infra, not both",
-            )
-        declared = file_layers(infra_path)
-    elif bundled:
-        infra_path, declared = recipe_path, bundled
-    else:
-        raise ConfigError(f"{recipe_path}: no infra given", hint="pass --infra INFRA.yaml, or add an 'infra:' block to the recipe")
-
+    infra_path, declared = _declared_infra(recipe_path, recipe_layers, infra)
     infra_layers = [*_shipped_defaults(), *_user_defaults(env), *declared]
     sources = _unique([path for path, _ in [*recipe_layers, *infra_layers]])
 
@@ -98,6 +80,27 @@ def load_config(
         sources=sources,
         namespace_source=namespace_source,
     )
+
+
+def _declared_infra(recipe_path: Path, recipe_layers: list[Layer], infra: str | Path | None) -> tuple[Path, list[Layer]]:
+    """The infra file's layers (split) or the recipe's `infra:` blocks (bundled); removes `infra:` from the recipe."""
+    bundled = [
+        layer
+        for path, data in recipe_layers
+        if "infra" in data
+        for layer in block_layers(data.pop("infra"), path, "infra")
+    ]
+    if infra is None:
+        if not bundled:
+            raise ConfigError(f"{recipe_path}: no infra given", hint="pass --infra INFRA.yaml, or add an 'infra:' block to the recipe")
+        return recipe_path, bundled
+    infra_path = Path(infra).expanduser().resolve()
+    if bundled:
+        raise ConfigError(
+            f"{recipe_path}: has an 'infra:' block and --infra {infra_path} was also given",
+            hint="use either a bundled 'infra:' block or --infra, not both",
+        )
+    return infra_path, file_layers(infra_path)
 
 
 def shipped_defaults_path() -> Path:

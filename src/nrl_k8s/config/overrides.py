@@ -16,6 +16,7 @@ from nrl_k8s.errors import ConfigError
 
 Op = Literal["set", "add", "force", "delete"]
 
+_MISSING = object()
 _SYNTAX = "use KEY=VALUE (set), +KEY=VALUE (add), ++KEY=VALUE (add or set) or ~KEY (delete)"
 
 
@@ -124,12 +125,12 @@ def _apply(root: dict, o: Override) -> None:
     elif o.op == "set" and not exists:
         _not_found(o, depth)
     elif o.op == "add" and exists:
-        raise ConfigError(f"override '{o.token}': key '{o.key}' already exists", hint=f"use '{o.key}=VALUE' to change it or '++{o.key}=VALUE' to add or set")
+        raise ConfigError(
+            f"override '{o.token}': key '{o.key}' already exists",
+            hint=f"use '{o.key}=VALUE' to change it or '++{o.key}=VALUE' to add or set",
+        )
     else:
         _put(parent, last, o.value, o, depth)
-
-
-_MISSING = object()
 
 
 def _get(container: Any, part: str, o: Override, depth: int) -> Any:
@@ -149,7 +150,11 @@ def _put(container: Any, part: str, value: Any, o: Override, depth: int) -> None
     elif index == len(container):
         container.append(value)
     else:
-        raise ConfigError(f"override '{o.token}': list index {index} out of range for '{_prefix(o, depth - 1) or o.key}' (length {len(container)})", hint=f"use an index below {len(container)} to replace, or {len(container)} to append")
+        size = len(container)
+        raise ConfigError(
+            f"override '{o.token}': list index {index} out of range for '{_prefix(o, depth - 1)}' (length {size})",
+            hint=f"use an index below {size} to replace, or {size} to append",
+        )
 
 
 def _index(container: Any, part: str, o: Override, depth: int) -> Any:
@@ -160,7 +165,10 @@ def _index(container: Any, part: str, o: Override, depth: int) -> Any:
     except ValueError:
         index = -1
     if index < 0:
-        raise ConfigError(f"override '{o.token}': '{_prefix(o, depth - 1)}' is a list; '{part}' is not a list index", hint="use a number, e.g. key.0")
+        raise ConfigError(
+            f"override '{o.token}': '{_prefix(o, depth - 1)}' is a list; '{part}' is not a list index",
+            hint="use a number, e.g. key.0",
+        )
     return index
 
 

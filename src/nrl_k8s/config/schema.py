@@ -69,11 +69,13 @@ class Scalar:
         if not any(_is(value, t) for t in self.types):
             raise ctx.expected(path, " or ".join(_TYPE_NAMES[t] for t in self.types), value)
         if self.choices and value not in self.choices:
-            raise ctx.error(path, f"expected one of {'|'.join(self.choices)}, got {describe(value)}", f"use one of: {', '.join(self.choices)}")
+            problem = f"expected one of {'|'.join(self.choices)}, got {describe(value)}"
+            raise ctx.error(path, problem, f"use one of: {', '.join(self.choices)}")
         if self.minimum is not None and _is(value, float) and value < self.minimum:
             raise ctx.error(path, f"expected a number >= {self.minimum}, got {describe(value)}", f"use a value of at least {self.minimum}")
         if self.dns_label and (len(value) > 63 or not _DNS_LABEL.fullmatch(value)):
-            raise ctx.error(path, f"{value!r} is not a valid Kubernetes name", "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
+            hint = "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+            raise ctx.error(path, f"{value!r} is not a valid Kubernetes name", hint)
         return value
 
 
