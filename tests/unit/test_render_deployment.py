@@ -1,0 +1,116 @@
+"""Deployment rendering and readiness."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from nrl_k8s.errors import ConfigError
+from nrl_k8s.kinds import deployment
+from nrl_k8s.kinds.base import Failed, Pending, Ready
+
+SPEC = {"replicas": 1, "template": {"spec": {"containers": [{"name": "server"}, {"name": "proxy", "image": "envoy:1"}]}}}
+
+
+def make_infra(**entry) -> dict:
+    return {
+        "namespace": "rl",
+        "image": "nemo-rl:1",
+        "labels": {"team": "rl"},
+        "deployments": {"reward": {"spec": copy.deepcopy(SPEC), **entry}},
+    }
+
+
+def test_render_defaults():
+    obj = deployment.render(make_infra(labels={"team": "reward"}, annotations={"a": "b"}), "reward")
+    assert obj["apiVersion"] == "apps/v1" and obj["kind"] == "Deployment"
+    assert obj["metadata"] == {
+        "name": "reward",
+        "namespace": "rl",
+        "labels": {"app.kubernetes.io/managed-by": "nrl-k8s", "team": "reward"},
+        "annotations": {"a": "b"},
+    }
+    spec = obj["spec"]
+    assert spec["selector"] == {"matchLabels": {"nrl-k8s.io/deployment": "reward"}}
+    assert spec["template"]["metadata"]["labels"] == {"nrl-k8s.io/deployment": "reward"}
+    assert [c["image"] for c in spec["template"]["spec"]["containers"]] == ["nemo-rl:1", "envoy:1"]
+
+
+CASES = [
+    ("explicit name", {"name": "rm-server"}, lambda o: o["metadata"]["name"], "rm-server"),
+    (
+        "explicit selector copied to template",
+        {"spec": {**SPEC, "selector": {"matchLabels": {"app": "rm"}}}},
+        lambda o: (o["spec"]["selector"], o["spec"]["template"]["metadata"]["labels"]),
+        ({"matchLabels": {"app": "rm"}}, {"app": "rm"}),
+    ),
+    (
+        "matchExpressions left alone",
+        {"spec": {**SPEC, "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}},
+        lambda o: o["spec"]["selector"],
+        {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+    ),
+]
+
+
+@pytest.mark.parametrize("entry, extract, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_render_cases(entry, extract, expected):
+    assert extract(deployment.render(make_infra(**entry), "reward")) == expected
+
+
+def test_pull_secrets_only_where_unset():
+    infra = make_infra()
+    infra["imagePullSecrets"] = ["ngc"]
+    assert deployment.render(infra, "reward")["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "ngc"}]
+    infra["deployments"]["reward"]["spec"]["template"]["spec"]["imagePullSecrets"] = [{"name": "mine"}]
+    assert deployment.render(infra, "reward")["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mine"}]
+
+
+ERRORS = [
+    ("not declared", lambda i: i["deployments"].clear(), "infra.deployments.reward is not set"),
+    ("bad key as name", lambda i: i["deployments"].update(Bad_Key=i["deployments"].pop("reward")), "not a valid Kubernetes name"),
+    ("no containers", lambda i: i["deployments"]["reward"]["spec"]["template"]["spec"].pop("containers"), "containers is empty"),
+    (
+        "selector conflicts with template",
+        lambda i: i["deployments"]["reward"]["spec"].update(
+            selector={"matchLabels": {"app": "a"}}, template={"metadata": {"labels": {"app": "b"}}, "spec": SPEC["template"]["spec"]}
+        ),
+        "does not match",
+    ),
+]
+
+
+@pytest.mark.parametrize("breaker, message", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
+def test_errors(breaker, message):
+    infra = make_infra()
+    breaker(infra)
+    key = next(iter(infra["deployments"]), "reward")
+    with pytest.raises(ConfigError, match=message):
+        deployment.render(infra, key)
+
+
+def dep(replicas=2, available=None, updated=None, generation=None, observed=None, conditions=None) -> dict:
+    status = {k: v for k, v in {"availableReplicas": available, "updatedReplicas": updated, "observedGeneration": observed, "conditions": conditions}.items() if v is not None}
+    meta = {"generation": generation} if generation is not None else {}
+    return {"metadata": meta, "spec": {"replicas": replicas}, "status": status}
+
+
+READINESS = [
+    ("nothing yet", dep(), Pending("0/2 replicas available")),
+    ("partially available", dep(available=1, updated=2), Pending("1/2 replicas available")),
+    ("all available", dep(available=2, updated=2, generation=1, observed=1), Ready()),
+    ("old replicas available during rollout", dep(available=2, updated=1), Pending("2/2 replicas available")),
+    ("generation not observed", dep(available=2, updated=2, generation=2, observed=1), Pending("waiting for generation 2 to be observed")),
+    ("scaled to zero", dep(replicas=0), Ready()),
+    (
+        "progress deadline exceeded",
+        dep(conditions=[{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "slow"}]),
+        Failed("Progressing=False (ProgressDeadlineExceeded: slow)"),
+    ),
+]
+
+
+@pytest.mark.parametrize("obj, expected", [c[1:] for c in READINESS], ids=[c[0] for c in READINESS])
+def test_readiness(obj, expected):
+    assert deployment.readiness(obj) == expected
