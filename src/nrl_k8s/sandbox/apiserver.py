@@ -11,6 +11,9 @@ documented in ``patch.py`` and ``apply.py``; store, watch and GC rules are in ``
 What it does not: scheduling, kubelets, networking or DNS, admission webhooks, real RBAC
 (only the ``rbac-deny`` fault), schema validation of custom resources, protobuf, TLS, HTTP/2.
 
+Transport: one loopback port speaks plain HTTP and, sniffed from the first byte, TLS with a
+self-signed certificate (``ca_pem``) — kubectl only sends bearer tokens over TLS.
+
 Admin endpoints (either token): ``GET /sandbox/faults``, ``PUT /sandbox/faults`` with
 ``{"set": {NAME: VALUE|null}, "clear": [NAME]}``, ``GET /sandbox/stats`` (request counts by
 ``"VERB RESOURCE"`` for the user token), ``DELETE /sandbox/stats``.
@@ -24,6 +27,7 @@ import json
 import queue
 import select
 import socket
+import ssl
 import threading
 import time
 from collections import Counter
@@ -36,13 +40,14 @@ import yaml
 
 from nrl_k8s.sandbox import apply as ssa
 from nrl_k8s.sandbox import tables
-from nrl_k8s.sandbox.discovery import SERVER_VERSION, ResourceType
+from nrl_k8s.sandbox.discovery import SERVER_VERSION, OpenApi, ResourceType
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.patch import PatchError, json_patch, merge_patch, parse_json, strategic_merge
 from nrl_k8s.sandbox.proxy import ServiceProxy
 from nrl_k8s.sandbox.selectors import SelectorError, matcher
 from nrl_k8s.sandbox.statuses import ApiStatus, forbidden
 from nrl_k8s.sandbox.store import Store, now
+from nrl_k8s.sandbox.tls import self_signed, server_context
 
 USER = "sandbox-user"
 OPERATOR = "sandbox-operator"
@@ -107,6 +112,21 @@ class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     api: "ApiServer"
+    ssl_context: ssl.SSLContext | None = None
+
+    def finish_request(self, request: socket.socket, client_address: tuple) -> None:
+        """Serve one connection, upgrading it to TLS when it starts with a TLS handshake."""
+        if self.ssl_context is not None:
+            try:
+                if request.recv(1, socket.MSG_PEEK) == b"\x16":
+                    request = self.ssl_context.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+        try:
+            self.RequestHandlerClass(request, client_address, self)
+        finally:
+            if isinstance(request, ssl.SSLSocket):
+                request.close()
 
 
 class ApiServer:
@@ -118,6 +138,7 @@ class ApiServer:
         faults: Faults,
         state_file: Path | None = None,
         history_size: int = 1000,
+        tls: bool = True,
     ):
         self._tokens = {user_token: USER, operator_token: OPERATOR}
         self.faults = faults
@@ -128,6 +149,11 @@ class ApiServer:
         self._counts_lock = threading.Lock()
         self._http: _HttpServer | None = None
         self._thread: threading.Thread | None = None
+        self.ca_pem: bytes | None = None
+        self._ssl_context: ssl.SSLContext | None = None
+        if tls:
+            self.ca_pem, key_pem = self_signed()
+            self._ssl_context = server_context(self.ca_pem, key_pem)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
@@ -137,6 +163,7 @@ class ApiServer:
         self.store.start_gc()
         self._http = _HttpServer((host, port), _Handler)
         self._http.api = self
+        self._http.ssl_context = self._ssl_context
         self._thread = threading.Thread(target=self._http.serve_forever, name="sandbox-apiserver", daemon=True)
         self._thread.start()
         return self._http.server_address[1]
@@ -182,6 +209,9 @@ class ApiServer:
             if split.path in ("/healthz", "/readyz", "/livez"):
                 self._send(handler, Response(200, b"ok", "text/plain"))
                 return
+            if split.path == "/version":  # public, as system:public-info-viewer makes it
+                self._send(handler, Response(200, SERVER_VERSION))
+                return
             user = self._authenticate(headers)
             request = Request(handler.command, split.path, query, headers, body, user, split.query)
             response = self._dispatch(request, handler)
@@ -225,12 +255,17 @@ class ApiServer:
     def _discovery(self, path: str) -> Response | None:
         registry = self.store.registry
         with self.store.lock:
-            if path == "/version":
-                return Response(200, SERVER_VERSION)
             if path == "/api":
                 return Response(200, registry.api_versions())
             if path == "/apis":
                 return Response(200, registry.api_group_list())
+            if path == "/openapi/v3":
+                return Response(200, OpenApi(registry).index())
+            if path.startswith("/openapi/v3/"):
+                document = OpenApi(registry).group_version(path.removeprefix("/openapi/v3/"))
+                if document is None:
+                    raise ApiStatus(404, "the server could not find the requested resource")
+                return Response(200, document)
             if path.startswith("/openapi/"):
                 raise ApiStatus(404, "the server could not find the requested resource")
             parts = path.strip("/").split("/")
@@ -347,6 +382,11 @@ class ApiServer:
 
     @staticmethod
     def _body_object(req: Request, rtype: ResourceType) -> dict:
+        ctype = req.headers.get("content-type", "application/json").split(";")[0].strip()
+        if ctype not in ("application/json", "application/yaml", ""):
+            raise ApiStatus(
+                415, f"the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
+            )
         try:
             obj = parse_json(req.body)
         except PatchError as exc:
@@ -595,9 +635,15 @@ class ApiServer:
 
 
 def _peer_closed(sock: socket.socket) -> bool:
-    """True when the client has closed its end (readable with no data)."""
+    """True when the client has closed its end (readable with no data).
+
+    Clients send nothing more on a watch connection, so a readable TLS socket (which cannot
+    be peeked) means a close alert or EOF.
+    """
     try:
         readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+        if not readable:
+            return False
+        return isinstance(sock, ssl.SSLSocket) or sock.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True

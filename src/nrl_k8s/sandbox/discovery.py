@@ -7,6 +7,7 @@ CustomResourceDefinition; the API server asks it which paths exist and renders `
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -197,3 +198,51 @@ class Registry:
         if group:
             body["apiVersion"] = "v1"
         return body
+
+
+def _gv_path(group: str, version: str) -> str:
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+class OpenApi:
+    """Minimal OpenAPI v3 documents: one PATCH operation per kind, tagged with its GVK and
+    accepting ``fieldValidation``, so kubectl leaves validation to the server; no schemas."""
+
+    def __init__(self, registry: Registry):
+        self._registry = registry
+
+    def _types(self) -> dict[tuple[str, str], list[ResourceType]]:
+        grouped: dict[tuple[str, str], list[ResourceType]] = {}
+        for t in self._registry.all_types():
+            grouped.setdefault((t.group, t.version), []).append(t)
+        return grouped
+
+    def index(self) -> dict:
+        paths = {}
+        for (group, version), types in self._types().items():
+            digest = hashlib.sha256(repr(sorted((t.plural, t.kind) for t in types)).encode()).hexdigest()[:16].upper()
+            paths[_gv_path(group, version)] = {"serverRelativeURL": f"/openapi/v3/{_gv_path(group, version)}?hash={digest}"}
+        return {"paths": paths}
+
+    def group_version(self, path: str) -> dict | None:
+        types = next((ts for (g, v), ts in self._types().items() if _gv_path(g, v) == path), None)
+        if types is None:
+            return None
+        paths = {}
+        for t in types:
+            scope = "/namespaces/{namespace}" if t.namespaced else ""
+            paths[f"/{path}{scope}/{t.plural}/{{name}}"] = {
+                "patch": {
+                    "operationId": f"patch{t.kind}",
+                    "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "OK"}},
+                    "x-kubernetes-action": "patch",
+                    "x-kubernetes-group-version-kind": {"group": t.group, "version": t.version, "kind": t.kind},
+                }
+            }
+        return {
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes", "version": SERVER_VERSION["gitVersion"]},
+            "paths": paths,
+            "components": {"schemas": {}},
+        }
