@@ -10,9 +10,7 @@ import typer
 
 from nrl_k8s.errors import ConfigError
 
-from . import _console
 from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, dump_yaml_stream, load
-from ._render import render_summary
 
 OutputOpt = Annotated[
     Optional[Path], typer.Option("--output", "-o", help="Write resolved infra, recipe and manifests (.yaml/.yml/.json).")
@@ -31,6 +29,9 @@ def check(
     from nrl_k8s.plan import plan_run
     from nrl_k8s.summary import bundle, summarize
 
+    from ._console import err
+    from ._render import render_summary
+
     if output is not None and output.suffix not in (".yaml", ".yml", ".json"):
         raise ConfigError(f"--output {output}: unknown format {output.suffix!r}", hint="use a .yaml, .yml or .json file")
     cfg = load(ctx, recipe, overrides, infra)
@@ -40,4 +41,4 @@ def check(
         data = bundle(cfg, plan, show_secrets=show_secrets)
         text = json.dumps(data, indent=2) + "\n" if output.suffix == ".json" else dump_yaml_stream([data])
         output.write_text(text)
-        _console.err.print(f"wrote {output}")
+        err.print(f"wrote {output}", markup=False)

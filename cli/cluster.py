@@ -8,7 +8,7 @@ import typer
 
 from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, load, print_manifests
 
-app = typer.Typer(help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.")
+app = typer.Typer(rich_markup_mode=None, help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.")
 
 TargetOpt = Annotated[
     Optional[list[str]], typer.Option("--target", "-t", help="KIND.KEY, repeatable; default: every declared target.")

@@ -30,6 +30,7 @@ class _Group(TyperGroup):
 app = typer.Typer(
     cls=_Group,
     name="nrl-k8s",
+    rich_markup_mode=None,  # plain click help: `--help` must not pay for importing rich
     help="Launch NeMo-RL runs on Kubernetes: Dynamo inference first, then KubeRay training.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -6,7 +6,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import _console
 from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, load, print_manifests
 
 
@@ -33,7 +32,9 @@ def run(
     plan = plan_run(cfg, RunOptions(shutdown=shutdown, ttl_seconds=ttl_seconds, active_deadline_seconds=active_deadline))
     if dry_run:
         print_manifests(plan.manifests(), show_secrets=show_secrets)
+        from ._console import err
+
         for note in plan.notes:
-            _console.err.print(f"recipe: {note}", markup=False)
+            err.print(f"recipe: {note}", markup=False)
         return
     raise typer.BadParameter("live runs are not available yet; use --dry-run", param_hint="--dry-run")

@@ -139,16 +139,20 @@ def test_defaults_cycle_is_reported(tmp_path):
         load(tmp_path, {"recipe.yaml": RECIPE, "a.yaml": "defaults: b.yaml\n", "b.yaml": "defaults: a.yaml\n", "infra.yaml": "defaults: a.yaml\n"})
 
 
-# Layer precedence: shipped defaults (launch.mode=single) < user defaults < infra < CLI override.
+# Layer precedence: shipped defaults (scheduler.kind=default) < user defaults < infra < CLI override.
+KAI = "scheduler: {kind: kai, queue: q}\n"
+KUEUE = "scheduler: {kind: kueue, queue: q}\n"
+
+
 @pytest.mark.parametrize(
     "user_defaults, infra, overrides, expected",
     [
-        (None, "image: x\n", [], "single"),
-        ("launch: {mode: disagg}\n", "image: x\n", [], "disagg"),
-        ("launch: {mode: disagg}\n", "launch: {mode: attach, attach: {training: t}}\n", [], "attach"),
-        (None, "launch: {mode: disagg}\n", [], "disagg"),
-        ("launch: {mode: disagg}\n", "launch: {mode: single}\n", ["infra.launch.mode=disagg"], "disagg"),
-        (None, "image: x\n", ["infra.launch.mode=disagg"], "disagg"),
+        (None, "image: x\n", [], "default"),
+        (KAI, "image: x\n", [], "kai"),
+        (KAI, KUEUE, [], "kueue"),
+        (None, KAI, [], "kai"),
+        (KAI, KUEUE, ["infra.scheduler.kind=kai"], "kai"),
+        (None, "image: x\n", ["infra.scheduler.kind=kai", "+infra.scheduler.queue=q"], "kai"),
     ],
     ids=["shipped", "user-over-shipped", "infra-over-user", "infra-over-shipped", "override-over-infra", "override-over-shipped"],
 )
@@ -157,8 +161,7 @@ def test_layer_precedence(tmp_path, user_defaults, infra, overrides, expected):
     if user_defaults is not None:
         files["home/.config/nrl-k8s/defaults.yaml"] = user_defaults
     cfg = load(tmp_path, files, overrides)
-    assert cfg.infra["launch"]["mode"] == expected
-    assert cfg.infra["scheduler"] == {"kind": "default"}, "shipped defaults still merged underneath"
+    assert cfg.infra["scheduler"]["kind"] == expected
 
 
 def test_user_defaults_from_env_var_and_merge_depth(tmp_path):
@@ -189,9 +192,9 @@ def test_missing_user_defaults_from_env_var_is_an_error(tmp_path):
         (["+policy.extra=${x.y}"], {"policy": {"model": "${oc.env:MODEL}", "lr": 1.0e-6, "extra": "${x.y}"}}, "image", "img:1"),
         (["~grpo"], None, "image", "img:1"),
         (["infra.image=img:2"], {}, "image", "img:2"),
-        (["+infra.launch.env.A=1"], {}, "launch", {"mode": "single", "runMode": "batch", "codeSource": "upload", "env": {"A": "1"}}),
+        (["+infra.launch.env.A=1"], {}, "launch", {"env": {"A": "1"}}),
         (["++infra.labels={x: '${user:}'}"], {}, "labels", {"x": "alice"}),
-        (["~infra.launch.mode"], {}, "launch", {"runMode": "batch", "codeSource": "upload"}),
+        (["~infra.scheduler.kind"], {}, "scheduler", {}),
     ],
     ids=["recipe-set", "recipe-add-keeps-interpolation", "recipe-delete", "infra-set", "infra-add", "infra-force-interpolated", "infra-delete-shipped-default"],
 )
@@ -326,7 +329,6 @@ def test_shipped_defaults_are_small_and_valid(tmp_path):
     assert cfg.infra == {
         "namespace": "default",
         "scheduler": {"kind": "default"},
-        "launch": {"mode": "single", "runMode": "batch", "codeSource": "upload"},
     }
 
 
