@@ -67,3 +67,24 @@ def k8s_str(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def str_map(mapping: dict) -> dict:
+    """``mapping`` with keys and values as strings (labels, annotations, selectors)."""
+    return {str(k): k8s_str(v) for k, v in mapping.items()}
+
+
+def object_metadata(name: str, namespace: str, labels: list[dict | None], annotations: list[dict | None]) -> dict:
+    """Metadata with label and annotation layers merged low to high; no empty annotations."""
+    metadata = {"name": name, "namespace": namespace, "labels": str_map(_merge(labels))}
+    merged = _merge(annotations)
+    if merged:
+        metadata["annotations"] = str_map(merged)
+    return metadata
+
+
+def _merge(layers: list[dict | None]) -> dict:
+    out: dict = {}
+    for layer in layers:
+        out.update(layer or {})
+    return out

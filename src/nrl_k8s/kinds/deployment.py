@@ -11,7 +11,7 @@ import copy
 
 from ..errors import ConfigError
 from ..names import validate_name
-from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, k8s_str
+from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
 from .raycluster import pull_secret_refs
 
 KIND = Kind("apps", "v1", "deployments", "Deployment")
@@ -51,11 +51,12 @@ def render(infra: dict, key: str) -> dict:
     if infra.get("imagePullSecrets") and not pod.get("imagePullSecrets"):
         pod["imagePullSecrets"] = pull_secret_refs(infra["imagePullSecrets"])
 
-    labels = {**MANAGED_BY, **(infra.get("labels") or {}), **(entry.get("labels") or {})}
-    metadata = {"name": name, "namespace": infra["namespace"], "labels": {k: k8s_str(v) for k, v in labels.items()}}
-    annotations = {**(infra.get("annotations") or {}), **(entry.get("annotations") or {})}
-    if annotations:
-        metadata["annotations"] = {k: k8s_str(v) for k, v in annotations.items()}
+    metadata = object_metadata(
+        name,
+        infra["namespace"],
+        [MANAGED_BY, infra.get("labels"), entry.get("labels")],
+        [infra.get("annotations"), entry.get("annotations")],
+    )
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
 
 

@@ -26,7 +26,7 @@ from deepmerge import Merger
 
 from ..errors import ConfigError
 from ..names import validate_name
-from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, k8s_str
+from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
 from .raycluster import pull_secret_refs
 
 KIND = Kind("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment")
@@ -123,14 +123,13 @@ def render(infra: dict, key: str) -> dict:
     else:
         raise ConfigError(f"{where}: the DGD has no name", hint=f"set {where}.name or metadata.name in {entry['manifest']}")
 
-    labels = {**MANAGED_BY, **(infra.get("labels") or {}), **(meta.get("labels") or {}), **(entry.get("labels") or {})}
-    annotations = {**(infra.get("annotations") or {}), **(meta.get("annotations") or {}), **(entry.get("annotations") or {})}
-    metadata = {**meta, "name": name, "namespace": entry.get("namespace") or infra["namespace"]}
-    metadata["labels"] = {k: k8s_str(v) for k, v in labels.items()}
-    if annotations:
-        metadata["annotations"] = {k: k8s_str(v) for k, v in annotations.items()}
-    else:
-        metadata.pop("annotations", None)
+    metadata = object_metadata(
+        name,
+        entry.get("namespace") or infra["namespace"],
+        [MANAGED_BY, infra.get("labels"), meta.get("labels"), entry.get("labels")],
+        [infra.get("annotations"), meta.get("annotations"), entry.get("annotations")],
+    )
+    metadata.update({k: v for k, v in meta.items() if k not in metadata and k not in ("labels", "annotations")})
 
     for service in (spec.get("services") or {}).values():
         _patch_service(service, infra)

@@ -27,7 +27,7 @@ import math
 from ..errors import ConfigError
 from ..names import MAX_RAYCLUSTER_NAME_LEN, validate_name
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, condition_true
-from .base import describe_condition, k8s_str
+from .base import describe_condition, k8s_str, object_metadata, str_map
 
 KIND = Kind("ray.io", "v1", "rayclusters", "RayCluster")
 ROLES = ("training", "generation", "gym")
@@ -83,16 +83,12 @@ def scheduler_labels(infra: dict) -> dict:
 def render(infra: dict, role: str) -> dict:
     """The full RayCluster object for ``role`` (training, generation or gym)."""
     entry = role_entry(infra, role)
-    metadata = {
-        "name": cluster_name(infra, role),
-        "namespace": infra["namespace"],
-        "labels": _strs(
-            {**MANAGED_BY, **(infra.get("labels") or {}), **scheduler_labels(infra), **(entry.get("labels") or {}), ROLE_LABEL: role}
-        ),
-    }
-    annotations = _strs({**(infra.get("annotations") or {}), **(entry.get("annotations") or {})})
-    if annotations:
-        metadata["annotations"] = annotations
+    metadata = object_metadata(
+        cluster_name(infra, role),
+        infra["namespace"],
+        [MANAGED_BY, infra.get("labels"), scheduler_labels(infra), entry.get("labels"), {ROLE_LABEL: role}],
+        [infra.get("annotations"), entry.get("annotations")],
+    )
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": render_spec(infra, role)}
 
 
@@ -136,10 +132,6 @@ def readiness(obj: dict) -> Readiness:
     if head is not None and head.get("status") != "True":
         parts.append(describe_condition(head))
     return Pending("; ".join(parts))
-
-
-def _strs(mapping: dict) -> dict:
-    return {str(k): k8s_str(v) for k, v in mapping.items()}
 
 
 def _scheduler(infra: dict) -> tuple[str, str | None]:
@@ -222,7 +214,7 @@ def _add_pull_secrets(pod: dict, secrets: list) -> None:
 
 def _apply_placement(pod: dict, placement: dict) -> None:
     if placement.get("nodeSelector"):
-        pod["nodeSelector"] = _strs({**placement["nodeSelector"], **(pod.get("nodeSelector") or {})})
+        pod["nodeSelector"] = str_map({**placement["nodeSelector"], **(pod.get("nodeSelector") or {})})
     for toleration in placement.get("tolerations") or []:
         current = pod.setdefault("tolerations", [])
         if toleration not in current:

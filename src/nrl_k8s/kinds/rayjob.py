@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import recipe as recipe_mod
 from ..names import MAX_RAYJOB_NAME_LEN, validate_name
 from . import raycluster
-from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, k8s_str
+from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, object_metadata
 
 KIND = Kind("ray.io", "v1", "rayjobs", "RayJob")
 RUN_ID_LABEL = "nrl-k8s.io/run-id"
@@ -34,22 +34,18 @@ def render(
 ) -> dict:
     """The RayJob running ``recipe`` (the final copy, after ``inject_dynamo``) on a fresh cluster."""
     entry = raycluster.role_entry(infra, "training")
-    labels = {
-        **MANAGED_BY,
-        **(infra.get("labels") or {}),
-        **raycluster.scheduler_labels(infra),
-        **(entry.get("labels") or {}),
-        raycluster.ROLE_LABEL: "training",
-        RUN_ID_LABEL: run_id,
-    }
-    metadata = {
-        "name": job_name(infra),
-        "namespace": infra["namespace"],
-        "labels": {k: k8s_str(v) for k, v in labels.items()},
-    }
-    annotations = {**(infra.get("annotations") or {}), **(entry.get("annotations") or {})}
-    if annotations:
-        metadata["annotations"] = {k: k8s_str(v) for k, v in annotations.items()}
+    metadata = object_metadata(
+        job_name(infra),
+        infra["namespace"],
+        [
+            MANAGED_BY,
+            infra.get("labels"),
+            raycluster.scheduler_labels(infra),
+            entry.get("labels"),
+            {raycluster.ROLE_LABEL: "training", RUN_ID_LABEL: run_id},
+        ],
+        [infra.get("annotations"), entry.get("annotations")],
+    )
     spec = {
         "entrypoint": recipe_mod.driver_entrypoint(infra, recipe, run_id),
         "submissionMode": "HTTPMode",
