@@ -1,5 +1,116 @@
 """`nrl-k8s sandbox ...`: the local simulated control plane (see nrl_k8s.sandbox)."""
 
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
 
-app = typer.Typer(help="Run a local simulated Kubernetes control plane with KubeRay, Dynamo and a real Ray head.")
+from ._console import err, out
+
+app = typer.Typer(
+    help="Run a local simulated Kubernetes control plane with KubeRay, Dynamo and a real Ray head.",
+    no_args_is_help=True,
+)
+fault_app = typer.Typer(help="Turn faults on or off in the running sandbox.", no_args_is_help=True)
+app.add_typer(fault_app, name="fault")
+
+def _data(text: str) -> None:
+    out.print(text, markup=False)
+
+
+def _say(text: str) -> None:
+    err.print(text, markup=False)
+
+
+def _faults(active: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" if v else k for k, v in active.items()) or "none"
+
+
+DirOption = Annotated[
+    Optional[Path], typer.Option("--dir", help="Sandbox directory (default ~/.cache/nrl-k8s/sandbox).")
+]
+
+
+@app.command()
+def up(
+    dir: DirOption = None,  # noqa: A002 (the flag is --dir)
+    fault: Annotated[
+        Optional[list[str]], typer.Option("--fault", help="Start with a fault on: NAME or NAME=VALUE (repeatable).")
+    ] = None,
+    speed: Annotated[float, typer.Option(help="Divide every simulated delay by this factor.")] = 1.0,
+    state: Annotated[Optional[Path], typer.Option(help="Keep the API server's objects in this file across restarts.")] = None,
+) -> None:
+    """Start the sandbox in the background; print `export KUBECONFIG=...` once it is ready."""
+    from nrl_k8s.sandbox import process
+
+    info = process.up(dir, fault or [], speed, state)
+    _say(f"sandbox ready: API {info['api_url']}, Ray dashboard {info['dashboard_url']}")
+    _data(f"export KUBECONFIG={info['kubeconfig']}")
+
+
+@app.command()
+def down(dir: DirOption = None) -> None:  # noqa: A002
+    """Stop every process the sandbox started (also after a crash)."""
+    from nrl_k8s.sandbox import process
+
+    stopped = process.down(dir)
+    if not stopped.lines:
+        _say(f"nothing was running in {stopped.dir}")
+    for line in stopped.lines:
+        _say(f"stopped {line}")
+
+
+@app.command()
+def status(
+    dir: DirOption = None,  # noqa: A002
+    output: Annotated[str, typer.Option("-o", "--output", help="text or json")] = "text",
+) -> None:
+    """Whether the sandbox runs, its URLs, pids, active faults and object counts."""
+    from nrl_k8s.errors import ConfigError
+    from nrl_k8s.sandbox import process
+
+    if output not in ("text", "json"):
+        raise ConfigError(f"--output must be text or json, got {output!r}")
+    report = process.status(dir)
+    if output == "json":
+        _data(json.dumps(report, indent=2))
+        return
+    _data(f"dir:        {report['dir']}")
+    _data(f"running:    {'yes' if report['running'] else 'no'}")
+    if "leftover_pids" in report:
+        _data(f"leftovers:  {report['leftover_pids']} (run `nrl-k8s sandbox down`)")
+    if not report["running"]:
+        return
+    _data(f"api:        {report['api_url']}")
+    _data(f"dashboard:  {report['dashboard_url']} ({'running' if report['ray_head_running'] else 'NOT running'})")
+    _data(f"kubeconfig: {report['kubeconfig']}")
+    _data(f"pids:       daemon {report['pids']['daemon']}, Ray head {report['pids']['ray_head']}")
+    _data(f"faults:     {_faults(report['faults'])}")
+    _data("objects:    " + ", ".join(f"{k} {v}" for k, v in report["objects"].items()))
+
+
+@fault_app.command("set")
+def fault_set(
+    spec: Annotated[str, typer.Argument(metavar="NAME[=VALUE]", help="The fault to turn on.")],
+    dir: DirOption = None,  # noqa: A002
+) -> None:
+    """Turn a fault on in the running sandbox."""
+    from nrl_k8s.sandbox import process
+
+    active = process.set_fault(dir, spec)
+    _say(f"active faults: {_faults(active)}")
+
+
+@fault_app.command("clear")
+def fault_clear(
+    name: Annotated[str, typer.Argument(help="The fault to turn off.")],
+    dir: DirOption = None,  # noqa: A002
+) -> None:
+    """Turn a fault off in the running sandbox."""
+    from nrl_k8s.sandbox import process
+
+    active = process.clear_fault(dir, name)
+    _say(f"active faults: {_faults(active)}")

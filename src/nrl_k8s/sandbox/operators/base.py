@@ -1,0 +1,263 @@
+"""What both simulated operators share: a watch-driven controller loop, timers, timing knobs.
+
+A ``Controller`` lists then watches its resources through the official ``kubernetes`` client
+(the operator token: exempt from faults), turns every event into a work item, and runs work
+items one at a time on its own thread, so a reconcile never races another one of the same
+operator. Reconciles are keyed ``(method, namespace, name)`` and de-duplicated; a failed one is
+retried a second later. Delays ("containers become Ready after a while") are timers that
+enqueue a key when due — never sleeps.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import json
+import logging
+import queue
+import random
+import string
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import httpx
+import kubernetes
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from nrl_k8s.sandbox.faults import Faults
+
+log = logging.getLogger("nrl_k8s.sandbox.operators")
+
+MERGE_PATCH = "application/merge-patch+json"
+WATCH_TIMEOUT_S = 60
+RETRY_S = 1.0
+ENDPOINTS_ANNOTATION = "sandbox.nrl-k8s.io/endpoints"
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+
+
+class Timing:
+    """Simulated delays: ``base / speed``, times the ``slow=FACTOR`` fault when it is set."""
+
+    def __init__(self, faults: Faults, speed: float = 1.0):
+        self.faults = faults
+        self.speed = speed
+
+    def delay(self, base: float) -> float:
+        slow = self.faults.get("slow")
+        return base / self.speed * (float(slow) if slow else 1.0)
+
+
+def api_client(api_url: str, token: str) -> kubernetes.client.ApiClient:
+    config = kubernetes.client.Configuration(host=api_url, api_key={"authorization": f"Bearer {token}"})
+    return kubernetes.client.ApiClient(config)
+
+
+def now() -> str:
+    """RFC 3339 UTC timestamp, second precision, as the API server writes them."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str) -> float:
+    return dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def suffix(length: int = 5) -> str:
+    """A random lowercase alphanumeric suffix, as the real operators use for generated names."""
+    return "".join(random.choices(string.ascii_lowercase + string.digits, k=length))
+
+
+def controller_ref(owner: dict) -> dict:
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+Key = tuple[str, ...]
+
+
+class Controller:
+    """Watch → work queue → one reconcile at a time; subclasses list their watches and handlers."""
+
+    name = "controller"
+
+    def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults):
+        self.custom = kubernetes.client.CustomObjectsApi(api)
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.timing = timing
+        self.faults = faults
+        self._queue: queue.Queue[Key | Callable[[], None] | None] = queue.Queue()
+        self._queued: set[Key] = set()
+        self._lock = threading.Lock()
+        self._timers: list[tuple[float, Key]] = []
+        self._timer_wakeup = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def watches(self) -> list[tuple[Resource, Callable[[str, dict], None]]]:
+        raise NotImplementedError
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        targets = [(self._work, "work"), (self._run_timers, "timers")]
+        targets += [(lambda r=r, h=h: self._watch(r, h), f"watch-{r.plural}") for r, h in self.watches()]
+        for target, label in targets:
+            thread = threading.Thread(target=target, name=f"{self.name}-{label}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._queue.put(None)
+        with self._lock:
+            self._timer_wakeup.notify_all()
+
+    # -- scheduling ------------------------------------------------------------------------
+    def enqueue(self, *key: str) -> None:
+        """Queue a keyed reconcile ``(method, args...)`` unless the same key is already queued."""
+        with self._lock:
+            if key in self._queued:
+                return
+            self._queued.add(key)
+        self._queue.put(key)
+
+    def call(self, fn: Callable[[], None]) -> None:
+        """Queue a one-off call (e.g. a deletion handler that needs the last object seen)."""
+        self._queue.put(fn)
+
+    def later(self, delay: float, *key: str) -> None:
+        """Enqueue ``key`` after ``delay`` seconds; an earlier pending timer for it wins."""
+        due = time.monotonic() + max(delay, 0.0)
+        with self._lock:
+            if any(k == key and d <= due for d, k in self._timers):
+                return
+            heapq.heappush(self._timers, (due, key))
+            self._timer_wakeup.notify()
+
+    def _run_timers(self) -> None:
+        with self._lock:
+            while not self._stop.is_set():
+                if not self._timers:
+                    self._timer_wakeup.wait()
+                    continue
+                due, key = self._timers[0]
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self._timer_wakeup.wait(wait)
+                    continue
+                heapq.heappop(self._timers)
+                self._lock.release()
+                try:
+                    self.enqueue(*key)
+                finally:
+                    self._lock.acquire()
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            item = self._queue.get()
+            if item is None:
+                return
+            if callable(item):
+                self._guard(item, None)
+                continue
+            with self._lock:
+                self._queued.discard(item)
+            method, *args = item
+            self._guard(lambda: getattr(self, method)(*args), item)
+
+    def _guard(self, fn: Callable[[], None], key: Key | None) -> None:
+        try:
+            fn()
+        except (ApiException, httpx.HTTPError, urllib3.exceptions.HTTPError, OSError) as err:
+            log.warning("%s: %s failed, retrying in %.0fs: %s", self.name, key or fn, RETRY_S, err)
+            if key is not None:
+                self.later(RETRY_S, *key)
+
+    # -- watching --------------------------------------------------------------------------
+    def _watch(self, resource: Resource, handle: Callable[[str, dict], None]) -> None:
+        """List, then watch from the list's resourceVersion; relist on 410; reconnect on errors."""
+        args = (resource.group, resource.version, resource.plural)
+        version = None
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    listing = self.custom.list_cluster_custom_object(*args)
+                    version = listing["metadata"]["resourceVersion"]
+                    for item in listing["items"]:
+                        handle("ADDED", item)
+                stream = kubernetes.watch.Watch().stream(
+                    self.custom.list_cluster_custom_object,
+                    *args,
+                    resource_version=version,
+                    timeout_seconds=WATCH_TIMEOUT_S,
+                    deserialize=False,
+                )
+                for event in stream:
+                    if self._stop.is_set():
+                        return
+                    obj = event["object"]
+                    version = obj["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        handle(event["type"], obj)
+            except ApiException as err:
+                if err.status == 410:
+                    version = None
+                    continue
+                log.warning("%s: watch %s failed: %s", self.name, resource.plural, err)
+                self._stop.wait(RETRY_S)
+            except (urllib3.exceptions.HTTPError, OSError) as err:
+                log.warning("%s: watch %s lost: %s", self.name, resource.plural, err)
+                self._stop.wait(RETRY_S)
+
+    # -- small API helpers -----------------------------------------------------------------
+    def get(self, resource: Resource, namespace: str, name: str) -> dict | None:
+        try:
+            return self.custom.get_namespaced_custom_object(
+                resource.group, resource.version, namespace, resource.plural, name
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def patch_status(self, resource: Resource, namespace: str, name: str, status: dict) -> None:
+        self.custom.patch_namespaced_custom_object_status(
+            resource.group, resource.version, namespace, resource.plural, name,
+            {"status": status}, _content_type=MERGE_PATCH,
+        )  # fmt: skip
+
+    def create_core(self, create: Callable[..., object], namespace: str, body: dict) -> None:
+        """Create a core object; an existing one (409) is fine."""
+        try:
+            create(namespace, body)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict]:
+        response = self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
+        return json_body(response)["items"]
+
+    def patch_pod_status(self, namespace: str, name: str, status: dict) -> None:
+        try:
+            self.core.patch_namespaced_pod_status(name, namespace, {"status": status}, _content_type=MERGE_PATCH)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+
+def json_body(response: urllib3.BaseHTTPResponse) -> dict:
+    return json.loads(response.data)

@@ -1,0 +1,147 @@
+"""The one real Ray head the sandbox owns, shared by every simulated RayCluster.
+
+``ray start --head --block`` runs as a child in its own process group, bound to 127.0.0.1
+where Ray allows it, with every port chosen free up front (several sandboxes can run side by
+side) and a short ``--temp-dir`` (Ray's unix socket paths are length-limited).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from nrl_k8s.errors import SandboxError
+
+from .pids import group_members, terminate
+
+NUM_CPUS = 8
+OBJECT_STORE_BYTES = 200 * 1024 * 1024
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports that were free a moment ago."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def temp_dir_for(sandbox_dir: Path) -> Path:
+    """A short, per-sandbox Ray temp dir (socket paths must stay under ~107 bytes)."""
+    digest = hashlib.sha1(str(sandbox_dir).encode()).hexdigest()[:10]
+    return Path("/tmp") / f"nrlsb-{digest}"
+
+
+def _ray_executable() -> str:
+    beside = Path(sys.executable).with_name("ray")
+    return str(beside) if beside.exists() else "ray"
+
+
+class RayHead:
+    """A ``ray start --head --block`` child process with its dashboard on 127.0.0.1."""
+
+    def __init__(self, *, temp_dir: Path, log_path: Path, env: dict[str, str], num_cpus: int = NUM_CPUS):
+        self.temp_dir = temp_dir
+        self.log_path = log_path
+        self.env = env
+        self.num_cpus = num_cpus
+        gcs, dashboard, client, agent = free_ports(4)
+        self.gcs_port = gcs
+        self.dashboard_port = dashboard
+        self.client_port = client
+        self.agent_port = agent
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def gcs_address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+    def command(self) -> list[str]:
+        return [
+            _ray_executable(), "start", "--head", "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={self.gcs_port}",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={self.dashboard_port}",
+            f"--ray-client-server-port={self.client_port}",
+            f"--dashboard-agent-listen-port={self.agent_port}",
+            f"--temp-dir={self.temp_dir}",
+            f"--num-cpus={self.num_cpus}",
+            "--num-gpus=0",
+            f"--object-store-memory={OBJECT_STORE_BYTES}",
+            "--disable-usage-stats",
+        ]  # fmt: skip
+
+    def start(self) -> int:
+        """Launch the head in its own process group; return its pid (= process group id)."""
+        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        env = {**self.env, "RAY_USAGE_STATS_ENABLED": "0"}
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command(), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        return self.process.pid
+
+    def wait_ready(self, timeout: float) -> dict:
+        """Block until the dashboard answers ``GET /api/version``; return its body.
+
+        Connection refused is the signal that it is not up yet; the head exiting or the
+        deadline passing raise SandboxError with the tail of the head's log.
+        """
+        assert self.process is not None, "start() first"
+        deadline = time.monotonic() + timeout
+        pause = 0.05
+        while True:
+            if self.process.poll() is not None:
+                raise SandboxError(f"the Ray head exited with code {self.process.returncode}", hint=self._log_tail())
+            try:
+                with urllib.request.urlopen(f"{self.dashboard_url}/api/version", timeout=2) as response:
+                    return json.loads(response.read())
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise SandboxError(f"the Ray dashboard did not answer within {timeout:.0f}s", hint=self._log_tail())
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def stop(self, grace: float = 5.0) -> list[int]:
+        """Stop the head and its process group; return the pids that were signalled."""
+        if self.process is None:
+            return []
+        pgid = self.process.pid
+        members = group_members(pgid)
+        if self.process.poll() is None:
+            try:
+                os.killpg(pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        stopped = terminate(members, grace)
+        self.process.wait()
+        return stopped
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return f"no log at {self.log_path}"
+        return f"last lines of {self.log_path}:\n" + "\n".join(text.splitlines()[-lines:])
