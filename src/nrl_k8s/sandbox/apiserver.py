@@ -164,7 +164,7 @@ class ApiServer:
         self._http = _HttpServer((host, port), _Handler)
         self._http.api = self
         self._http.ssl_context = self._ssl_context
-        self._thread = threading.Thread(target=self._http.serve_forever, name="sandbox-apiserver", daemon=True)
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), name="sandbox-apiserver", daemon=True)
         self._thread.start()
         return self._http.server_address[1]
 
@@ -209,7 +209,7 @@ class ApiServer:
             if split.path in ("/healthz", "/readyz", "/livez"):
                 self._send(handler, Response(200, b"ok", "text/plain"))
                 return
-            if split.path == "/version":  # public, as system:public-info-viewer makes it
+            if split.path.rstrip("/") == "/version":  # public, as system:public-info-viewer makes it
                 self._send(handler, Response(200, SERVER_VERSION))
                 return
             user = self._authenticate(headers)

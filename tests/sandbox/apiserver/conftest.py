@@ -1,0 +1,79 @@
+"""Fixtures: an in-process sandbox ApiServer on a free loopback port and official clients for it."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import pytest
+from kubernetes import client
+
+from nrl_k8s.sandbox.apiserver import ApiServer
+from nrl_k8s.sandbox.crds import ALL_CRDS
+from nrl_k8s.sandbox.faults import Faults
+
+USER_TOKEN = "user-token"
+OPERATOR_TOKEN = "operator-token"
+
+
+@pytest.fixture
+def faults() -> Faults:
+    return Faults()
+
+
+@pytest.fixture
+def server(faults: Faults):
+    api_server = ApiServer(user_token=USER_TOKEN, operator_token=OPERATOR_TOKEN, faults=faults, history_size=50)
+    port = api_server.start()
+    api_server.url = f"http://127.0.0.1:{port}"
+    yield api_server
+    api_server.stop()
+
+
+def make_client(server: ApiServer, token: str | None = USER_TOKEN) -> client.ApiClient:
+    config = client.Configuration(host=server.url, api_key={"authorization": f"Bearer {token}"} if token else {})
+    return client.ApiClient(config)
+
+
+@pytest.fixture
+def api(server: ApiServer):
+    with make_client(server) as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def operator_api(server: ApiServer):
+    with make_client(server, OPERATOR_TOKEN) as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def core(api) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def custom(api) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+@pytest.fixture
+def crds(server: ApiServer) -> None:
+    for crd in ALL_CRDS:
+        server.install_crd(crd)
+
+
+def _eventually(check: Callable[[], object], timeout: float = 5.0) -> object:
+    """Poll ``check`` until it returns something truthy; fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            assert result, "condition not reached before the deadline"
+            return result
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def eventually():
+    return _eventually
