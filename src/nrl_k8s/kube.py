@@ -27,6 +27,7 @@ from typing import Callable, Iterator
 from urllib.parse import quote
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -205,12 +206,19 @@ def _load_kubeconfig(configuration: client.Configuration, context: str | None, k
             hint="set KUBECONFIG or pass --context; `nrl-k8s sandbox up` starts a local sandbox",
         )
     merged = os.pathsep.join(existing)
-    try:
-        contexts, active = config.list_kube_config_contexts(config_file=merged)
-    except ConfigException as exc:
-        raise NoClusterError(f"no usable kubeconfig in {merged}: {exc}", hint="check the file with `kubectl config view`") from None
-    by_name = {c["name"]: c.get("context") or {} for c in contexts or []}
-    name = context or (active or {}).get("name")
+    current, by_name = None, {}
+    for path in existing:  # kubectl's merge: the first file setting a value wins
+        try:
+            doc = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise NoClusterError(f"cannot read kubeconfig {path}: {exc}", hint="check it with `kubectl config view`") from None
+        if not isinstance(doc, dict):
+            raise NoClusterError(f"kubeconfig {path} is not a mapping", hint="check it with `kubectl config view`")
+        current = current or doc.get("current-context") or None
+        for entry in doc.get("contexts") or []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                by_name.setdefault(entry["name"], entry.get("context") or {})
+    name = context or current
     if name not in by_name:
         if context:
             raise ConfigError(

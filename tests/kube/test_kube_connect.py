@@ -1,0 +1,92 @@
+"""Kube.connect: kubeconfig, context and namespace selection, in-cluster config, bad credentials."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FAST, USER_TOKEN, write_kubeconfig
+
+from nrl_k8s import kube as kube_module
+from nrl_k8s.errors import ConfigError, UnauthorizedError
+from nrl_k8s.kinds.core import CONFIGMAP, NAMESPACE
+from nrl_k8s.kube import Kube, NoClusterError
+
+CONTEXTS = {"sandbox": "ctx-ns", "other": None, "team": "team-ns"}
+
+
+@pytest.mark.parametrize(
+    ("context", "namespace", "expected_context", "expected_namespace"),
+    [
+        (None, None, "sandbox", "ctx-ns"),
+        ("other", None, "other", "default"),
+        ("team", None, "team", "team-ns"),
+        (None, "explicit", "sandbox", "explicit"),
+        ("team", "explicit", "team", "explicit"),
+    ],
+    ids=["current-context-namespace", "context-without-namespace", "chosen-context", "explicit-wins", "explicit-wins-over-chosen"],
+)
+def test_context_and_namespace_selection(tmp_path, sandbox, context, namespace, expected_context, expected_namespace):
+    path = write_kubeconfig(tmp_path / "kubeconfig", sandbox.url, contexts=CONTEXTS)
+    with Kube.connect(kubeconfig=str(path), context=context, namespace=namespace, tuning=FAST) as kube:
+        assert (kube.context, kube.namespace, kube.in_cluster) == (expected_context, expected_namespace, False)
+        assert kube.configuration.host == sandbox.url
+        assert kube.get(NAMESPACE, "default")["metadata"]["name"] == "default"
+
+
+def test_kubeconfig_from_environment(tmp_path, sandbox, monkeypatch):
+    path = write_kubeconfig(tmp_path / "kubeconfig", sandbox.url, contexts=CONTEXTS)
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{path}")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with Kube.connect(tuning=FAST) as kube:
+        assert (kube.context, kube.namespace) == ("sandbox", "ctx-ns")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "text"),
+    [
+        ({}, NoClusterError, "no Kubernetes cluster configured"),
+        ({"kubeconfig": "{tmp}/nope"}, ConfigError, "kubeconfig"),
+        ({"kubeconfig": "{kubeconfig}", "context": "typo"}, ConfigError, "kube context 'typo' not found"),
+        ({"kubeconfig": "{no_current}"}, NoClusterError, "no current context"),
+    ],
+    ids=["nothing-configured", "explicit-kubeconfig-missing", "unknown-context", "no-current-context"],
+)
+def test_unusable_configuration(tmp_path, sandbox, monkeypatch, kwargs, error, text):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    paths = {
+        "tmp": tmp_path,
+        "kubeconfig": write_kubeconfig(tmp_path / "kubeconfig", sandbox.url),
+        "no_current": write_kubeconfig(tmp_path / "no-current", sandbox.url, current=""),
+    }
+    with pytest.raises(error, match=text) as caught:
+        Kube.connect(**{k: v.format(**paths) for k, v in kwargs.items()}, tuning=FAST)
+    assert caught.value.hint
+
+
+def test_in_cluster_config_from_service_account(tmp_path, sandbox, monkeypatch):
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(USER_TOKEN)
+    (account / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nunused\n-----END CERTIFICATE-----\n")
+    (account / "namespace").write_text("pod-ns\n")
+    monkeypatch.setattr(kube_module, "SERVICE_ACCOUNT_DIR", account)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(sandbox.port))
+    with Kube.connect(tuning=FAST) as kube:
+        assert (kube.in_cluster, kube.namespace, kube.context) == (True, "pod-ns", None)
+        assert kube.configuration.host == f"https://127.0.0.1:{sandbox.port}"
+        assert kube.configuration.auth_settings()["BearerToken"]["value"].endswith(USER_TOKEN)
+    with Kube.connect(namespace="mine", tuning=FAST) as kube:
+        assert (kube.in_cluster, kube.namespace) == (True, "mine")
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", sandbox.url)
+    with Kube.connect(kubeconfig=str(kubeconfig), tuning=FAST) as kube:
+        assert (kube.in_cluster, kube.configuration.host) == (False, sandbox.url)
+
+
+def test_bad_token_is_unauthorized(tmp_path, sandbox):
+    path = write_kubeconfig(tmp_path / "kubeconfig", sandbox.url, token="wrong")
+    with Kube.connect(kubeconfig=str(path), tuning=FAST) as kube, pytest.raises(UnauthorizedError) as caught:
+        kube.list(CONFIGMAP)
+    assert caught.value.status == 401
+    assert "credentials" in caught.value.message and caught.value.hint

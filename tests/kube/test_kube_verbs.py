@@ -1,0 +1,162 @@
+"""get/find/list/create/patch/delete for core, cluster-scoped and custom kinds, with typed errors."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from nrl_k8s import kube as kube_module
+from nrl_k8s.errors import ConflictError, NotFoundError
+from nrl_k8s.kinds import dgd, rayjob
+from nrl_k8s.kinds.core import CONFIGMAP, NAMESPACE
+from nrl_k8s.kube import KindNotServedError
+
+
+def configmap(name: str, labels: dict | None = None, namespace: str | None = None, **data: str) -> dict:
+    meta = {"name": name, "labels": labels or {}}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def names(objects: list[dict]) -> list[str]:
+    return sorted(obj["metadata"]["name"] for obj in objects)
+
+
+def test_create_get_find(kube):
+    created = kube.create(CONFIGMAP, configmap("settings", key="value"))
+    assert created["metadata"]["namespace"] == kube.namespace and created["metadata"]["uid"]
+    fetched = kube.get(CONFIGMAP, "settings")
+    assert fetched["data"] == {"key": "value"} and fetched["metadata"]["uid"] == created["metadata"]["uid"]
+    assert kube.find(CONFIGMAP, "settings")["data"] == {"key": "value"}
+    assert kube.find(CONFIGMAP, "absent") is None
+    with pytest.raises(NotFoundError) as caught:
+        kube.get(CONFIGMAP, "absent")
+    assert not isinstance(caught.value, KindNotServedError)
+    assert caught.value.message == f'configmaps "absent" not found in namespace "{kube.namespace}"'
+
+
+def test_create_in_the_manifest_namespace(kube):
+    other = f"t-{uuid.uuid4().hex[:8]}"
+    kube.create(NAMESPACE, {"metadata": {"name": other}})
+    kube.create(CONFIGMAP, configmap("elsewhere", namespace=other))
+    assert kube.find(CONFIGMAP, "elsewhere") is None
+    assert kube.get(CONFIGMAP, "elsewhere", namespace=other)["metadata"]["namespace"] == other
+
+
+def test_create_twice_conflicts(kube):
+    kube.create(CONFIGMAP, configmap("once"))
+    with pytest.raises(ConflictError, match='configmaps "once" already exists') as caught:
+        kube.create(CONFIGMAP, configmap("once"))
+    assert caught.value.status == 409
+
+
+@pytest.mark.parametrize(
+    ("label_selector", "field_selector", "expected"),
+    [
+        (None, None, ["a-db", "a-web", "b-web"]),
+        ("app=a", None, ["a-db", "a-web"]),
+        ("app=a,tier!=db", None, ["a-web"]),
+        ("tier in (web)", None, ["a-web", "b-web"]),
+        ("app notin (a)", None, ["b-web"]),
+        ("!tier", None, []),
+        (None, "metadata.name=b-web", ["b-web"]),
+        ("app=a", "metadata.name=b-web", []),
+    ],
+    ids=["everything", "equality", "and-inequality", "set-in", "set-notin", "not-exists", "field", "label-and-field"],
+)
+def test_list_with_selectors(kube, label_selector, field_selector, expected):
+    for name, labels in [("a-web", {"app": "a", "tier": "web"}), ("a-db", {"app": "a", "tier": "db"}), ("b-web", {"app": "b", "tier": "web"})]:
+        kube.create(CONFIGMAP, configmap(name, labels))
+    found = kube.list(CONFIGMAP, label_selector=label_selector, field_selector=field_selector)
+    assert names(found) == expected
+    assert all((obj["apiVersion"], obj["kind"]) == ("v1", "ConfigMap") for obj in found)
+
+
+def test_list_all_namespaces(kube):
+    other = f"t-{uuid.uuid4().hex[:8]}"
+    kube.create(NAMESPACE, {"metadata": {"name": other}})
+    marker = {"run": uuid.uuid4().hex[:8]}
+    kube.create(CONFIGMAP, configmap("here", marker))
+    kube.create(CONFIGMAP, configmap("there", marker, namespace=other))
+    selector = f"run={marker['run']}"
+    assert names(kube.list(CONFIGMAP, label_selector=selector)) == ["here"]
+    assert names(kube.list(CONFIGMAP, label_selector=selector, all_namespaces=True)) == ["here", "there"]
+
+
+def test_list_follows_continue_tokens(kube, sandbox, monkeypatch):
+    monkeypatch.setattr(kube_module, "_PAGE_SIZE", 2)
+    for index in range(5):
+        kube.create(CONFIGMAP, configmap(f"page-{index}"))
+    assert names(kube.list(CONFIGMAP)) == [f"page-{index}" for index in range(5)]
+    assert sandbox.stats()["list configmaps"] == 3
+
+
+def test_cluster_scoped_kind(kube):
+    assert kube.namespace in names(kube.list(NAMESPACE))
+    assert kube.get(NAMESPACE, kube.namespace)["kind"] == "Namespace"
+
+
+@pytest.mark.parametrize(
+    ("patch_type", "patch", "expected"),
+    [
+        ("merge", {"data": {"b": "2", "a": None}}, {"b": "2", "keep": "k"}),
+        ("json", [{"op": "replace", "path": "/data/a", "value": "9"}, {"op": "remove", "path": "/data/keep"}], {"a": "9"}),
+        ("strategic", {"data": {"c": "3"}}, {"a": "1", "keep": "k", "c": "3"}),
+        ("apply", configmap("patched", a="1", keep="k", d="4"), {"a": "1", "keep": "k", "d": "4"}),
+    ],
+    ids=["merge", "json", "strategic", "server-side-apply"],
+)
+def test_patch_types(kube, patch_type, patch, expected):
+    kube.create(CONFIGMAP, configmap("patched", a="1", keep="k"))
+    returned = kube.patch(CONFIGMAP, "patched", patch, patch_type=patch_type)
+    assert returned["data"] == expected
+    assert kube.get(CONFIGMAP, "patched")["data"] == expected
+
+
+def test_apply_creates_when_absent(kube):
+    applied = kube.patch(CONFIGMAP, "fresh", configmap("fresh", x="1"), patch_type="apply")
+    assert applied["data"] == {"x": "1"}
+    assert any(f.get("manager") == kube_module.FIELD_MANAGER for f in applied["metadata"]["managedFields"])
+
+
+def test_unknown_patch_type_is_refused(kube):
+    with pytest.raises(ValueError, match="patch_type"):
+        kube.patch(CONFIGMAP, "any", {}, patch_type="replace")
+
+
+def test_patch_status_of_a_custom_resource(kube):
+    job = {"apiVersion": rayjob.KIND.api_version, "kind": "RayJob", "metadata": {"name": "job"}, "spec": {"entrypoint": "true"}}
+    kube.create(rayjob.KIND, job)
+    kube.patch_status(rayjob.KIND, "job", {"status": {"jobDeploymentStatus": "Running"}})
+    assert kube.get(rayjob.KIND, "job")["status"]["jobDeploymentStatus"] == "Running"
+
+
+def test_delete_cascades_to_dependents(kube):
+    owner = kube.create(CONFIGMAP, configmap("owner"))
+    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    dependent = configmap("dependent")
+    dependent["metadata"]["ownerReferences"] = [reference]
+    kube.create(CONFIGMAP, dependent)
+    assert kube.delete(CONFIGMAP, "owner") is True
+    kube.wait_gone(CONFIGMAP, "dependent", timeout_s=10)
+    assert kube.find(CONFIGMAP, "owner") is None
+    assert kube.delete(CONFIGMAP, "owner") is False
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda kube: kube.get(dgd.KIND, "graph"),
+        lambda kube: kube.find(dgd.KIND, "graph"),
+        lambda kube: kube.list(dgd.KIND),
+        lambda kube: kube.delete(dgd.KIND, "graph"),
+    ],
+    ids=["get", "find", "list", "delete"],
+)
+def test_missing_crd_is_not_an_absent_object(kube, call):
+    with pytest.raises(KindNotServedError) as caught:
+        call(kube)
+    assert "dynamographdeployments.nvidia.com" in caught.value.message
+    assert "kubectl get crd dynamographdeployments.nvidia.com" in caught.value.hint

@@ -1,0 +1,209 @@
+"""watch and the one wait primitive: watch + deadline, re-established, re-listed, or polled."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from conftest import HISTORY_SIZE, until
+
+from nrl_k8s.errors import ResourceFailed, WaitTimeout
+from nrl_k8s.kinds.base import Failed, Pending, Ready
+from nrl_k8s.kinds.core import CONFIGMAP
+from nrl_k8s.kube import Kube, Tuning
+
+
+def configmap(name: str, phase: str, labels: dict | None = None, reason: str = "") -> dict:
+    return {"metadata": {"name": name, "labels": labels or {}}, "data": {"phase": phase, "reason": reason}}
+
+
+def phase_readiness(obj: dict | None):
+    """A toy readiness function over a ConfigMap's ``data.phase``."""
+    if obj is None:
+        return Pending("absent")
+    data = obj.get("data") or {}
+    if data["phase"] == "ready":
+        return Ready()
+    if data["phase"] == "failed":
+        return Failed(data["reason"])
+    return Pending(f"phase {data['phase']}")
+
+
+def set_phase(kube: Kube, name: str, phase: str) -> None:
+    kube.patch(CONFIGMAP, name, {"data": {"phase": phase}})
+
+
+def in_background(target) -> threading.Thread:
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_watch_yields_events_in_order(kube):
+    start = kube.create(CONFIGMAP, configmap("marker", "x"))["metadata"]["resourceVersion"]
+    kube.create(CONFIGMAP, configmap("watched", "starting"))
+    kube.create(CONFIGMAP, configmap("ignored", "starting"))
+    set_phase(kube, "watched", "ready")
+    kube.delete(CONFIGMAP, "watched")
+    events = []
+    for event, obj in kube.watch(CONFIGMAP, name="watched", resource_version=start, timeout_s=10):
+        events.append((event, obj["metadata"]["name"], obj["data"]["phase"], obj["kind"]))
+        if event == "DELETED":
+            break
+    assert events == [
+        ("ADDED", "watched", "starting", "ConfigMap"),
+        ("MODIFIED", "watched", "ready", "ConfigMap"),
+        ("DELETED", "watched", "ready", "ConfigMap"),
+    ]
+
+
+def test_watch_ends_when_the_server_closes_it(kube):
+    kube.create(CONFIGMAP, configmap("quiet", "starting"))
+    assert [event for event, _ in kube.watch(CONFIGMAP, label_selector="none=here", timeout_s=1)] == []
+
+
+@pytest.mark.parametrize(
+    ("phase", "outcome"),
+    [("ready", "ready"), ("failed", "ResourceFailed")],
+    ids=["already-ready", "already-failed"],
+)
+def test_wait_judges_the_initial_state(kube, phase, outcome):
+    kube.create(CONFIGMAP, configmap("subject", phase, reason="image pull failed"))
+    if outcome == "ready":
+        assert kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=5)["data"]["phase"] == "ready"
+        return
+    with pytest.raises(ResourceFailed) as caught:
+        kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=5, what="configmap subject")
+    assert caught.value.message == "configmap subject: image pull failed"
+
+
+def test_wait_ready_via_watch_after_background_update(kube, sandbox):
+    kube.create(CONFIGMAP, configmap("subject", "starting"))
+    progress: list[str] = []
+    seen = threading.Event()
+
+    def report(reason: str) -> None:
+        progress.append(reason)
+        seen.set()
+
+    thread = in_background(lambda: seen.wait(10) and set_phase(kube, "subject", "ready"))
+    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=10, on_progress=report)
+    thread.join(5)
+    assert obj["data"]["phase"] == "ready"
+    assert progress == ["phase starting"]
+    stats = sandbox.stats()
+    assert stats["list configmaps"] == 1 and stats["watch configmaps"] >= 1
+
+
+def test_wait_failed_via_watch(kube):
+    kube.create(CONFIGMAP, configmap("subject", "starting"))
+    seen = threading.Event()
+
+    def fail() -> None:
+        seen.wait(10)
+        kube.patch(CONFIGMAP, "subject", {"data": {"phase": "failed", "reason": "CrashLoopBackOff"}})
+
+    in_background(fail)
+    with pytest.raises(ResourceFailed, match='ConfigMap "subject": CrashLoopBackOff'):
+        kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=10, on_progress=lambda _: seen.set())
+
+
+@pytest.mark.parametrize(
+    ("existing", "last_reason"),
+    [(True, "phase starting"), (False, "absent")],
+    ids=["stuck-object", "never-created"],
+)
+def test_wait_timeout_names_what_and_the_last_reason(kube, existing, last_reason):
+    if existing:
+        kube.create(CONFIGMAP, configmap("stuck", "starting"))
+    with pytest.raises(WaitTimeout) as caught:
+        kube.wait(CONFIGMAP, phase_readiness, name="stuck", timeout_s=1, what="dynamo.serving")
+    assert "waiting for dynamo.serving" in caught.value.message
+    assert caught.value.message.endswith(f"last state: {last_reason}")
+
+
+def test_wait_over_a_label_selector(kube):
+    labels = {"group": "workers"}
+    progress: list[str] = []
+    seen = threading.Event()
+
+    def all_ready(objs: list[dict]):
+        ready = sum(obj["data"]["phase"] == "ready" for obj in objs)
+        return Ready() if ready == 3 else Pending(f"{ready}/3 ready")
+
+    def create_workers() -> None:
+        seen.wait(10)
+        for index in range(3):
+            kube.create(CONFIGMAP, configmap(f"worker-{index}", "ready", labels))
+
+    kube.create(CONFIGMAP, configmap("outsider", "ready"))
+    in_background(create_workers)
+    objs = kube.wait(
+        CONFIGMAP, all_ready, label_selector="group=workers", timeout_s=10, on_progress=lambda r: (progress.append(r), seen.set())
+    )
+    assert [obj["metadata"]["name"] for obj in objs] == ["worker-0", "worker-1", "worker-2"]
+    assert progress[0] == "0/3 ready" and progress[-1] == "2/3 ready"
+
+
+def test_wait_reestablishes_an_expired_watch(kubeconfig, kube, sandbox):
+    kube.create(CONFIGMAP, configmap("subject", "starting"))
+    short = Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=Tuning(watch_window_s=1))
+
+    def after_second_watch() -> None:
+        until(lambda: sandbox.stats().get("watch configmaps", 0) >= 2)
+        set_phase(kube, "subject", "ready")
+
+    in_background(after_second_watch)
+    with short:
+        assert short.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=20)["data"]["phase"] == "ready"
+    stats = sandbox.stats()
+    assert stats["watch configmaps"] >= 2 and stats["list configmaps"] == 1
+
+
+def test_wait_relists_when_the_watch_is_gone(kube, sandbox):
+    """410 Gone: the listed resourceVersion fell out of the server's history before the watch began."""
+    kube.create(CONFIGMAP, configmap("subject", "starting"))
+    kube.create(CONFIGMAP, configmap("churn", "0"))
+
+    def churn_then_ready(_reason: str) -> None:
+        if kube.get(CONFIGMAP, "subject")["data"]["phase"] == "ready":
+            return
+        set_phase(kube, "subject", "ready")
+        for index in range(HISTORY_SIZE + 5):
+            set_phase(kube, "churn", str(index))
+
+    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=20, on_progress=churn_then_ready)
+    assert obj["data"]["phase"] == "ready"
+    assert sandbox.stats()["list configmaps"] == 2
+
+
+def test_wait_polls_when_watch_is_forbidden(kube, sandbox):
+    sandbox.server.faults.set("rbac-deny", "watch:configmaps")
+    kube.create(CONFIGMAP, configmap("subject", "starting"))
+    seen = threading.Event()
+    in_background(lambda: seen.wait(10) and set_phase(kube, "subject", "ready"))
+    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=10, on_progress=lambda _: seen.set())
+    assert obj["data"]["phase"] == "ready"
+    stats = sandbox.stats()
+    assert stats["watch configmaps"] == 1 and stats["list configmaps"] >= 2
+
+
+def test_wait_gone(kube):
+    kube.wait_gone(CONFIGMAP, "never-existed", timeout_s=5)
+    held = configmap("held", "x")
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    kube.create(CONFIGMAP, held)
+    kube.delete(CONFIGMAP, "held")
+    with pytest.raises(WaitTimeout, match='deletion of ConfigMap "held".*being deleted'):
+        kube.wait_gone(CONFIGMAP, "held", timeout_s=1)
+    in_background(lambda: kube.patch(CONFIGMAP, "held", {"metadata": {"finalizers": None}}))
+    kube.wait_gone(CONFIGMAP, "held", timeout_s=10)
+    assert kube.find(CONFIGMAP, "held") is None
+
+
+def test_wait_needs_exactly_one_target(kube):
+    with pytest.raises(ValueError, match="exactly one"):
+        kube.wait(CONFIGMAP, phase_readiness, timeout_s=1)
+    with pytest.raises(ValueError, match="exactly one"):
+        kube.wait(CONFIGMAP, phase_readiness, name="a", label_selector="b=c", timeout_s=1)
+
