@@ -12,6 +12,7 @@ Retries with exponential backoff cover connect errors, timeouts, 502/503/504 and
 
 from __future__ import annotations
 
+import re
 import secrets
 import ssl
 import string
@@ -32,6 +33,7 @@ RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocol
 NO_AGENT_TEXT = "No available agent to submit job"
 EXISTS_TEXT = "already exists"
 _ID_ALPHABET = string.ascii_letters + string.digits
+_EXCEPTION_LINE = re.compile(r"^[\w.]+(Error|Exception): ")
 
 
 @dataclass(frozen=True)
@@ -340,4 +342,5 @@ def _detail(response: httpx.Response) -> str:
     if isinstance(body, dict) and body.get("message"):
         return str(body["message"])[:300]
     lines = [line.strip() for line in response.text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else response.reason_phrase
+    raised = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    return (raised or lines or [response.reason_phrase])[-1][:300]

@@ -64,7 +64,7 @@ def text(code: int, body: str) -> httpx.Response:
 NO_AGENT = text(500, "No available agent to submit job, please try again later.")
 DUPLICATE_TRACEBACK = (
     "Traceback (most recent call last):\n  File \"job_manager.py\", line 1, in submit_job\n"
-    "ValueError: Job with submission_id run-1 already exists. Please use a different submission_id.\n"
+    "ValueError: Job with submission_id run-1 already exists. Please use a different submission_id.\n.\n"
 )
 
 
@@ -242,10 +242,19 @@ def test_other_errors_are_not_retried(answer):
     assert f"POST {BASE}/api/jobs/ → {answer.status_code}" in info.value.message
 
 
-def test_error_detail_is_the_last_traceback_line():
-    script = Script(text(500, "Traceback (most recent call last):\n  File x\nRuntimeError: boom\n"))
-    with pytest.raises(DashboardError, match=r"→ 500: RuntimeError: boom$"):
-        script.dashboard().version()
+DETAIL_CASES = {
+    "ray-traceback-with-trailing-dot": ("Traceback (most recent call last):\n  File x\nRuntimeError: boom\n.\n",
+                                        "RuntimeError: boom"),
+    "plain-text": ("upstream went away\n", "upstream went away"),
+    "empty-body": ("", "Internal Server Error"),
+}
+
+
+@pytest.mark.parametrize(("body", "detail"), DETAIL_CASES.values(), ids=DETAIL_CASES.keys())
+def test_error_detail(body, detail):
+    with pytest.raises(DashboardError) as info:
+        Script(text(500, body)).dashboard().version()
+    assert info.value.message.endswith(f"→ 500: {detail}")
 
 
 def test_non_json_answer_is_a_dashboard_error():
