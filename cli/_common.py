@@ -40,6 +40,19 @@ def load(ctx: typer.Context, recipe: Path, overrides: list[str] | None, infra: P
     return load_config(recipe, tokens, infra, context=opts.context)
 
 
+DashboardUrlOpt = Annotated[
+    Optional[str], typer.Option("--dashboard-url", help="Reach the Ray dashboard here instead of the API-server proxy.")
+]
+
+
+def connect(ctx: typer.Context, namespace: str | None = None):
+    """A `Kube` for the selected context; the run config's namespace unless --namespace was given."""
+    from nrl_k8s.kube import Kube
+
+    opts = global_options(ctx)
+    return Kube.connect(context=opts.context, namespace=opts.namespace or namespace)
+
+
 def dump_yaml_stream(docs: list[dict]) -> str:
     """YAML documents with multi-line strings (entrypoints) as readable literal blocks."""
     import yaml

@@ -58,3 +58,71 @@ def render_summary(s: dict) -> None:
         out.print("\n[bold]ACCEPTED BUT NOT USED[/] (no effect in this flow)")
         for field in s["unused"]:
             out.print(f"  - {escape(field)}")
+
+
+def render_rows(rows: list[dict], columns: tuple[str, ...], *, empty: str) -> None:
+    if not rows:
+        out.print(empty, markup=False)
+        return
+    table = Table(box=None, padding=(0, 2))
+    for col in columns:
+        table.add_column(col.upper())
+    for row in rows:
+        table.add_row(*(escape(str(row.get(c, ""))) for c in columns))
+    out.print(table)
+
+
+def render_status(s: dict) -> None:
+    out.print(f"[bold]namespace[/] {escape(s['namespace'])}")
+    render_rows(
+        [{**r, "cluster": r["cluster"] or "-"} for r in s["roles"]],
+        ("role", "name", "cluster", "state", "head", "workers"),
+        empty="(no kuberay roles declared)",
+    )
+    job = s["rayjob"]
+    out.print("\n[bold]RAYJOB[/]")
+    if job is None:
+        out.print("  (not found)")
+    else:
+        out.print(f"  {escape(job['name'])}  deployment={job['deployment_status'] or '-'}  job={job['job_status'] or '-'}"
+                  f"  id={escape(job['job_id'] or '-')}  cluster={escape(job['raycluster'] or '-')}")
+        out.print(f"  start={job['start'] or '-'}  end={job['end'] or '-'}  {escape(job['message'])}")
+    out.print("\n[bold]DYNAMO[/]")
+    if not s["dynamo"]:
+        out.print("  (no infra.dynamo entries)")
+    for d in s["dynamo"]:
+        out.print(f"  dynamo.{escape(d['key'])}  {escape(d['name'])}  state={d['state']}")
+        for svc in d["services"]:
+            out.print(f"    {escape(svc['name']):<20} {svc['type'] or '-':<10} {svc['ready']}/{svc['desired']} ready")
+        if d["frontend"]:
+            f = d["frontend"]
+            verdict = "reachable" if f["reachable"] else "not reachable"
+            out.print(f"    frontend  {escape(f['address'])}  {verdict} ({escape(f['detail'])})")
+        if d["state"] != "not found":
+            owners = ", ".join(d["owners"]) or "no owner: will not be cleaned up automatically"
+            out.print(f"    owner     {escape(owners)}")
+
+
+def render_run_result(r) -> None:
+    out.print(f"\n[bold]run[/] {escape(r.rayjob)} in namespace {escape(r.namespace)}")
+    rows = [("rayjob", r.rayjob), ("raycluster", r.raycluster or "-"), ("ray job id", r.job_id or "-")]
+    for name, action in r.dgds.items():
+        owners = ", ".join(r.owners.get(name) or []) or "no owner (kept after the run)"
+        rows.append((f"dgd ({action})", f"{name}  owner: {owners}"))
+    if r.rescued:
+        rows.append(("driver", "submitted by nrl-k8s (KubeRay never did)"))
+    if r.job_status:
+        rows.append(("job status", r.job_status))
+    for label, value in rows:
+        out.print(f"  {label:<14} {escape(str(value))}")
+    out.print(f"  follow logs    nrl-k8s logs RECIPE -f   (or: kubectl -n {r.namespace} get rayjob {r.rayjob} -w)")
+    out.print(f"  tear down      kubectl -n {r.namespace} delete rayjob {r.rayjob}   (GC removes the cluster and DGDs)")
+
+
+def render_probes(results) -> None:
+    out.print("\n[bold]CLUSTER[/]")
+    for r in results:
+        mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
+        out.print(f"  {mark} {escape(r.name)}" + ("" if r.ok else f"  {escape(r.detail)}"))
+        if not r.ok and r.hint:
+            out.print(f"         hint: {escape(r.hint)}")

@@ -37,8 +37,36 @@ def check(
     cfg = load(ctx, recipe, overrides, infra)
     plan = plan_run(cfg)
     render_summary(summarize(cfg, plan, show_secrets=show_secrets))
+    _probe_cluster(ctx, cfg)
     if output is not None:
         data = bundle(cfg, plan, show_secrets=show_secrets)
         text = json.dumps(data, indent=2) + "\n" if output.suffix == ".json" else dump_yaml_stream([data])
         output.write_text(text)
         err.print(f"wrote {output}", markup=False)
+
+
+def _probe_cluster(ctx: typer.Context, cfg) -> None:
+    """Namespace, CRDs and RBAC when a kubeconfig is usable; otherwise say the checks were skipped."""
+    from nrl_k8s.config.kubeconfig import has_cluster_config
+
+    from ._common import global_options
+    from ._console import out
+    from ._render import render_probes
+
+    if not has_cluster_config():
+        out.print("\n[bold]CLUSTER[/]\n  skipped: no kubeconfig and not running in a pod")
+        return
+    from nrl_k8s.errors import ApiError
+    from nrl_k8s.kube import Kube, NoClusterError, Tuning
+    from nrl_k8s.probe import probe
+
+    try:
+        kube = Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
+                            tuning=Tuning(attempts=2, retry_budget_s=5, request_timeout_s=5))
+        results = probe(kube, cfg.infra)
+    except (NoClusterError, ApiError) as error:
+        out.print(f"\n[bold]CLUSTER[/]\n  skipped: {error.message}", markup=True)
+        return
+    render_probes(results)
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)

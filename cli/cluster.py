@@ -6,13 +6,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, load, print_manifests
+from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, load, print_manifests
 
 app = typer.Typer(rich_markup_mode=None, help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.")
 
 TargetOpt = Annotated[
     Optional[list[str]], typer.Option("--target", "-t", help="KIND.KEY, repeatable; default: every declared target.")
 ]
+WaitOpt = Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until ready (up) or gone (down).")]
 
 
 @app.command("up")
@@ -24,14 +25,62 @@ def up(
     target: TargetOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the rendered manifests; apply nothing.")] = False,
     show_secrets: ShowSecretsOpt = False,
+    recreate: Annotated[bool, typer.Option("--recreate", help="Replace a live object whose spec drifted.")] = False,
+    wait: WaitOpt = True,
 ) -> None:
-    """Ensure the chosen targets exist (reuse on match)."""
+    """Ensure the chosen targets exist (reuse on match, warn on drift)."""
     from nrl_k8s import targets
 
     cfg = load(ctx, recipe, overrides, infra)
     chosen = targets.parse(cfg.infra, target or [])
-    manifests = [targets.render(cfg.infra, t) for t in chosen]
     if dry_run:
-        print_manifests(manifests, show_secrets=show_secrets)
+        print_manifests([targets.render(cfg.infra, t) for t in chosen], show_secrets=show_secrets)
         return
-    raise typer.BadParameter("live cluster up is not available yet; use --dry-run", param_hint="--dry-run")
+    from nrl_k8s import clusters
+
+    from ._progress import Progress
+
+    kube = connect(ctx, cfg.infra["namespace"])
+    with Progress() as progress:
+        clusters.up(kube, cfg.infra, chosen, clusters.UpOptions(recreate=recreate, wait=wait), progress)
+
+
+@app.command("down")
+def down(
+    ctx: typer.Context,
+    recipe: RecipeArg,
+    overrides: OverridesArg = None,
+    infra: InfraOpt = None,
+    target: TargetOpt = None,
+    wait: WaitOpt = True,
+) -> None:
+    """Delete the chosen targets (only objects nrl-k8s created) and wait until they are gone."""
+    from nrl_k8s import clusters, targets
+
+    from ._progress import Progress
+
+    cfg = load(ctx, recipe, overrides, infra)
+    chosen = targets.parse(cfg.infra, target or [])
+    kube = connect(ctx, cfg.infra["namespace"])
+    with Progress() as progress:
+        clusters.down(kube, cfg.infra, chosen, wait=wait, emit=progress)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+) -> None:
+    """RayJobs, RayClusters and DGDs managed by nrl-k8s in the namespace."""
+    import json
+
+    from nrl_k8s import clusters
+
+    kube = connect(ctx)
+    rows = clusters.inventory(kube, kube.namespace)
+    if output == "json":
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from ._render import render_rows
+
+    render_rows(rows, ("kind", "name", "state", "owners", "created"), empty=f"nothing managed by nrl-k8s in {kube.namespace}")

@@ -10,7 +10,7 @@ from typer.core import TyperGroup
 from nrl_k8s import __version__
 from nrl_k8s.errors import NrlK8sError
 
-from . import check, cluster, run, sandbox
+from . import check, cluster, job, run, sandbox, status
 from ._common import GlobalOptions
 
 
@@ -37,7 +37,10 @@ app = typer.Typer(
 )
 app.command("check")(check.check)
 app.command("run")(run.run)
+app.command("status")(status.status)
+app.command("logs")(job.logs)
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(job.app, name="job")
 app.add_typer(sandbox.app, name="sandbox")
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, load, print_manifests
+from ._common import DashboardUrlOpt, InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, load, print_manifests
 
 
 def run(
@@ -17,6 +17,11 @@ def run(
     rayjob: Annotated[bool, typer.Option("--rayjob", help="Ephemeral RayJob flow (the default).")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the RayJob and every DGD; apply nothing.")] = False,
     show_secrets: ShowSecretsOpt = False,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the job until it ends (exit 0 only on SUCCEEDED).")] = True,
+    driver_grace: Annotated[
+        float, typer.Option("--driver-grace", min=0, help="Seconds KubeRay gets to submit the driver before nrl-k8s does.")
+    ] = 90.0,
+    dashboard_url: DashboardUrlOpt = None,
     shutdown: Annotated[
         bool, typer.Option("--shutdown/--no-shutdown", help="Delete the RayCluster (and its DGDs) when the job ends.")
     ] = True,
@@ -37,4 +42,16 @@ def run(
         for note in plan.notes:
             err.print(f"recipe: {note}", markup=False)
         return
-    raise typer.BadParameter("live runs are not available yet; use --dry-run", param_hint="--dry-run")
+
+    from nrl_k8s.orchestrate import LiveOptions, run_rayjob
+
+    from ._progress import Progress
+    from ._render import render_run_result
+
+    kube = connect(ctx, cfg.infra["namespace"])
+    options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url)
+    with Progress() as progress:
+        result = run_rayjob(kube, plan, options, progress)
+    render_run_result(result)
+    if wait and not result.succeeded:
+        raise typer.Exit(1)

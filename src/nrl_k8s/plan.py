@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from . import recipe as recipe_mod
 from .config import LoadedConfig
+from .errors import ConfigError
 from .kinds import dgd, rayjob
 
 
@@ -27,6 +28,7 @@ class RunPlan:
     notes: tuple[str, ...]  # what happened to the recipe (injected / left alone and why)
     dgds: dict[str, dict]  # infra.dynamo key -> DGD manifest (no ownerReference yet)
     rayjob: dict
+    ready_timeouts: dict[str, float]  # infra.dynamo key -> readyTimeoutS
 
     def manifests(self) -> list[dict]:
         """Everything that would be applied, in apply order: DGDs first, then the RayJob."""
@@ -36,6 +38,14 @@ class RunPlan:
 def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
     dgds = {key: dgd.render(cfg.infra, key) for key in sorted(cfg.infra.get("dynamo") or {})}
     names = [m["metadata"]["name"] for m in dgds.values()]
+    job_ns = cfg.infra["namespace"]
+    for key, manifest in dgds.items():
+        if manifest["metadata"]["namespace"] != job_ns:
+            raise ConfigError(
+                f"infra.dynamo.{key}.namespace is {manifest['metadata']['namespace']!r} but the RayJob runs in {job_ns!r}",
+                hint="Kubernetes ownerReferences cannot cross namespaces, so the DGD could not be cleaned up with "
+                "the run; remove dynamo.KEY.namespace or set infra.namespace to match",
+            )
     final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
     run_id = recipe_mod.run_id(cfg.infra, final_recipe)
     job = rayjob.render(
@@ -46,4 +56,5 @@ def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
         ttl_seconds=options.ttl_seconds,
         active_deadline_seconds=options.active_deadline_seconds,
     )
-    return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds, rayjob=job)
+    timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
+    return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds, rayjob=job, ready_timeouts=timeouts)

@@ -74,3 +74,10 @@ def _read_namespace_file(path: Path) -> str | None:
         return path.read_text(encoding="utf-8").strip() or None
     except OSError:
         return None
+
+
+def has_cluster_config(env: Mapping[str, str] | None = None) -> bool:
+    """Whether a cluster is configured at all (a kubeconfig file, or a pod's service account)."""
+    env = os.environ if env is None else env
+    in_pod = bool(env.get("KUBERNETES_SERVICE_HOST")) and SA_NAMESPACE_FILE.parent.joinpath("token").is_file()
+    return in_pod or bool(kubeconfig_files(env))

@@ -1,0 +1,72 @@
+"""`nrl-k8s job list|logs|stop` and `nrl-k8s logs`: Ray jobs on a role's cluster, via its dashboard."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._common import DashboardUrlOpt, InfraOpt, OverridesArg, RecipeArg, connect, load
+
+app = typer.Typer(rich_markup_mode=None, help="Ray jobs on a role's cluster (through its dashboard).")
+
+RoleOpt = Annotated[str, typer.Option("--role", "-r", help="kuberay role whose cluster to use.")]
+FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")]
+
+
+def _dashboard(ctx, recipe, overrides, infra, role, url):
+    from nrl_k8s import jobs
+
+    cfg = load(ctx, recipe, overrides, infra)
+    return jobs.dashboard(connect(ctx, cfg.infra["namespace"]), cfg.infra, role, url)
+
+
+def _print_logs(dash, job_id: str, follow: bool) -> None:
+    chunks = dash.follow_logs(job_id) if follow else [dash.logs(job_id)]
+    for chunk in chunks:
+        typer.echo(chunk, nl=False)
+
+
+@app.command("list")
+def list_jobs(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
+              role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
+    """Jobs on the role's cluster."""
+    from ._render import render_rows
+
+    dash, _ = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
+    with dash:
+        rows = [{"submission id": j.submission_id or "", "status": j.status, "entrypoint": j.entrypoint[:60]}
+                for j in dash.list_jobs()]
+    render_rows(rows, ("submission id", "status", "entrypoint"), empty="no jobs")
+
+
+@app.command("logs")
+def job_logs(ctx: typer.Context, recipe: RecipeArg, job_id: Annotated[str, typer.Argument(help="Submission id.")],
+             infra: InfraOpt = None, role: RoleOpt = "training", follow: FollowOpt = False,
+             dashboard_url: DashboardUrlOpt = None) -> None:
+    """Logs of one job."""
+    dash, _ = _dashboard(ctx, recipe, None, infra, role, dashboard_url)
+    with dash:
+        _print_logs(dash, job_id, follow)
+
+
+@app.command("stop")
+def stop(ctx: typer.Context, recipe: RecipeArg, job_id: Annotated[str, typer.Argument(help="Submission id.")],
+         infra: InfraOpt = None, role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
+    """Stop one job."""
+    from ._console import err
+
+    dash, _ = _dashboard(ctx, recipe, None, infra, role, dashboard_url)
+    with dash:
+        stopped = dash.stop(job_id)
+    err.print(f"job {job_id}: {'stop requested' if stopped else 'was not running'}", markup=False)
+
+
+def logs(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
+         role: RoleOpt = "training", follow: FollowOpt = False, dashboard_url: DashboardUrlOpt = None) -> None:
+    """Logs of the role's current job (the RayJob's driver, else the latest job)."""
+    from nrl_k8s.jobs import current_job
+
+    dash, job = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
+    with dash:
+        _print_logs(dash, current_job(dash, job), follow)

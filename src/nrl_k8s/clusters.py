@@ -1,0 +1,96 @@
+"""`cluster up|down|list`: idempotent ensure/delete of declared targets, and the managed inventory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import targets
+from .drift import spec_drift
+from .errors import ConfigError
+from .events import Applied, Became, Emit, Waiting, Warning
+from .kinds import deployment, dgd, raycluster, rayjob
+from .kinds.base import MANAGED_BY, MANAGED_BY_SELECTOR, Pending
+from .serving import wait_serving
+
+KINDS = {"kuberay": raycluster.KIND, "dynamo": dgd.KIND, "deployments": deployment.KIND}
+_WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    recreate: bool = False
+    wait: bool = True
+
+
+def _managed(obj: dict) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return all(labels.get(k) == v for k, v in MANAGED_BY.items())
+
+
+def up(kube, infra: dict, chosen: list[targets.Target], options: UpOptions, emit: Emit) -> None:
+    manifests = {t: targets.render(infra, t) for t in chosen}  # render everything before applying anything
+    for target, manifest in manifests.items():
+        kind, name = KINDS[target.kind], manifest["metadata"]["name"]
+        ns = manifest["metadata"]["namespace"]
+        live = kube.find(kind, name, ns)
+        if live is not None:
+            changed = spec_drift(manifest, live)
+            if not changed:
+                emit(Applied(str(target), name, "reused"))
+            elif not options.recreate:
+                emit(Warning(f"{target} ({name}) differs from the live object, keeping it (--recreate replaces it): "
+                             + "; ".join(changed)))
+            elif not _managed(live):
+                raise ConfigError(f"{target} ({name}) exists but was not created by nrl-k8s; refusing to replace it",
+                                  hint=f"delete it yourself: kubectl -n {ns} delete {kind.plural} {name}")
+            else:
+                kube.delete(kind, name, ns)
+                kube.wait_gone(kind, name, ns, timeout_s=_WAIT_S.get(target.kind, 600.0))
+                live = None
+        if live is None:
+            kube.create(kind, manifest)
+            emit(Applied(str(target), name, "created" if not options.recreate else "recreated"))
+        if options.wait:
+            _wait_ready(kube, infra, target, manifest, emit)
+
+
+def _wait_ready(kube, infra: dict, target: targets.Target, manifest: dict, emit: Emit) -> None:
+    label, name, ns = str(target), manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+    if target.kind == "dynamo":
+        wait_serving(kube, label, manifest, float(infra["dynamo"][target.key]["readyTimeoutS"]), emit)
+    else:
+        readiness = raycluster.readiness if target.kind == "kuberay" else deployment.readiness
+        kube.wait(KINDS[target.kind], lambda o: Pending("not found") if o is None else readiness(o), name=name,
+                  namespace=ns, timeout_s=_WAIT_S[target.kind], what=f"{label} ({name})",
+                  on_progress=lambda reason: emit(Waiting(label, reason)))
+    emit(Became(label, "ready"))
+
+
+def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, emit: Emit) -> None:
+    for target in chosen:
+        manifest = targets.render(infra, target)
+        kind, name, ns = KINDS[target.kind], manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+        live = kube.find(kind, name, ns)
+        if live is None:
+            emit(Became(str(target), f"{name} already gone"))
+            continue
+        if not _managed(live):
+            emit(Warning(f"{target} ({name}) was not created by nrl-k8s; leaving it alone"))
+            continue
+        kube.delete(kind, name, ns)
+        if wait:
+            kube.wait_gone(kind, name, ns, timeout_s=_WAIT_S.get(target.kind, 600.0))
+        emit(Became(str(target), f"{name} deleted"))
+
+
+def inventory(kube, namespace: str) -> list[dict]:
+    """Every nrl-k8s-managed RayJob, RayCluster and DGD in the namespace (one row each)."""
+    rows = []
+    for kind in (rayjob.KIND, raycluster.KIND, dgd.KIND):
+        for obj in kube.list(kind, namespace, label_selector=MANAGED_BY_SELECTOR):
+            status = obj.get("status") or {}
+            state = status.get("jobDeploymentStatus") or status.get("state") or ""
+            owners = ", ".join(o["name"] for o in obj["metadata"].get("ownerReferences") or [])
+            rows.append({"kind": kind.kind, "name": obj["metadata"]["name"], "state": state, "owners": owners,
+                         "created": obj["metadata"].get("creationTimestamp", "")})
+    return rows

@@ -1,0 +1,49 @@
+"""Typed progress events: the core reports, the CLI renders, tests collect them in a list.
+
+`resource` is a short label such as ``dynamo.serving``, ``rayjob`` or ``raycluster``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Union
+
+
+@dataclass(frozen=True)
+class Applied:
+    resource: str
+    name: str
+    action: str  # "created" | "reused"
+
+
+@dataclass(frozen=True)
+class Waiting:
+    resource: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Became:
+    """A resource reached a milestone (e.g. ready, owner linked, driver submitted)."""
+
+    resource: str
+    what: str
+
+
+@dataclass(frozen=True)
+class Warning:
+    message: str
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    deleted: tuple[str, ...]
+    kept: tuple[str, ...] = ()
+
+
+Event = Union[Applied, Waiting, Became, Warning, RolledBack]
+Emit = Callable[[Event], None]
+
+
+def discard(_: Event) -> None:
+    """An `Emit` that ignores everything."""

@@ -1,0 +1,116 @@
+"""Three-gate DGD readiness: operator state, pods Ready and counted, frontend answering HTTP.
+
+The Dynamo operator reports ``successful`` before pods have finished pulling images and before
+the frontend process has bound port 8000, so `serving` only returns once all three agree.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from .errors import ForbiddenError, ResourceFailed, WaitTimeout
+from .events import Emit, Waiting
+from .kinds import dgd, pod
+from .kinds.base import Pending, Ready, Readiness
+
+# 404 means the listener is up (older frontends have no /v1/models); 502/503/refused mean not yet.
+_UP = (200, 404)
+_PROBE_INTERVAL_S = 0.5
+
+
+def pods_readiness(desired: int):
+    def check(pods: list[dict]) -> Readiness:
+        ready = [p for p in pods if pod.containers_ready(p)]
+        if pods and len(ready) >= desired:
+            return Ready()
+        reasons = sorted({f"{_component(p)}: {r}" for p in pods if (r := pod.waiting_reason(p))})
+        detail = f"  ({'; '.join(reasons)})" if reasons else ""
+        return Pending(f"{len(ready)}/{desired} pods ready{detail}")
+
+    return check
+
+
+def _component(p: dict) -> str:
+    labels = (p.get("metadata") or {}).get("labels") or {}
+    return labels.get("nvidia.com/dynamo-component") or p["metadata"]["name"]
+
+
+def pod_reasons(kube, name: str, namespace: str) -> str:
+    """One line on why a DGD's pods are not ready (for timeouts of the operator gate)."""
+    pods = kube.list(pod.KIND, namespace, label_selector=dgd.pod_selector(name))
+    if not pods:
+        return "no pods created"
+    return pods_readiness(len(pods))(pods).reason
+
+
+def _probe_frontend(kube, name: str, namespace: str) -> int | None:
+    """HTTP status of the frontend's /v1/models, or None when nothing answers."""
+    service = dgd.frontend_service(name)
+    if kube.in_cluster:
+        url = f"http://{service}.{namespace}.svc.cluster.local:{dgd.FRONTEND_PORT}/v1/models"
+        try:
+            return httpx.get(url, timeout=5).status_code
+        except httpx.HTTPError:
+            return None
+    status, _ = kube.proxy("GET", service, dgd.FRONTEND_PORT, "v1/models", namespace)
+    return status
+
+
+def wait_frontend(kube, label: str, name: str, namespace: str, deadline: float, emit: Emit) -> bool:
+    """Gate 3. Returns False (after a warning) when the API server forbids services/proxy."""
+    last = None
+    while True:
+        try:
+            status = _probe_frontend(kube, name, namespace)
+        except ForbiddenError as err:
+            emit(Waiting(label, f"cannot probe the frontend ({err.message}); relying on pod readiness"))
+            return False
+        if status in _UP:
+            return True
+        reason = f"frontend {dgd.frontend_service(name)}:{dgd.FRONTEND_PORT} answered {status or 'nothing'}"
+        if reason != last:
+            emit(Waiting(label, reason))
+            last = reason
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"{label}: frontend never answered on /v1/models ({reason})")
+        time.sleep(_PROBE_INTERVAL_S)
+
+
+def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit) -> None:
+    """Block until the DGD passes all three gates; raise ResourceFailed/WaitTimeout with the reason."""
+    name = manifest["metadata"]["name"]
+    namespace = manifest["metadata"]["namespace"]
+    deadline = time.monotonic() + timeout_s
+
+    def remaining() -> float:
+        return max(deadline - time.monotonic(), 0.0)
+
+    def progress(reason: str) -> None:
+        emit(Waiting(label, reason))
+
+    try:
+        kube.wait(dgd.KIND, _present(dgd.readiness), name=name, namespace=namespace, timeout_s=remaining(),
+                  on_progress=progress, what=f"{label} ({name})")
+        kube.wait(pod.KIND, pods_readiness(dgd.desired_pods(manifest)), label_selector=dgd.pod_selector(name),
+                  namespace=namespace, timeout_s=remaining(), on_progress=progress, what=f"{label} pods")
+    except (WaitTimeout, ResourceFailed) as err:
+        raise type(err)(f"{err.message}; pods: {pod_reasons(kube, name, namespace)}", hint=_hint(name, namespace)) from None
+    wait_frontend(kube, label, name, namespace, deadline, emit)
+
+
+def _present(readiness):
+    """Adapt an object readiness function to the wait primitive (None = not found)."""
+
+    def check(obj: dict | None) -> Readiness:
+        return Pending("not found") if obj is None else readiness(obj)
+
+    return check
+
+
+def _hint(name: str, namespace: str) -> str:
+    return (
+        f"kubectl -n {namespace} describe dgd {name}; "
+        f"kubectl -n {namespace} get pods -l {dgd.pod_selector(name)}"
+    )

@@ -1,0 +1,92 @@
+"""`nrl-k8s status`: what is running for a run config, as plain data (the CLI renders it)."""
+
+from __future__ import annotations
+
+from .errors import ApiError
+from .kinds import dgd, pod, raycluster, rayjob
+from .kinds.base import condition_true
+from .serving import _probe_frontend
+
+
+def _role(kube, infra: dict, role: str, ns: str) -> dict:
+    name = raycluster.cluster_name(infra, role)
+    cluster = kube.find(raycluster.KIND, name, ns)
+    job = kube.find(rayjob.KIND, name, ns)
+    if cluster is None and job is not None and rayjob.cluster_name(job):
+        cluster = kube.find(raycluster.KIND, rayjob.cluster_name(job), ns)
+    row = {"role": role, "name": name, "cluster": None, "state": "not found", "head": "-", "workers": "-"}
+    if cluster is None:
+        return row
+    cname = cluster["metadata"]["name"]
+    pods = kube.list(pod.KIND, ns, label_selector=f"ray.io/cluster={cname}")
+    heads = [p for p in pods if p["metadata"].get("labels", {}).get("ray.io/node-type") == "head"]
+    workers = [p for p in pods if p not in heads]
+    status = cluster.get("status") or {}
+    row.update(
+        cluster=cname,
+        state=status.get("state") or ("provisioned" if raycluster.provisioned(cluster) else "pending"),
+        head=(heads[0].get("status") or {}).get("phase", "?") if heads else "missing",
+        workers=f"{sum(pod.containers_ready(p) for p in workers)}/{len(workers)} ready",
+    )
+    return row
+
+
+def _rayjob(kube, infra: dict, ns: str) -> dict | None:
+    if "training" not in (infra.get("kuberay") or {}):
+        return None
+    job = kube.find(rayjob.KIND, rayjob.job_name(infra), ns)
+    if job is None:
+        return None
+    status = job.get("status") or {}
+    return {
+        "name": job["metadata"]["name"],
+        "deployment_status": status.get("jobDeploymentStatus") or "",
+        "job_status": status.get("jobStatus") or "",
+        "job_id": status.get("jobId") or "",
+        "raycluster": status.get("rayClusterName") or "",
+        "start": status.get("startTime") or "",
+        "end": status.get("endTime") or "",
+        "message": status.get("message") or "",
+    }
+
+
+def _frontend(kube, name: str, ns: str) -> dict:
+    address = f"{dgd.frontend_service(name)}.{ns}.svc:{dgd.FRONTEND_PORT}"
+    try:
+        code = _probe_frontend(kube, name, ns)
+    except ApiError as err:
+        return {"address": address, "reachable": False, "detail": err.message}
+    return {"address": address, "reachable": code in (200, 404), "detail": f"HTTP {code}" if code else "no answer"}
+
+
+def _dynamo(kube, key: str, manifest: dict) -> dict:
+    name, ns = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+    row = {"key": key, "name": name, "namespace": ns, "state": "not found", "ready": False, "services": [],
+           "frontend": None, "owners": []}
+    live = kube.find(dgd.KIND, name, ns)
+    if live is None:
+        return row
+    status = live.get("status") or {}
+    observed = status.get("services") or {}
+    row.update(
+        state=status.get("state") or "unknown",
+        ready=condition_true(live, "Ready"),
+        services=[
+            {"name": s.name, "type": s.component_type, "desired": s.replicas,
+             "ready": (observed.get(s.name) or {}).get("readyReplicas", 0)}
+            for s in dgd.services(live)
+        ],
+        frontend=_frontend(kube, name, ns),
+        owners=[f"{o['kind']} {o['name']}" for o in live["metadata"].get("ownerReferences") or []],
+    )
+    return row
+
+
+def collect(kube, infra: dict) -> dict:
+    ns = infra["namespace"]
+    return {
+        "namespace": ns,
+        "roles": [_role(kube, infra, role, ns) for role in sorted(infra.get("kuberay") or {})],
+        "rayjob": _rayjob(kube, infra, ns),
+        "dynamo": [_dynamo(kube, key, dgd.render(infra, key)) for key in sorted(infra.get("dynamo") or {})],
+    }
