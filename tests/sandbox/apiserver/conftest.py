@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+import httpx
 import pytest
 from kubernetes import client
 
@@ -33,6 +34,28 @@ def server(faults: Faults):
 def make_client(server: ApiServer, token: str | None = USER_TOKEN) -> client.ApiClient:
     config = client.Configuration(host=server.url, api_key={"authorization": f"Bearer {token}"} if token else {})
     return client.ApiClient(config)
+
+
+@pytest.fixture
+def client_for(server: ApiServer):
+    """Build an ApiClient for ``token`` ("user", "operator", None or any other string)."""
+    tokens = {"user": USER_TOKEN, "operator": OPERATOR_TOKEN}
+    made = []
+
+    def build(token: str | None) -> client.ApiClient:
+        made.append(make_client(server, tokens.get(token, token)))
+        return made[-1]
+
+    yield build
+    for api_client in made:
+        api_client.close()
+
+
+@pytest.fixture
+def http(server: ApiServer):
+    """An httpx client on the server with the user token, for calls the official client cannot make."""
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {USER_TOKEN}"}) as session:
+        yield session
 
 
 @pytest.fixture

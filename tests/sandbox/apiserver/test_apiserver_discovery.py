@@ -9,22 +9,18 @@ from kubernetes.client.rest import ApiException
 
 from nrl_k8s.sandbox.crds import DGD_CRD
 
-from conftest import OPERATOR_TOKEN, USER_TOKEN, make_client  # noqa: I001
-
 
 @pytest.mark.parametrize("token", [None, "wrong"], ids=["no-token", "wrong-token"])
-def test_unauthenticated_requests_get_401_status(server, token):
-    with make_client(server, token) as api:
-        with pytest.raises(ApiException) as err:
-            client.CoreV1Api(api).list_namespace()
+def test_unauthenticated_requests_get_401_status(client_for, token):
+    with pytest.raises(ApiException) as err:
+        client.CoreV1Api(client_for(token)).list_namespace()
     assert err.value.status == 401
     assert '"reason": "Unauthorized"' in err.value.body
 
 
-@pytest.mark.parametrize("token", [USER_TOKEN, OPERATOR_TOKEN], ids=["user", "operator"])
-def test_both_tokens_are_accepted(server, token):
-    with make_client(server, token) as api:
-        names = [ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items]
+@pytest.mark.parametrize("token", ["user", "operator"], ids=["user", "operator"])
+def test_both_tokens_are_accepted(client_for, token):
+    names = [ns.metadata.name for ns in client.CoreV1Api(client_for(token)).list_namespace().items]
     assert names == ["default", "kube-system"]
 
 
@@ -46,12 +42,12 @@ def test_core_resource_list_has_subresources_and_short_names(api):
     assert "watch" in resources["configmaps"].verbs
 
 
-def test_crd_group_appears_in_discovery_once_installed(server, api):
+def test_crd_group_appears_in_discovery_once_installed(server, api, http):
     groups = lambda: {g.name for g in client.ApisApi(api).get_api_versions().groups}  # noqa: E731
     assert "nvidia.com" not in groups()
     server.install_crd(DGD_CRD)
     assert {"nvidia.com", "apps", "apiextensions.k8s.io", "authorization.k8s.io"} <= groups()
-    listing = httpx.get(f"{server.url}/apis/nvidia.com/v1alpha1", headers={"Authorization": f"Bearer {USER_TOKEN}"}).json()
+    listing = http.get("/apis/nvidia.com/v1alpha1").json()
     entries = {r["name"]: r for r in listing["resources"]}
     assert entries["dynamographdeployments"]["shortNames"] == ["dgd"]
     assert "dynamographdeployments/status" in entries
@@ -73,10 +69,9 @@ def test_custom_resource_path_is_404_until_crd_exists_and_after_deletion(server,
     assert err.value.status == 404
 
 
-def test_openapi_v3_lists_every_group_version(server, crds):
-    headers = {"Authorization": f"Bearer {USER_TOKEN}"}
-    index = httpx.get(f"{server.url}/openapi/v3", headers=headers).json()["paths"]
+def test_openapi_v3_lists_every_group_version(http, crds):
+    index = http.get("/openapi/v3").json()["paths"]
     assert {"api/v1", "apis/apps/v1", "apis/ray.io/v1", "apis/nvidia.com/v1alpha1"} <= index.keys()
-    doc = httpx.get(server.url + index["apis/ray.io/v1"]["serverRelativeURL"], headers=headers).json()
+    doc = http.get(index["apis/ray.io/v1"]["serverRelativeURL"]).json()
     kinds = {op["patch"]["x-kubernetes-group-version-kind"]["kind"] for op in doc["paths"].values()}
     assert kinds == {"RayJob", "RayCluster"}
