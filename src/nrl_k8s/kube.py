@@ -156,8 +156,10 @@ def _api_error(exc: ApiException | urllib3.exceptions.HTTPError, op: _Op, host: 
             status=status,
         )
     if status == 404:
-        if op.name and (body.get("details") or {}).get("name") == op.name:
-            return NotFoundError(f'{op.resource} "{op.name}" not found {op.scope}', status=status)
+        missing = (body.get("details") or {}).get("name")  # only object 404s name the object
+        if missing:
+            message = f'{op.resource} "{op.name}" not found {op.scope}' if missing == op.name else detail
+            return NotFoundError(message, status=status)
         hint = None
         if op.kind.group:
             hint = (

@@ -45,6 +45,13 @@ def test_create_in_the_manifest_namespace(kube):
     assert kube.get(CONFIGMAP, "elsewhere", namespace=other)["metadata"]["namespace"] == other
 
 
+def test_create_in_a_missing_namespace_is_not_found(kube):
+    with pytest.raises(NotFoundError) as caught:
+        kube.create(CONFIGMAP, configmap("orphan", namespace="no-such-namespace"))
+    assert not isinstance(caught.value, KindNotServedError)
+    assert caught.value.message == 'namespaces "no-such-namespace" not found'
+
+
 def test_create_twice_conflicts(kube):
     kube.create(CONFIGMAP, configmap("once"))
     with pytest.raises(ConflictError, match='configmaps "once" already exists') as caught:

@@ -1,0 +1,90 @@
+"""Retries on 429/5xx/connection errors only; 4xx (401/403/409/...) are typed and never retried."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from conftest import FAST, write_kubeconfig
+
+from nrl_k8s.errors import ApiError, ConflictError, ForbiddenError, NotFoundError, ServerError
+from nrl_k8s.kinds import rayjob
+from nrl_k8s.kinds.core import CONFIGMAP
+from nrl_k8s.kube import Kube, Tuning
+
+
+@pytest.mark.parametrize(
+    ("fault", "stat"),
+    [
+        ("create:configmaps:500:2", "create configmaps"),
+        ("create:configmaps:429:2", "create configmaps"),
+        ("create:configmaps:503:1", "create configmaps"),
+    ],
+    ids=["500-twice", "429-twice-with-retry-after", "503-once"],
+)
+def test_transient_errors_are_retried_and_create_lands_once(kube, sandbox, fault, stat):
+    failures = int(fault.rsplit(":", 1)[1])
+    sandbox.server.faults.set("api-errors", fault)
+    created = kube.create(CONFIGMAP, {"metadata": {"name": "survivor"}, "data": {"k": "v"}})
+    assert sandbox.stats()[stat] == failures + 1
+    assert [cm["metadata"]["uid"] for cm in kube.list(CONFIGMAP)] == [created["metadata"]["uid"]]
+
+
+def test_reads_are_retried(kube, sandbox):
+    kube.create(CONFIGMAP, {"metadata": {"name": "read-me"}})
+    sandbox.server.faults.set("api-errors", "get:configmaps:502:2")
+    assert kube.get(CONFIGMAP, "read-me")["metadata"]["name"] == "read-me"
+    assert sandbox.stats()["get configmaps"] == 3
+
+
+def test_retries_are_bounded(kubeconfig, kube, sandbox):
+    sandbox.server.faults.set("api-errors", "create:configmaps:500:10")
+    with Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=Tuning(attempts=3, backoff_s=0.01)) as short:
+        with pytest.raises(ServerError) as caught:
+            short.create(CONFIGMAP, {"metadata": {"name": "never"}})
+    assert caught.value.status == 500
+    assert caught.value.message.startswith(f'cannot create configmaps in namespace "{kube.namespace}"')
+    assert sandbox.stats()["create configmaps"] == 3
+    assert kube.find(CONFIGMAP, "never") is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "manifest", "resource"),
+    [
+        (CONFIGMAP, {"metadata": {"name": "denied"}}, "configmaps"),
+        (rayjob.KIND, {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "denied"}}, "rayjobs.ray.io"),
+    ],
+    ids=["core-kind", "custom-kind"],
+)
+def test_forbidden_names_verb_and_resource_and_is_not_retried(kube, sandbox, kind, manifest, resource):
+    sandbox.server.faults.set("rbac-deny", f"create:{kind.plural}")
+    with pytest.raises(ForbiddenError) as caught:
+        kube.create(kind, manifest)
+    assert caught.value.message == f'forbidden: cannot create {resource} in namespace "{kube.namespace}"'
+    assert f"kubectl auth can-i create {resource} -n {kube.namespace}" in caught.value.hint
+    assert "Role" in caught.value.hint
+    assert sandbox.stats()[f"create {kind.plural}"] == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [(400, ApiError), (404, NotFoundError), (409, ConflictError), (422, ApiError)],
+    ids=["400", "404", "409", "422"],
+)
+def test_client_errors_are_not_retried(kube, sandbox, code, error):
+    sandbox.server.faults.set("api-errors", f"create:configmaps:{code}:3")
+    with pytest.raises(error) as caught:
+        kube.create(CONFIGMAP, {"metadata": {"name": "rejected"}})
+    assert caught.value.status == code
+    assert sandbox.stats()["create configmaps"] == 1
+
+
+def test_unreachable_server_is_a_server_error_after_retries(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{port}")
+    with Kube.connect(kubeconfig=str(path), tuning=FAST) as kube, pytest.raises(ServerError) as caught:
+        kube.list(CONFIGMAP)
+    assert f"127.0.0.1:{port} did not answer" in caught.value.message
+    assert "kubectl cluster-info" in caught.value.hint
