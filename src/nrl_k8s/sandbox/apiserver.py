@@ -95,6 +95,7 @@ class Response:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
     server: "_HttpServer"
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature

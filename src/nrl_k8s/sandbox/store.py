@@ -382,7 +382,10 @@ class Store:
                 for event in self._history:
                     if event.rv > since and event.key == rtype.key and (seen := w.translate(event)):
                         w.queue.put(seen)
-            self._watches.append(w)
+            if self._closed:
+                w.queue.put(None)
+            else:
+                self._watches.append(w)
             return w
 
     def unwatch(self, w: Watch) -> None:
