@@ -1,17 +1,12 @@
-"""The one Kubernetes access layer: every verb for every kind, retries, typed errors and wait.
+"""The one Kubernetes access layer: every verb for every kind, with retries and typed errors.
 
 Every request goes through ``Kube._call`` on the official client's ``ApiClient``; paths come
-from a ``Kind`` descriptor, so there is no per-kind code. ``_api_error`` is the only place an
-``ApiException`` or a urllib3 error becomes one of ``nrl_k8s.errors``:
-
-    401 UnauthorizedError   403 ForbiddenError (names verb + resource)   404 NotFoundError
-    (KindNotServedError when the kind's path itself is missing, e.g. no CRD)   409 ConflictError
-    410 GoneError   429 / 5xx / connection errors / timeouts ServerError (after retries)
-
+from a ``Kind`` descriptor, so there is no per-kind code. Failures become typed errors in
+``kube_errors.api_error`` (the only adapter); waits are ``wait.wait`` (watch + deadline).
 Only 429 (honouring Retry-After), 5xx, connection errors and timeouts are retried, with
-exponential backoff and jitter bounded by attempts and total time (``Tuning``). A create that
-timed out may have landed: its retry then raises ConflictError. Live commands only: offline
-code must not import this module (it imports ``kubernetes``).
+exponential backoff and jitter bounded by attempts and total time (``Tuning``); a create
+that timed out may have landed, so its retry can raise ConflictError. Live commands only:
+offline code must not import this module (it imports ``kubernetes``).
 """
 
 from __future__ import annotations
@@ -33,21 +28,27 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME, InClusterConfigLoader
 
-from nrl_k8s.errors import (
-    ApiError,
-    ConfigError,
-    ConflictError,
-    ForbiddenError,
-    NotFoundError,
-    NrlK8sError,
-    ResourceFailed,
-    ServerError,
-    UnauthorizedError,
-    WaitTimeout,
-)
-from nrl_k8s.kinds.base import Failed, Kind, Pending, Readiness, Ready
+from nrl_k8s import wait as waiting
+from nrl_k8s.errors import ConfigError, ForbiddenError, NotFoundError
+from nrl_k8s.kinds.base import Kind, Pending, Readiness, Ready
 from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW
 from nrl_k8s.kinds.service import KIND as SERVICE
+from nrl_k8s.kube_errors import (
+    GoneError,
+    KindNotServedError,
+    NoClusterError,
+    Op,
+    api_error,
+    resource_name,
+    retry_after,
+    retryable,
+    status_body,
+)
+
+__all__ = [
+    "FIELD_MANAGER", "PATCH_TYPES", "GoneError", "KindNotServedError", "Kube", "NoClusterError", "Tuning",
+    "kind_path", "resource_name",
+]
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 FIELD_MANAGER = "nrl-k8s"
@@ -59,18 +60,6 @@ PATCH_TYPES = {
 }
 _PAGE_SIZE = 500
 _PROXY_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
-class NoClusterError(NrlK8sError):
-    """No usable cluster configuration: no kubeconfig and not running in a pod."""
-
-
-class KindNotServedError(NotFoundError):
-    """404 because the API server does not serve the kind at all (e.g. its CRD is missing)."""
-
-
-class GoneError(ApiError):
-    """410: the resourceVersion a watch started from is too old; list again."""
 
 
 @dataclass(frozen=True)
@@ -86,31 +75,6 @@ class Tuning:
     poll_interval_s: float = 2.0
 
 
-@dataclass(frozen=True)
-class _Op:
-    """What a request was doing, for error messages."""
-
-    verb: str
-    kind: Kind
-    namespace: str | None = None
-    name: str | None = None
-    subresource: str | None = None
-
-    @property
-    def resource(self) -> str:
-        base = resource_name(self.kind)
-        return f"{base}/{self.subresource}" if self.subresource else base
-
-    @property
-    def scope(self) -> str:
-        return f'in namespace "{self.namespace}"' if self.namespace else "at cluster scope"
-
-
-def resource_name(kind: Kind) -> str:
-    """``rayjobs.ray.io`` for grouped kinds, ``pods`` for the core group (as kubectl names them)."""
-    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
-
-
 def kind_path(kind: Kind, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
     """REST path of a collection (no name) or an object; no namespace segment = all namespaces."""
     path = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
@@ -120,80 +84,6 @@ def kind_path(kind: Kind, namespace: str | None, name: str | None = None, subres
     if name:
         path += f"/{quote(name, safe=':')}"
     return f"{path}/{subresource}" if subresource else path
-
-
-def _status_body(body: str | bytes | None) -> dict:
-    """The ``Status`` object of an error body, or {} when the body is not one."""
-    try:
-        doc = json.loads(body) if body else None
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) and doc.get("kind") == "Status" else {}
-
-
-def _api_error(exc: ApiException | urllib3.exceptions.HTTPError, op: _Op, host: str) -> ApiError:
-    """The one adapter from client/transport failures to typed ``nrl_k8s`` errors."""
-    if isinstance(exc, urllib3.exceptions.HTTPError):
-        return ServerError(
-            f"cannot {op.verb} {op.resource} {op.scope}: the API server at {host} did not answer ({exc})",
-            hint="check that the cluster is reachable: `kubectl cluster-info`",
-        )
-    status = exc.status or 0
-    body = _status_body(exc.body)
-    detail = body.get("message") or exc.reason or ""
-    if status == 401:
-        return UnauthorizedError(
-            f"unauthorized: the API server at {host} rejected the credentials of your kube context",
-            hint="log in again or renew the token/certificate in your kubeconfig",
-            status=status,
-        )
-    if status == 403:
-        ns_flag = f" -n {op.namespace}" if op.namespace else ""
-        return ForbiddenError(
-            f"forbidden: cannot {op.verb} {op.resource} {op.scope}",
-            hint=f"check with `kubectl auth can-i {op.verb} {op.resource}{ns_flag}`; "
-            "ask your cluster admin for a Role (and RoleBinding) that grants it",
-            status=status,
-        )
-    if status == 404:
-        missing = (body.get("details") or {}).get("name")  # only object 404s name the object
-        if missing:
-            message = f'{op.resource} "{op.name}" not found {op.scope}' if missing == op.name else detail
-            return NotFoundError(message, status=status)
-        hint = None
-        if op.kind.group:
-            hint = (
-                f"the CustomResourceDefinition {resource_name(op.kind)} may be missing: "
-                f"`kubectl get crd {resource_name(op.kind)}` (operators install it; see helm/)"
-            )
-        return KindNotServedError(
-            f"the API server does not serve {op.resource} ({op.kind.api_version})", hint=hint, status=status
-        )
-    if status == 409:
-        return ConflictError(f"conflict: {detail}", status=status)
-    if status == 410:
-        return GoneError(f"gone: {detail}", status=status)
-    if status == 429 or status >= 500:
-        return ServerError(
-            f"cannot {op.verb} {op.resource} {op.scope}: the API server answered {status} {detail}",
-            hint="the API server is overloaded or unhealthy; try again later",
-            status=status,
-        )
-    if status == 0:
-        return ApiError(f"cannot {op.verb} {op.resource}: {detail}", hint="check the cluster CA in your kubeconfig")
-    return ApiError(f"cannot {op.verb} {op.resource} {op.scope}: {status} {detail}", status=status)
-
-
-def _retryable(status: int) -> bool:
-    return status == 429 or status >= 500
-
-
-def _retry_after(exc: ApiException) -> float | None:
-    value = (exc.headers or {}).get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _load_kubeconfig(configuration: client.Configuration, context: str | None, kubeconfig: str | None) -> tuple[str, str | None]:
@@ -260,7 +150,8 @@ class Kube:
         """
         configuration = client.Configuration()
         token = SERVICE_ACCOUNT_DIR / "token"
-        in_cluster = context is None and kubeconfig is None and bool(os.environ.get(SERVICE_HOST_ENV_NAME)) and token.is_file()
+        explicit = context is not None or kubeconfig is not None
+        in_cluster = not explicit and bool(os.environ.get(SERVICE_HOST_ENV_NAME)) and token.is_file()
         if in_cluster:
             try:
                 InClusterConfigLoader(str(token), str(SERVICE_ACCOUNT_DIR / "ca.crt")).load_and_set(configuration)
@@ -272,7 +163,8 @@ class Kube:
         else:
             context_name, default_ns = _load_kubeconfig(configuration, context, kubeconfig)
         configuration.retries = False  # retries are ours (see _call), never urllib3's
-        return cls(client.ApiClient(configuration), namespace or default_ns or "default", in_cluster=in_cluster, context=context_name, tuning=tuning)
+        api = client.ApiClient(configuration)
+        return cls(api, namespace or default_ns or "default", in_cluster=in_cluster, context=context_name, tuning=tuning)
 
     def close(self) -> None:
         self._api.close()
@@ -288,7 +180,7 @@ class Kube:
         self,
         method: str,
         path: str,
-        op: _Op,
+        op: Op,
         *,
         query: dict | None = None,
         body: object = None,
@@ -314,21 +206,21 @@ class Kube:
             except urllib3.exceptions.HTTPError as exc:
                 error: ApiException | urllib3.exceptions.HTTPError = exc
             except ApiException as exc:  # raised by the client itself for TLS failures (status 0)
-                raise _api_error(exc, op, self.configuration.host) from None
+                raise api_error(exc, op, self.configuration.host) from None
             else:
                 if 200 <= response.status < 300 or not raise_for_status:
                     return response
                 response.read()
                 error = ApiException(http_resp=response)
-                if not _retryable(response.status):
-                    raise _api_error(error, op, self.configuration.host) from None
-                delay = max(delay, _retry_after(error) or 0.0)
+                if not retryable(response.status):
+                    raise api_error(error, op, self.configuration.host) from None
+                delay = max(delay, retry_after(error) or 0.0)
             if not retry or attempt + 1 == t.attempts or time.monotonic() - started + delay > t.retry_budget_s:
                 break
             time.sleep(delay)
-        raise _api_error(error, op, self.configuration.host) from None
+        raise api_error(error, op, self.configuration.host) from None
 
-    def _json(self, method: str, path: str, op: _Op, **kwargs) -> dict:
+    def _json(self, method: str, path: str, op: Op, **kwargs) -> dict:
         return json.loads(self._call(method, path, op, **kwargs).read() or b"{}")
 
     def _ns(self, kind: Kind, namespace: str | None) -> str | None:
@@ -344,7 +236,7 @@ class Kube:
     # ------------------------------------------------------------------ verbs
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict:
         ns = self._ns(kind, namespace)
-        return self._json("GET", kind_path(kind, ns, name), _Op("get", kind, ns, name))
+        return self._json("GET", kind_path(kind, ns, name), Op("get", kind, ns, name))
 
     def find(self, kind: Kind, name: str, namespace: str | None = None) -> dict | None:
         """Like ``get`` but None when the object does not exist (a missing kind still raises)."""
@@ -364,16 +256,26 @@ class Kube:
         field_selector: str | None = None,
         all_namespaces: bool = False,
     ) -> list[dict]:
-        ns = None if all_namespaces else self._ns(kind, namespace)
-        return self._list(kind, ns, _selectors(label_selector, field_selector))[0]
+        selectors = {"label_selector": label_selector, "field_selector": field_selector}
+        return self.snapshot(kind, namespace, **selectors, all_namespaces=all_namespaces)[0]
 
-    def _list(self, kind: Kind, ns: str | None, query: dict) -> tuple[list[dict], str | None]:
-        """All pages of a list; returns (items, resourceVersion of the snapshot)."""
+    def snapshot(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        all_namespaces: bool = False,
+    ) -> tuple[list[dict], str | None]:
+        """Every page of a list, and the resourceVersion to watch from."""
+        ns = None if all_namespaces else self._ns(kind, namespace)
+        query = _selectors(label_selector, field_selector)
         items: list[dict] = []
         version, token = None, None
         while True:
             page = {**query, "limit": _PAGE_SIZE, **({"continue": token} if token else {})}
-            doc = self._json("GET", kind_path(kind, ns), _Op("list", kind, ns), query=page)
+            doc = self._json("GET", kind_path(kind, ns), Op("list", kind, ns), query=page)
             items += [self._typed(kind, item) for item in doc.get("items") or []]
             meta = doc.get("metadata") or {}
             version = version or meta.get("resourceVersion")
@@ -385,7 +287,7 @@ class Kube:
         """Create ``manifest`` in its own namespace (else the default one)."""
         meta = manifest.get("metadata") or {}
         ns = self._ns(kind, meta.get("namespace"))
-        op = _Op("create", kind, ns, meta.get("name"))
+        op = Op("create", kind, ns, meta.get("name"))
         return self._json("POST", kind_path(kind, ns), op, query={"fieldManager": FIELD_MANAGER}, body=manifest)
 
     def patch(
@@ -412,7 +314,7 @@ class Kube:
         query: dict = {"fieldManager": FIELD_MANAGER}
         if patch_type == "apply" and force:
             query["force"] = "true"
-        op = _Op("patch", kind, ns, name, subresource)
+        op = Op("patch", kind, ns, name, subresource)
         path = kind_path(kind, ns, name, subresource)
         return self._json("PATCH", path, op, query=query, body=patch, content_type=PATCH_TYPES[patch_type])
 
@@ -421,7 +323,7 @@ class Kube:
         ns = self._ns(kind, namespace)
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         try:
-            self._call("DELETE", kind_path(kind, ns, name), _Op("delete", kind, ns, name), body=options).read()
+            self._call("DELETE", kind_path(kind, ns, name), Op("delete", kind, ns, name), body=options).read()
         except KindNotServedError:
             raise
         except NotFoundError:
@@ -441,18 +343,17 @@ class Kube:
     ) -> Iterator[tuple[str, dict]]:
         """Yield (ADDED|MODIFIED|DELETED, object) until the server ends the watch after ``timeout_s``.
 
-        A dropped stream also just ends the iteration; an ERROR event raises (410 -> GoneError).
+        A dropped stream also just ends the iteration; an ERROR event raises (410: GoneError).
         """
         ns = self._ns(kind, namespace)
-        field_selector = f"metadata.name={name}" if name else None
-        return self._watch(kind, ns, _selectors(label_selector, field_selector), resource_version, timeout_s)
-
-    def _watch(self, kind: Kind, ns: str | None, query: dict, version: str | None, timeout_s: float) -> Iterator[tuple[str, dict]]:
-        op = _Op("watch", kind, ns)
+        op = Op("watch", kind, ns, name)
         seconds = max(1, math.ceil(timeout_s))
-        query = {**query, "watch": "true", "timeoutSeconds": seconds, **({"resourceVersion": version} if version else {})}
-        connect = min(self.tuning.request_timeout_s, seconds)
-        response = self._call("GET", kind_path(kind, ns), op, query=query, timeout=(connect, seconds + 10)).response
+        query = _selectors(label_selector, f"metadata.name={name}" if name else None)
+        query.update(watch="true", timeoutSeconds=seconds)
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        timeout = (min(self.tuning.request_timeout_s, seconds), seconds + 10)
+        response = self._call("GET", kind_path(kind, ns), op, query=query, timeout=timeout).response
         try:
             for line in response:
                 if not line.strip():
@@ -462,11 +363,11 @@ class Kube:
                     status = event.get("object") or {}
                     error = ApiException(status=status.get("code"), reason=status.get("reason"))
                     error.body = json.dumps(status)
-                    raise _api_error(error, op, self.configuration.host)
+                    raise api_error(error, op, self.configuration.host)
                 if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
                     yield event["type"], self._typed(kind, event["object"])
         except urllib3.exceptions.HTTPError:
-            return  # the stream dropped: same as the watch ending, the caller re-establishes it
+            return  # the stream dropped: same as the watch ending; the caller re-establishes it
         finally:
             response.close()
             response.release_conn()
@@ -483,54 +384,9 @@ class Kube:
         on_progress: Callable[[str], None] | None = None,
         what: str = "",
     ) -> dict | list[dict] | None:
-        """Wait until ``readiness`` says Ready; return what it judged (object, None, or list).
-
-        ``name``: readiness(object or None when absent); ``label_selector``: readiness(list).
-        List (state + resourceVersion), then watch from that version, re-established when it
-        expires; 410 re-lists; polls only when watch is refused (403/405). Failed raises
-        ResourceFailed; the deadline raises WaitTimeout with the last Pending reason.
-        """
-        if (name is None) == (label_selector is None):
-            raise ValueError("wait needs exactly one of name or label_selector")
-        ns = self._ns(kind, namespace)
-        what = what or (f'{kind.kind} "{name}"' if name else f"{kind.plural} matching {label_selector}")
-        judge = _Judge(readiness, name, on_progress, what)
-        query = _selectors(label_selector, f"metadata.name={name}" if name else None)
-        deadline = time.monotonic() + timeout_s
-        objects: dict[str, dict] = {}
-        version: str | None = None
-        watching = True
-        while True:
-            if version is None:
-                items, version = self._list(kind, ns, query)
-                objects = {obj["metadata"]["name"]: obj for obj in items}
-                if judge(objects):
-                    return judge.result
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WaitTimeout(
-                    f"timed out after {timeout_s:g}s waiting for {what}; last state: {judge.last or 'nothing reported'}",
-                    hint="raise the timeout or inspect the resource with `kubectl describe`",
-                )
-            if not watching:
-                time.sleep(min(self.tuning.poll_interval_s, remaining))
-                version = None
-                continue
-            try:
-                for event, obj in self._watch(kind, ns, query, version, min(remaining, self.tuning.watch_window_s)):
-                    version = obj["metadata"].get("resourceVersion") or version
-                    if event == "DELETED":
-                        objects.pop(obj["metadata"]["name"], None)
-                    else:
-                        objects[obj["metadata"]["name"]] = obj
-                    if judge(objects):
-                        return judge.result
-            except GoneError:
-                version = None
-            except ApiError as exc:
-                if not isinstance(exc, ForbiddenError) and exc.status not in (405, 501):
-                    raise
-                watching, version = False, None
+        """Watch + deadline until ``readiness`` says Ready; see ``nrl_k8s.wait.wait``."""
+        target = {"name": name, "label_selector": label_selector, "namespace": namespace}
+        return waiting.wait(self, kind, readiness, **target, timeout_s=timeout_s, on_progress=on_progress, what=what)
 
     def wait_gone(self, kind: Kind, name: str, namespace: str | None = None, *, timeout_s: float) -> None:
         """Wait until the object no longer exists."""
@@ -560,15 +416,15 @@ class Kube:
         Not retried: a 5xx here is usually the upstream's answer.
         """
         ns = self._ns(SERVICE, namespace)
-        op = _Op(_PROXY_VERBS[method.upper()], SERVICE, ns, service, "proxy")
+        op = Op(_PROXY_VERBS[method.upper()], SERVICE, ns, service, "proxy")
         target = kind_path(SERVICE, ns, f"{service}:{port}", "proxy") + "/" + path.lstrip("/")
         response = self._call(
             method.upper(), target, op, body=json, accept="*/*", timeout=timeout_s, retry=False, raise_for_status=False
         )
         data = response.read()
-        if response.status in (401, 403) and _status_body(data):
+        if response.status in (401, 403) and status_body(data):
             error = ApiException(http_resp=response)
-            raise _api_error(error, op, self.configuration.host)
+            raise api_error(error, op, self.configuration.host)
         return response.status, data
 
     def can_i(self, verb: str, resource: str, *, group: str = "", namespace: str | None = None) -> bool:
@@ -592,7 +448,7 @@ class Kube:
         there counts as installed: restricted RBAC must not trigger a false "install the CRD" hint.
         """
         plural, _, group = plural_group.partition(".")
-        op = _Op("get", Kind(group, "", plural, "", namespaced=False))
+        op = Op("get", Kind(group, "", plural, "", namespaced=False))
         try:
             groups = self._json("GET", "/apis", op).get("groups") or []
             versions = next((g.get("versions") or [] for g in groups if g.get("name") == group), [])
@@ -614,26 +470,3 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> dict:
     if field_selector:
         query["fieldSelector"] = field_selector
     return query
-
-
-class _Judge:
-    """Applies a readiness function to the watched state and remembers the last Pending reason."""
-
-    def __init__(self, readiness: Callable[[object], Readiness], name: str | None, on_progress, what: str):
-        self.readiness, self.name, self.on_progress, self.what = readiness, name, on_progress, what
-        self.last: str | None = None
-        self.result: object = None
-
-    def __call__(self, objects: dict[str, dict]) -> bool:
-        subject = objects.get(self.name) if self.name else [objects[key] for key in sorted(objects)]
-        state = self.readiness(subject)
-        if isinstance(state, Ready):
-            self.result = subject
-            return True
-        if isinstance(state, Failed):
-            raise ResourceFailed(f"{self.what}: {state.reason}")
-        if state.reason != self.last:
-            self.last = state.reason
-            if self.on_progress is not None:
-                self.on_progress(state.reason)
-        return False

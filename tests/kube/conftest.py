@@ -44,7 +44,9 @@ class Sandbox:
             return json.loads(reply.read())
 
 
-def write_kubeconfig(path: Path, server: str, *, token: str = USER_TOKEN, contexts: dict[str, str | None] | None = None, current: str = "sandbox") -> Path:
+def write_kubeconfig(
+    path: Path, server: str, *, token: str = USER_TOKEN, contexts: dict[str, str | None] | None = None, current: str = "sandbox"
+) -> Path:
     """A kubeconfig with one cluster/user and ``contexts`` (name -> namespace or None)."""
     contexts = contexts if contexts is not None else {"sandbox": None}
     doc = {

@@ -74,8 +74,9 @@ def test_create_twice_conflicts(kube):
     ids=["everything", "equality", "and-inequality", "set-in", "set-notin", "not-exists", "field", "label-and-field"],
 )
 def test_list_with_selectors(kube, label_selector, field_selector, expected):
-    for name, labels in [("a-web", {"app": "a", "tier": "web"}), ("a-db", {"app": "a", "tier": "db"}), ("b-web", {"app": "b", "tier": "web"})]:
-        kube.create(CONFIGMAP, configmap(name, labels))
+    for name in ("a-web", "a-db", "b-web"):
+        app, tier = name.split("-")
+        kube.create(CONFIGMAP, configmap(name, {"app": app, "tier": tier}))
     found = kube.list(CONFIGMAP, label_selector=label_selector, field_selector=field_selector)
     assert names(found) == expected
     assert all((obj["apiVersion"], obj["kind"]) == ("v1", "ConfigMap") for obj in found)

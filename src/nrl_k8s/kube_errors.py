@@ -1,0 +1,133 @@
+"""The one adapter from Kubernetes client failures to typed ``nrl_k8s`` errors.
+
+    401 UnauthorizedError       403 ForbiddenError (names the verb and resource refused)
+    404 NotFoundError           KindNotServedError: the kind's path itself is missing (no CRD)
+    409 ConflictError           410 GoneError: a watch's resourceVersion is too old
+    429 / 5xx / connection errors / timeouts: ServerError (raised once retries are spent)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from nrl_k8s.errors import (
+    ApiError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    NrlK8sError,
+    ServerError,
+    UnauthorizedError,
+)
+from nrl_k8s.kinds.base import Kind
+
+
+class NoClusterError(NrlK8sError):
+    """No usable cluster configuration: no kubeconfig and not running in a pod."""
+
+
+class KindNotServedError(NotFoundError):
+    """404 because the API server does not serve the kind at all (e.g. its CRD is missing)."""
+
+
+class GoneError(ApiError):
+    """410: the resourceVersion a watch started from is too old; list again."""
+
+
+def resource_name(kind: Kind) -> str:
+    """``rayjobs.ray.io`` for grouped kinds, ``pods`` for the core group (as kubectl names them)."""
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+@dataclass(frozen=True)
+class Op:
+    """What a request was doing, for error messages."""
+
+    verb: str
+    kind: Kind
+    namespace: str | None = None
+    name: str | None = None
+    subresource: str | None = None
+
+    @property
+    def resource(self) -> str:
+        base = resource_name(self.kind)
+        return f"{base}/{self.subresource}" if self.subresource else base
+
+    @property
+    def scope(self) -> str:
+        return f'in namespace "{self.namespace}"' if self.namespace else "at cluster scope"
+
+
+def status_body(body: str | bytes | None) -> dict:
+    """The ``Status`` object of an error body, or {} when the body is not one."""
+    try:
+        doc = json.loads(body) if body else None
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) and doc.get("kind") == "Status" else {}
+
+
+def retryable(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+def retry_after(exc: ApiException) -> float | None:
+    """Seconds from a Retry-After header, if any."""
+    value = (exc.headers or {}).get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def api_error(exc: ApiException | urllib3.exceptions.HTTPError, op: Op, host: str) -> ApiError:
+    """Map a client/transport failure of ``op`` against ``host`` to a typed error with a hint."""
+    if isinstance(exc, urllib3.exceptions.HTTPError):
+        return ServerError(
+            f"cannot {op.verb} {op.resource} {op.scope}: the API server at {host} did not answer ({exc})",
+            hint="check that the cluster is reachable: `kubectl cluster-info`",
+        )
+    status = exc.status or 0
+    body = status_body(exc.body)
+    detail = body.get("message") or exc.reason or ""
+    if status == 401:
+        return UnauthorizedError(
+            f"unauthorized: the API server at {host} rejected the credentials of your kube context",
+            hint="log in again or renew the token/certificate in your kubeconfig",
+            status=status,
+        )
+    if status == 403:
+        ns_flag = f" -n {op.namespace}" if op.namespace else ""
+        return ForbiddenError(
+            f"forbidden: cannot {op.verb} {op.resource} {op.scope}",
+            hint=f"check with `kubectl auth can-i {op.verb} {op.resource}{ns_flag}`; "
+            "ask your cluster admin for a Role (and RoleBinding) that grants it",
+            status=status,
+        )
+    if status == 404:
+        missing = (body.get("details") or {}).get("name")  # only object 404s name an object
+        if missing:
+            message = f'{op.resource} "{op.name}" not found {op.scope}' if missing == op.name else detail
+            return NotFoundError(message, status=status)
+        crd = resource_name(op.kind)
+        hint = f"the CustomResourceDefinition {crd} may be missing: `kubectl get crd {crd}` (see helm/)"
+        message = f"the API server does not serve {op.resource} ({op.kind.api_version})"
+        return KindNotServedError(message, hint=hint if op.kind.group else None, status=status)
+    if status == 409:
+        return ConflictError(f"conflict: {detail}", status=status)
+    if status == 410:
+        return GoneError(f"gone: {detail}", status=status)
+    if retryable(status):
+        return ServerError(
+            f"cannot {op.verb} {op.resource} {op.scope}: the API server answered {status} {detail}",
+            hint="the API server is overloaded or unhealthy; try again later",
+            status=status,
+        )
+    if status == 0:  # the client's own failure before any HTTP status, e.g. TLS verification
+        return ApiError(f"cannot {op.verb} {op.resource}: {detail}", hint="check the cluster CA in your kubeconfig")
+    return ApiError(f"cannot {op.verb} {op.resource} {op.scope}: {status} {detail}", status=status)

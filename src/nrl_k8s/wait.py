@@ -1,0 +1,103 @@
+"""The one wait primitive: list, then watch from that resourceVersion until a deadline.
+
+The watch is re-established when it expires, a 410 Gone re-lists, and polling (still bounded
+by the deadline) is used only when the server refuses to watch (403/405/501). Each state is
+judged by a readiness function returning ``Ready`` / ``Pending(reason)`` / ``Failed(reason)``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable
+
+from nrl_k8s.errors import ApiError, ForbiddenError, ResourceFailed, WaitTimeout
+from nrl_k8s.kinds.base import Failed, Kind, Readiness, Ready
+from nrl_k8s.kube_errors import GoneError
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube import Kube
+
+
+def wait(
+    kube: "Kube",
+    kind: Kind,
+    readiness: Callable[[object], Readiness],
+    *,
+    name: str | None = None,
+    label_selector: str | None = None,
+    namespace: str | None = None,
+    timeout_s: float,
+    on_progress: Callable[[str], None] | None = None,
+    what: str = "",
+) -> dict | list[dict] | None:
+    """Wait until ``readiness`` says Ready and return what it judged.
+
+    With ``name``, readiness gets the object (None while absent); with ``label_selector``, the
+    list of matching objects sorted by name. Failed raises ResourceFailed(``what``: reason);
+    the deadline raises WaitTimeout naming ``what`` and the last Pending reason, which is also
+    passed to ``on_progress`` each time it changes.
+    """
+    if (name is None) == (label_selector is None):
+        raise ValueError("wait needs exactly one of name or label_selector")
+    what = what or (f'{kind.kind} "{name}"' if name else f"{kind.plural} matching {label_selector}")
+    judge = _Judge(readiness, name, on_progress, what)
+    target = {"namespace": namespace, "label_selector": label_selector}
+    deadline = time.monotonic() + timeout_s
+    objects: dict[str, dict] = {}
+    version: str | None = None
+    watching = True
+    while True:
+        if version is None:
+            items, version = kube.snapshot(kind, field_selector=f"metadata.name={name}" if name else None, **target)
+            objects = {obj["metadata"]["name"]: obj for obj in items}
+            if judge(objects):
+                return judge.result
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise WaitTimeout(
+                f"timed out after {timeout_s:g}s waiting for {what}; last state: {judge.last or 'nothing reported'}",
+                hint="raise the timeout or inspect the resource with `kubectl describe`",
+            )
+        if not watching:
+            time.sleep(min(kube.tuning.poll_interval_s, remaining))
+            version = None
+            continue
+        window = min(remaining, kube.tuning.watch_window_s)
+        try:
+            for event, obj in kube.watch(kind, name=name, resource_version=version, timeout_s=window, **target):
+                version = obj["metadata"].get("resourceVersion") or version
+                if event == "DELETED":
+                    objects.pop(obj["metadata"]["name"], None)
+                else:
+                    objects[obj["metadata"]["name"]] = obj
+                if judge(objects):
+                    return judge.result
+        except GoneError:
+            version = None
+        except ApiError as exc:
+            if not isinstance(exc, ForbiddenError) and exc.status not in (405, 501):
+                raise
+            watching, version = False, None
+
+
+class _Judge:
+    """Applies the readiness function to the current state; remembers the last Pending reason."""
+
+    def __init__(self, readiness: Callable[[object], Readiness], name: str | None, on_progress, what: str):
+        self.readiness, self.name, self.on_progress, self.what = readiness, name, on_progress, what
+        self.last: str | None = None
+        self.result: object = None
+
+    def __call__(self, objects: dict[str, dict]) -> bool:
+        subject = objects.get(self.name) if self.name else [objects[key] for key in sorted(objects)]
+        state = self.readiness(subject)
+        if isinstance(state, Ready):
+            self.result = subject
+            return True
+        if isinstance(state, Failed):
+            raise ResourceFailed(f"{self.what}: {state.reason}")
+        if state.reason != self.last:
+            self.last = state.reason
+            if self.on_progress is not None:
+                self.on_progress(state.reason)
+        return False
