@@ -163,6 +163,7 @@ class Kube:
         else:
             context_name, default_ns = _load_kubeconfig(configuration, context, kubeconfig)
         configuration.retries = False  # retries are ours (see _call), never urllib3's
+        configuration.connection_pool_maxsize = 32  # every concurrent watch holds a connection
         api = client.ApiClient(configuration)
         return cls(api, namespace or default_ns or "default", in_cluster=in_cluster, context=context_name, tuning=tuning)
 
