@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
@@ -214,7 +214,7 @@ class ApiServer:
                 self._send(handler, Response(200, SERVER_VERSION))
                 return
             user = self._authenticate(headers)
-            request = Request(handler.command, split.path, query, headers, body, user, split.query)
+            request = Request(handler.command, unquote(split.path), query, headers, body, user, split.query)
             response = self._dispatch(request, handler)
         except ApiStatus as exc:
             response = Response(exc.code, exc.body(), headers=exc.headers)
@@ -248,7 +248,7 @@ class ApiServer:
             static = self._discovery(path)
             if static is not None:
                 return static
-        route = self._route(path)
+        route = self._route(req.path)
         if route is None:
             raise ApiStatus(404, "the server could not find the requested resource")
         return self._resource(req, route, handler)
@@ -303,7 +303,8 @@ class ApiServer:
             (sub == "status" and rtype.has_status and len(rest) == 3) or (sub == "proxy" and "proxy" in rtype.subresources)
         ):
             return None
-        return Route(rtype, namespace, name, sub, "/" + "/".join(rest[3:]) if sub == "proxy" else "")
+        proxied = "/" + "/".join(rest[3:]) + ("/" if path.endswith("/") and len(rest) > 3 else "")
+        return Route(rtype, namespace, name, sub, proxied if sub == "proxy" else "")
 
     # ------------------------------------------------------------------ resources
     @staticmethod

@@ -1,0 +1,106 @@
+"""The services/proxy subresource, forwarding to a loopback HTTP server started by the test."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION
+
+
+class _Echo(BaseHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002
+        return
+
+    def _reply(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        payload = json.dumps({"method": self.command, "path": self.path, "body": body}).encode()
+        self.send_response(201 if self.command == "POST" else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_DELETE = _reply
+
+
+@pytest.fixture
+def backend():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _service(core, endpoints: dict | None, name: str = "head-svc"):
+    annotations = {ENDPOINTS_ANNOTATION: json.dumps(endpoints)} if endpoints is not None else {}
+    ports = [{"name": "dashboard", "port": 8265}, {"name": "client", "port": 10001}]
+    core.create_namespaced_service("default", {"metadata": {"name": name, "annotations": annotations}, "spec": {"ports": ports}})
+
+
+
+
+@pytest.mark.parametrize(
+    "target, endpoints",
+    [
+        ("head-svc:8265", {"8265": "BACKEND"}),
+        ("head-svc:dashboard", {"dashboard": "BACKEND"}),
+        ("head-svc:8265", {"dashboard": "BACKEND"}),
+        ("head-svc", {"8265": "BACKEND"}),
+        ("http:head-svc:8265", {"8265": "BACKEND"}),
+    ],
+    ids=["port-number", "port-name", "number-resolves-to-name", "first-port-by-default", "scheme-prefix"],
+)
+def test_proxy_get_resolves_the_backend(core, http, backend, target, endpoints):
+    _service(core, {k: v.replace("BACKEND", backend) for k, v in endpoints.items()})
+    reply = http.get(f"/api/v1/namespaces/default/services/{target}/proxy/api/jobs/", params={"limit": "5"})
+    assert reply.status_code == 200
+    assert reply.json() == {"method": "GET", "path": "/api/jobs/?limit=5", "body": ""}
+
+
+def test_proxy_through_the_official_client(core, backend):
+    _service(core, {"8265": backend})
+    reply = core.connect_get_namespaced_service_proxy_with_path("head-svc:8265", "default", "api/version")
+    assert json.loads(reply.replace("'", '"'))["path"] == "/api/version"
+
+
+def test_proxy_post_forwards_body_and_status(core, http, backend):
+    _service(core, {"8265": backend})
+    reply = http.post("/api/v1/namespaces/default/services/head-svc:8265/proxy/api/jobs/", json={"entrypoint": "echo hi"})
+    assert reply.status_code == 201
+    assert (reply.json()["method"], json.loads(reply.json()["body"])) == ("POST", {"entrypoint": "echo hi"})
+
+
+@pytest.mark.parametrize(
+    "endpoints",
+    [None, {"8265": "http://127.0.0.1:1"}, {"8265": "http://example.com:80"}],
+    ids=["no-endpoints", "connection-refused", "not-loopback"],
+)
+def test_proxy_unavailable_is_503(core, endpoints):
+    _service(core, endpoints)
+    with pytest.raises(ApiException) as err:
+        core.connect_get_namespaced_service_proxy_with_path("head-svc:8265", "default", "api/version")
+    body = json.loads(err.value.body)
+    assert (err.value.status, body["reason"]) == (503, "ServiceUnavailable")
+    assert body["message"].startswith('no endpoints available for service "head-svc"')
+
+
+def test_proxy_to_missing_service_is_404(core):
+    with pytest.raises(ApiException) as err:
+        core.connect_get_namespaced_service_proxy_with_path("absent:8265", "default", "x")
+    assert err.value.status == 404
+
+
+def test_proxy_forbidden_fault(core, faults, backend):
+    _service(core, {"8265": backend})
+    faults.set("proxy-forbidden")
+    with pytest.raises(ApiException) as err:
+        core.connect_get_namespaced_service_proxy_with_path("head-svc:8265", "default", "api/version")
+    assert err.value.status == 403
+    assert 'cannot get resource "services/proxy"' in json.loads(err.value.body)["message"]
