@@ -27,7 +27,6 @@ from .operators.kuberay import KubeRay
 from .pids import write_pid
 from .process import Paths, write_kubeconfig, write_runtime
 from .ray_head import RayHead, temp_dir_for
-from .tls_front import TlsFront, self_signed_certificate
 
 log = logging.getLogger("nrl_k8s.sandbox.daemon")
 RAY_READY_S = 90.0
@@ -63,19 +62,15 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
     user_token, operator_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     server = ApiServer(user_token=user_token, operator_token=operator_token, faults=registry, state_file=state_file)
     operators: list[Controller] = []
-    front: TlsFront | None = None
     try:
         write_pid(paths.ray_pid, head.start())
-        backend_port = server.start()
-        http_url = f"http://127.0.0.1:{backend_port}"
-        cert_pem, key_pem = self_signed_certificate()
-        front = TlsFront(backend_port, cert_pem, key_pem)
-        api_url = f"https://127.0.0.1:{front.start()}"
+        port = server.start()
+        http_url, api_url = f"http://127.0.0.1:{port}", f"https://127.0.0.1:{port}"
         installed = [c for c in crds.ALL_CRDS if not (c is crds.DGD_CRD and registry.get("no-dgd-crd") is not None)]
         for crd in installed:
             server.install_crd(crd)
-        write_kubeconfig(paths.kubeconfig, api_url, user_token, cert_pem)
-        log.info("API server at %s (plain HTTP %s); waiting for the Ray head", api_url, http_url)
+        write_kubeconfig(paths.kubeconfig, api_url, user_token, server.ca_pem)
+        log.info("API server at %s (also plain HTTP); waiting for the Ray head", api_url)
         version = head.wait_ready(RAY_READY_S)
         log.info("Ray %s dashboard at %s", version.get("ray_version"), head.dashboard_url)
         timing = Timing(registry, speed)
@@ -110,8 +105,6 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
             operator.stop()
         stopped = head.stop()
         log.info("stopped the Ray head (%d processes)", len(stopped))
-        if front is not None:
-            front.stop()
         server.stop()
 
 

@@ -1,0 +1,47 @@
+"""Shared fixtures: a real ``nrl-k8s sandbox`` (API server + operators + real Ray head).
+
+``sandbox`` (session-scoped) runs the installed ``nrl-k8s sandbox up --dir <tmp>`` once for
+the whole test session and ``sandbox down`` at the end; tests share it, so give objects unique
+names (``sandbox_harness.unique``) or use ``sandbox_namespace``. ``separate_sandbox`` starts
+another one (``with separate_sandbox("no-dgd-crd") as box:``) for tests that need a start-time
+fault or that stop or kill it. The harness itself is ``tests/sandbox_harness.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+from sandbox_harness import Sandbox, start_sandbox, stop_sandbox, unique
+from sandbox_harness import separate_sandbox as _separate
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory) -> Iterator[Sandbox]:
+    box = start_sandbox(tmp_path_factory.mktemp("sandbox"))
+    try:
+        yield box
+    finally:
+        stop_sandbox(box)
+
+
+@pytest.fixture
+def separate_sandbox(tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
+    """``with separate_sandbox(*faults) as box:`` — a sandbox of its own, always stopped."""
+    counter = iter(range(1000))
+    return lambda *faults: _separate(Path(tmp_path) / f"sandbox-{next(counter)}", *faults)
+
+
+@pytest.fixture
+def sandbox_namespace(sandbox) -> Iterator[str]:
+    """A fresh namespace in the session sandbox, deleted after the test."""
+    from kubernetes import client
+
+    name = unique("t")
+    with sandbox.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": name}})
+        yield name
+        core.delete_namespace(name)

@@ -1,0 +1,155 @@
+"""Helpers for the operator tests: a watch-based ``observe``, field access, manifests."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Callable
+
+import pytest
+from kubernetes import client, watch
+
+
+def observe(list_fn: Callable, *args, until: Callable[[dict[str, dict]], bool], timeout_s: float = 60.0, **selectors) -> dict[str, dict]:
+    """List, then watch from the list's resourceVersion, keeping ``{name: object}`` current,
+    until ``until(objects)`` holds; fail at the deadline showing what was last seen."""
+    listing = json.loads(list_fn(*args, _preload_content=False, **selectors).data)
+    objects = {item["metadata"]["name"]: item for item in listing["items"]}
+    version = listing["metadata"]["resourceVersion"]
+    deadline = time.monotonic() + timeout_s
+    while not until(objects):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"condition not reached within {timeout_s:.0f}s; last seen:\n{json.dumps(objects, indent=1)[:4000]}")
+        stream = watch.Watch().stream(
+            list_fn, *args, resource_version=version, timeout_seconds=max(1, int(left)), deserialize=False, **selectors
+        )
+        for event in stream:
+            obj = event["object"]
+            version = obj["metadata"]["resourceVersion"]
+            if event["type"] == "DELETED":
+                objects.pop(obj["metadata"]["name"], None)
+            else:
+                objects[obj["metadata"]["name"]] = obj
+            if until(objects):
+                break
+    return objects
+
+
+def holds(list_fn: Callable, *args, invariant: Callable[[dict[str, dict]], bool], seconds: float, **selectors) -> None:
+    """Watch for ``seconds`` and fail as soon as ``invariant(objects)`` is false (for "X stays Y")."""
+    listing = json.loads(list_fn(*args, _preload_content=False, **selectors).data)
+    objects = {item["metadata"]["name"]: item for item in listing["items"]}
+    version = listing["metadata"]["resourceVersion"]
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        assert invariant(objects), json.dumps(objects, indent=1)[:4000]
+        stream = watch.Watch().stream(
+            list_fn, *args, resource_version=version, timeout_seconds=max(1, math.ceil(left)), deserialize=False, **selectors
+        )
+        for event in stream:
+            obj = event["object"]
+            version = obj["metadata"]["resourceVersion"]
+            if event["type"] == "DELETED":
+                objects.pop(obj["metadata"]["name"], None)
+            else:
+                objects[obj["metadata"]["name"]] = obj
+            assert invariant(objects), json.dumps(objects, indent=1)[:4000]
+    assert invariant(objects), json.dumps(objects, indent=1)[:4000]
+
+
+def eventually(probe: Callable[[], object], *, timeout_s: float = 30.0, what: str = "condition"):
+    """Retry ``probe`` (with backoff) until it returns something truthy; for HTTP endpoints,
+    which have no watch. Fails at the deadline with the last value."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.05
+    while not (value := probe()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} not reached within {timeout_s:.0f}s (last: {value!r})")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+    return value
+
+
+def proxy(api: client.ApiClient, method: str, namespace: str, target: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+    """A request through the API server's service proxy (``target`` = ``NAME:PORT``)."""
+    method, url, headers, data, post = api.param_serialize(
+        method,
+        f"/api/v1/namespaces/{namespace}/services/{target}/proxy/{path.lstrip('/')}",
+        header_params={"Accept": "application/json", **({"Content-Type": "application/json"} if body else {})},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(method, url, headers, data, post)
+    return response.status, response.read()
+
+
+def field(obj: dict | None, *path: str):
+    """``obj[path[0]][path[1]]...`` or None."""
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def condition(obj: dict, kind: str) -> dict:
+    return next((c for c in field(obj, "status", "conditions") or [] if c["type"] == kind), {})
+
+
+def ray_cluster_spec(workers: int = 1) -> dict:
+    return {
+        "rayVersion": "2.60.0",
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0"}]}},
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": "workers",
+                "replicas": workers,
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.60.0"}]}},
+            }
+        ],
+    }
+
+
+def rayjob(name: str, entrypoint: str, **spec) -> dict:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name},
+        "spec": {
+            "entrypoint": entrypoint,
+            "submissionMode": "HTTPMode",
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": ray_cluster_spec(),
+            **spec,
+        },
+    }
+
+
+def dgd(name: str, *, worker_replicas: int = 1, model: str = "Qwen/Qwen3-0.6B") -> dict:
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "backendFramework": "vllm",
+            "services": {
+                "Frontend": {
+                    "componentType": "frontend",
+                    "replicas": 1,
+                    "extraPodSpec": {"mainContainer": {"command": ["python3", "-m", "dynamo.frontend"]}},
+                },
+                "VllmDecodeWorker": {
+                    "componentType": "worker",
+                    "replicas": worker_replicas,
+                    "resources": {"limits": {"gpu": "1"}},
+                    "extraPodSpec": {"mainContainer": {"args": ["--model", model]}},
+                },
+            },
+        },
+    }

@@ -1,0 +1,168 @@
+"""The simulated KubeRay operator against a real `sandbox up`, driven with the official client."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import httpx
+import pytest
+from sandbox_harness import INHERITED_ENV, unique
+from operator_helpers import condition, eventually, field, holds, observe, proxy, ray_cluster_spec, rayjob
+
+NS = "default"
+TERMINAL = ("Complete", "Failed")
+
+
+@pytest.fixture(scope="module")
+def rayjobs(custom):
+    return partial(custom.list_namespaced_custom_object, "ray.io", "v1", NS, "rayjobs")
+
+
+@pytest.fixture(scope="module")
+def rayclusters(custom):
+    return partial(custom.list_namespaced_custom_object, "ray.io", "v1", NS, "rayclusters")
+
+
+def create(custom, plural: str, body: dict) -> dict:
+    return custom.create_namespaced_custom_object("ray.io", "v1", NS, plural, body)
+
+
+def ray_job(sandbox, job_id: str) -> dict | None:
+    """The job as the real Ray dashboard reports it (None: unknown there)."""
+    response = httpx.get(f"{sandbox.dashboard_url}/api/jobs/{job_id}", trust_env=False)
+    return None if response.status_code == 404 else response.raise_for_status().json()
+
+
+def status_of(name: str, *path: str):
+    return lambda objects: field(objects.get(name), "status", *path)
+
+
+def test_rayjob_runs_its_entrypoint_on_the_real_ray_head_then_its_cluster_is_garbage_collected(
+    sandbox, core, custom, rayjobs, rayclusters, tmp_path
+):
+    name = unique("hello")
+    proof, go = tmp_path / "ran.txt", tmp_path / "go"
+    entrypoint = (
+        f"for i in $(seq 600); do [ -e {go} ] && break; sleep 0.1; done; "
+        f"echo ran-on-ray ${INHERITED_ENV[0]} > {proof}; echo driver-output"
+    )
+    create(custom, "rayjobs", rayjob(name, entrypoint))
+
+    job = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobStatus")(o) == "RUNNING")[name]
+    status = job["status"]
+    assert status["jobDeploymentStatus"] == "Running"
+    assert status["rayClusterName"].startswith(f"{name}-") and len(status["rayClusterName"]) == len(name) + 6
+    assert status["jobId"].startswith(f"{name}-")
+    cluster = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", status["rayClusterName"])
+    owner = cluster["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("RayJob", name, job["metadata"]["uid"], True)
+    assert cluster["status"]["state"] == "ready"
+    cluster_name = cluster["metadata"]["name"]
+    owned = f"{cluster_name}-owned"
+    core.create_namespaced_config_map(NS, {
+        "metadata": {"name": owned, "ownerReferences": [{
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "name": cluster_name, "uid": cluster["metadata"]["uid"],
+        }]},
+        "data": {"k": "v"},
+    })  # fmt: skip
+    go.touch()
+
+    done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
+    status = done[name]["status"]
+    assert (status["jobDeploymentStatus"], status["jobStatus"], status["succeeded"]) == ("Complete", "SUCCEEDED", 1)
+    assert status["startTime"] <= status["endTime"]
+    assert proof.read_text() == f"ran-on-ray {INHERITED_ENV[1]}\n"
+    real = ray_job(sandbox, status["jobId"])
+    assert (real["status"], real["submission_id"]) == ("SUCCEEDED", status["jobId"])
+    logs = httpx.get(f"{sandbox.dashboard_url}/api/jobs/{status['jobId']}/logs", trust_env=False).json()["logs"]
+    assert "driver-output" in logs
+
+    observe(rayclusters, field_selector=f"metadata.name={cluster_name}", until=lambda o: not o)
+    observe(core.list_namespaced_pod, NS, label_selector=f"ray.io/cluster={cluster_name}", until=lambda o: not o)
+    observe(core.list_namespaced_service, NS, field_selector=f"metadata.name={cluster_name}-head-svc", until=lambda o: not o)
+    observe(core.list_namespaced_config_map, NS, field_selector=f"metadata.name={owned}", until=lambda o: not o)
+
+
+def test_raycluster_applied_directly_gets_pods_service_and_ready_status(core, custom, rayclusters):
+    name = unique("rc")
+    spec = ray_cluster_spec(workers=2)
+    spec["workerGroupSpecs"][0]["numOfHosts"] = 2
+    created = create(custom, "rayclusters", {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name}, "spec": spec})
+
+    cluster = observe(rayclusters, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "state")(o) == "ready")[name]
+    status = cluster["status"]
+    assert condition(cluster, "HeadPodReady")["status"] == "True"
+    assert condition(cluster, "RayClusterProvisioned")["status"] == "True"
+    assert status["head"]["serviceName"] == f"{name}-head-svc"
+    assert (status["desiredWorkerReplicas"], status["readyWorkerReplicas"]) == (4, 4)
+
+    pods = json.loads(core.list_namespaced_pod(NS, label_selector=f"ray.io/cluster={name}", _preload_content=False).data)["items"]
+    kinds = sorted((p["metadata"]["labels"]["ray.io/node-type"], p["metadata"]["labels"]["ray.io/group"]) for p in pods)
+    assert kinds == [("head", "headgroup")] + [("worker", "workers")] * 4
+    assert status["head"]["podName"] in [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        assert pod["status"]["phase"] == "Running"
+        assert all(c["ready"] for c in pod["status"]["containerStatuses"])
+        assert pod["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+        assert pod["metadata"]["ownerReferences"][0]["controller"] is True
+
+    service = core.read_namespaced_service(f"{name}-head-svc", NS)
+    assert {p.name: p.port for p in service.spec.ports} == {"dashboard": 8265, "client": 10001, "gcs-server": 6379}
+
+    custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", name)
+    observe(core.list_namespaced_pod, NS, label_selector=f"ray.io/cluster={name}", until=lambda o: not o)
+
+
+def test_service_proxy_reaches_the_real_ray_dashboard(sandbox, api, custom, rayclusters):
+    name = unique("proxy")
+    create(custom, "rayclusters", {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name}, "spec": ray_cluster_spec()})
+    observe(rayclusters, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "state")(o) == "ready")
+
+    code, body = proxy(api, "GET", NS, f"{name}-head-svc:8265", "api/version")
+    direct = httpx.get(f"{sandbox.dashboard_url}/api/version", trust_env=False).json()
+    assert code == 200
+    assert json.loads(body)["session_name"] == direct["session_name"]
+    custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", name)
+
+
+def test_miss_driver_submission_stalls_running_until_the_job_is_submitted_by_hand(sandbox, custom, rayjobs, tmp_path):
+    name = unique("stall")
+    proof = tmp_path / "rescued.txt"
+    with sandbox.fault("miss-driver-submission"):
+        create(custom, "rayjobs", rayjob(name, f"echo rescued > {proof}"))
+        job = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) == "Running")
+        status = job[name]["status"]
+        # The operator polls about once a second; over several polls nothing is submitted.
+        holds(rayjobs, field_selector=f"metadata.name={name}", seconds=3,
+              invariant=lambda o: status_of(name, "jobDeploymentStatus")(o) == "Running" and not status_of(name, "jobStatus")(o))  # fmt: skip
+        assert ray_job(sandbox, status["jobId"]) is None
+
+        body = {"entrypoint": f"echo rescued > {proof}", "submission_id": status["jobId"]}
+        httpx.post(f"{sandbox.dashboard_url}/api/jobs/", json=body, trust_env=False).raise_for_status()
+        done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
+    assert done[name]["status"]["jobDeploymentStatus"] == "Complete"
+    assert proof.read_text() == "rescued\n"
+
+
+def test_active_deadline_stops_the_ray_job_and_fails_the_rayjob(sandbox, custom, rayjobs, rayclusters):
+    name = unique("deadline")
+    create(custom, "rayjobs", rayjob(name, "sleep 600", activeDeadlineSeconds=3))
+
+    done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
+    status = done[name]["status"]
+    assert (status["jobDeploymentStatus"], status["reason"], status["failed"]) == ("Failed", "DeadlineExceeded", 1)
+    eventually(lambda: (ray_job(sandbox, status["jobId"]) or {}).get("status") == "STOPPED", what="Ray job STOPPED")
+    observe(rayclusters, field_selector=f"metadata.name={status['rayClusterName']}", until=lambda o: not o)
+
+
+def test_deleting_the_raycluster_stops_its_running_job(sandbox, custom, rayjobs):
+    name = unique("orphan")
+    create(custom, "rayjobs", rayjob(name, "sleep 600", shutdownAfterJobFinishes=False))
+    job = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobStatus")(o) == "RUNNING")
+    status = job[name]["status"]
+
+    custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", status["rayClusterName"])
+    done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
+    assert (done[name]["status"]["jobDeploymentStatus"], done[name]["status"]["jobStatus"]) == ("Failed", "STOPPED")
+    assert ray_job(sandbox, status["jobId"])["status"] == "STOPPED"
