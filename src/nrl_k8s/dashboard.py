@@ -113,9 +113,10 @@ class Dashboard:
     @classmethod
     def via_api_proxy(cls, configuration: Any, service: str, namespace: str, port: int = 8265, **options: Any) -> Dashboard:
         """Through the API server's service proxy, with a ``kubernetes.client.Configuration``'s credentials."""
-        if configuration.refresh_api_key_hook is not None:
-            configuration.refresh_api_key_hook(configuration)
-        token = configuration.get_api_key_with_prefix("authorization")
+        # auth_settings() refreshes exec/OIDC tokens and knows where each client version keeps them
+        # ("authorization" in older clients, "BearerToken" in newer ones).
+        auth = [a for a in configuration.auth_settings().values() if a.get("in") == "header" and a.get("value")]
+        token = auth[0]["value"] if auth else None
         cert = (configuration.cert_file, configuration.key_file) if configuration.cert_file else None
         if not configuration.verify_ssl:
             verify: bool | str = False

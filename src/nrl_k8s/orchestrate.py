@@ -249,7 +249,9 @@ class _Run:
     # -- rollback --------------------------------------------------------------------------
     def rollback(self) -> None:
         deleted = []
-        for kind, name, label in reversed(self.created):
+        # Creation order: the DGDs go before the RayJob, whose deletion would let GC take them
+        # (and leave the report unsure whether they were deleted).
+        for kind, name, label in self.created:
             if self.kube.delete(kind, name, self.ns):
                 deleted.append(f"{kind.kind} {name}")
         kept = tuple(f"DynamoGraphDeployment {n} (existed before this run)"

@@ -312,21 +312,25 @@ def test_follow_logs_of_unknown_job():
 
 # -- base URLs: in-cluster DNS, API server proxy, explicit URL -------------------------------------
 
-class FakeConfiguration:
-    """The attributes of kubernetes.client.Configuration that the client reads."""
+def FakeConfiguration(*, host="https://127.0.0.1:6443/", token="Bearer tok-1", verify_ssl=True,
+                      ssl_ca_cert=None, cert_file=None, key_file=None, refresh=None):
+    """A real kubernetes.client.Configuration, filled by the real kubeconfig loader."""
+    from kubernetes import client, config
 
-    def __init__(self, *, host="https://127.0.0.1:6443/", token="Bearer tok-1", verify_ssl=True,
-                 ssl_ca_cert=None, cert_file=None, key_file=None, refresh=None):
-        self.host = host
-        self.api_key = {"authorization": token} if token else {}
-        self.verify_ssl = verify_ssl
-        self.ssl_ca_cert = ssl_ca_cert
-        self.cert_file = cert_file
-        self.key_file = key_file
-        self.refresh_api_key_hook = refresh
-
-    def get_api_key_with_prefix(self, identifier):
-        return self.api_key.get(identifier)
+    user = {"token": token.removeprefix("Bearer ")} if token else {}
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": host.rstrip("/"), "insecure-skip-tls-verify": not verify_ssl}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }
+    configuration = client.Configuration()
+    config.load_kube_config_from_dict(kubeconfig, client_configuration=configuration)
+    configuration.host = host
+    configuration.ssl_ca_cert, configuration.cert_file, configuration.key_file = ssl_ca_cert, cert_file, key_file
+    if refresh is not None:
+        configuration.refresh_api_key_hook = refresh
+    return configuration
 
 
 def seen_by_server(build) -> httpx.Request:
@@ -351,7 +355,8 @@ def test_api_proxy_url_and_bearer_token():
 
 def test_api_proxy_refreshes_the_token_first():
     def refresh(configuration):
-        configuration.api_key["authorization"] = "Bearer fresh"
+        for key in configuration.api_key:
+            configuration.api_key[key] = "Bearer fresh"
 
     config = FakeConfiguration(token="Bearer stale", refresh=refresh)
     request = seen_by_server(lambda **o: Dashboard.via_api_proxy(config, "rc-head-svc", "team", **o))

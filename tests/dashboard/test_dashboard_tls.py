@@ -98,8 +98,7 @@ def proxy(pki):
 def configuration(host: str, pki: dict, **overrides) -> Configuration:
     config = Configuration()
     config.host = host
-    config.api_key = {"authorization": "tok-1"}
-    config.api_key_prefix = {"authorization": "Bearer"}
+    config.api_key = {"BearerToken": "Bearer tok-1"}  # where kubernetes>=33 keeps a kubeconfig token
     config.ssl_ca_cert = pki["ca"]
     config.cert_file, config.key_file = pki["client"]
     for name, value in overrides.items():
