@@ -319,7 +319,7 @@ class ApiServer:
                 req.method
             )
         if verb is None:
-            raise ApiStatus(405, f"the server does not allow this method on the requested resource")
+            raise ApiStatus(405, "the server does not allow this method on the requested resource")
         return verb
 
     def _gate(self, req: Request, route: Route, verb: str) -> None:
@@ -387,7 +387,7 @@ class ApiServer:
         ctype = req.headers.get("content-type", "application/json").split(";")[0].strip()
         if ctype not in ("application/json", "application/yaml", ""):
             raise ApiStatus(
-                415, f"the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
+                415, "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
             )
         try:
             obj = parse_json(req.body)

@@ -188,8 +188,7 @@ def apply(live: dict, applied: dict, *, manager: str, force: bool, api_version: 
     if conflicts and not force:
         listing = "\n".join(f'conflict with "{m}": {_render(p)}' for m, p in sorted(conflicts, key=str))
         count = len(conflicts)
-        error = ApiStatus(409, f"Apply failed with {count} conflict{'s' if count > 1 else ''}: {listing}", reason="Conflict")
-        raise error
+        raise ApiStatus(409, f"Apply failed with {count} conflict{'s' if count > 1 else ''}: {listing}", reason="Conflict")
     previous = next((e for e in entries if e["manager"] == manager and e.get("operation") == "Apply"), None)
     others = [e for e in entries if e is not previous]
     taken = {p for _, p in conflicts} if force else set()

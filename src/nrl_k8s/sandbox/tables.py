@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from typing import Callable
 
 from nrl_k8s.sandbox.discovery import ResourceType
 
@@ -85,7 +86,7 @@ _BUILTIN_COLUMNS = {
 }
 
 
-def _columns(rtype: ResourceType) -> tuple[list[dict], callable]:
+def _columns(rtype: ResourceType) -> tuple[list[dict], Callable[[dict], list]]:
     def column(name: str, type_: str = "string", priority: int = 0) -> dict:
         return {"name": name, "type": type_, "format": "name" if name == "Name" else "", "description": name, "priority": priority}
 
