@@ -1,0 +1,179 @@
+"""The simulated Dynamo operator against a real `sandbox up`, driven with the official client."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import httpx
+import pytest
+from kubernetes.client.exceptions import ApiException
+from operator_helpers import condition, dgd, eventually, field, holds, observe, proxy
+from sandbox_harness import unique
+
+NS = "default"
+GROUP, VERSION, PLURAL = "nvidia.com", "v1alpha1", "dynamographdeployments"
+LABEL = "nvidia.com/dynamo-graph-deployment-name"
+
+
+@pytest.fixture(scope="module")
+def dgds(custom):
+    return partial(custom.list_namespaced_custom_object, GROUP, VERSION, NS, PLURAL)
+
+
+def state_is(name: str, *states: str):
+    return lambda objects: field(objects.get(name), "status", "state") in states
+
+
+def pods_of(core, name: str) -> list[dict]:
+    return json.loads(core.list_namespaced_pod(NS, label_selector=f"{LABEL}={name}", _preload_content=False).data)["items"]
+
+
+def components_shape(name: str) -> dict:
+    """The same graph in the v1beta1 ``spec.components`` shape, two-node worker."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "components": [
+                {"name": "Frontend", "type": "frontend", "replicas": 1,
+                 "podTemplate": {"spec": {"containers": [{"name": "main", "image": "dynamo", "args": ["--served-model-name", "m-beta"]}]}}},
+                {"name": "Worker", "type": "worker", "replicas": 1, "multinode": {"nodeCount": 2},
+                 "podTemplate": {"spec": {"containers": [{"name": "main", "image": "dynamo"}]}}},
+            ]
+        },
+    }  # fmt: skip
+
+
+CASES = {
+    "services-shape": (lambda name: dgd(name, worker_replicas=2), {"Frontend": 1, "VllmDecodeWorker": 2}, "Qwen/Qwen3-0.6B"),
+    "components-shape": (components_shape, {"Frontend": 1, "Worker": 2}, "m-beta"),
+}
+
+
+@pytest.mark.parametrize("manifest, replicas, model", CASES.values(), ids=CASES.keys())
+def test_dgd_becomes_successful_with_labelled_pods_and_a_reachable_frontend(api, core, custom, dgds, manifest, replicas, model):
+    name = unique("dgd")
+    created = custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, manifest(name))
+
+    graph = observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))[name]
+    assert condition(graph, "Ready")["status"] == "True"
+    assert graph["status"]["observedGeneration"] == graph["metadata"]["generation"]
+    assert graph["status"]["services"] == {
+        svc: {"replicas": n, "readyReplicas": n, "updatedReplicas": n, "availableReplicas": n} for svc, n in replicas.items()
+    }
+    pods = pods_of(core, name)
+    counts: dict[str, int] = {}
+    for pod in pods:
+        labels = pod["metadata"]["labels"]
+        counts[labels["nvidia.com/dynamo-component"]] = counts.get(labels["nvidia.com/dynamo-component"], 0) + 1
+        assert labels["nvidia.com/dynamo-component-type"] in ("frontend", "worker")
+        assert pod["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+        assert pod["status"]["phase"] == "Running" and all(c["ready"] for c in pod["status"]["containerStatuses"])
+    assert counts == replicas
+
+    service = core.read_namespaced_service(f"{name}-frontend", NS)
+    assert [p.port for p in service.spec.ports] == [8000]
+    code, body = proxy(api, "GET", NS, f"{name}-frontend:8000", "v1/models")
+    assert (code, json.loads(body)["data"][0]["id"]) == (200, model)
+    code, body = proxy(api, "GET", NS, f"{name}-frontend:8000", "health")
+    assert (code, json.loads(body)["status"]) == (200, "healthy")
+    assert proxy(api, "GET", NS, f"{name}-frontend:8000", "live")[0] == 200
+
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    observe(core.list_namespaced_pod, NS, label_selector=f"{LABEL}={name}", until=lambda o: not o)
+    observe(core.list_namespaced_service, NS, field_selector=f"metadata.name={name}-frontend", until=lambda o: not o)
+
+
+def test_dgd_spec_change_replaces_pods_and_reports_the_new_generation(core, custom, dgds):
+    name = unique("gen")
+    custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, dgd(name))
+    observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))
+    first = {p["metadata"]["name"] for p in pods_of(core, name)}
+
+    patch = {"spec": {"services": {"VllmDecodeWorker": {"replicas": 3}}}}
+    custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, patch, _content_type="application/merge-patch+json")
+    graph = observe(
+        dgds, field_selector=f"metadata.name={name}",
+        until=lambda o: state_is(name, "successful")(o) and field(o[name], "status", "observedGeneration") == 2,
+    )[name]  # fmt: skip
+    assert graph["status"]["services"]["VllmDecodeWorker"]["readyReplicas"] == 3
+    pods = observe(core.list_namespaced_pod, NS, label_selector=f"{LABEL}={name}", until=lambda o: len(o) == 4)
+    assert not first & set(pods)
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+
+
+def test_fault_dgd_failed_reports_failed_with_a_message(sandbox, custom, dgds):
+    name = unique("failed")
+    with sandbox.fault("dgd-failed", "simulated: bad backendFramework"):
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, dgd(name))
+        graph = observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "failed", "successful"))[name]
+    ready = condition(graph, "Ready")
+    assert (graph["status"]["state"], ready["status"], ready["message"]) == ("failed", "False", "simulated: bad backendFramework")
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+
+
+def test_fault_dgd_stuck_pending_leaves_pods_unschedulable_with_an_event(sandbox, core, custom, dgds):
+    name = unique("stuck")
+    with sandbox.fault("dgd-stuck-pending"):
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, dgd(name))
+        pods = observe(
+            core.list_namespaced_pod, NS, label_selector=f"{LABEL}={name}",
+            until=lambda o: len(o) == 2 and all(condition(p, "PodScheduled").get("status") == "False" for p in o.values()),
+        )  # fmt: skip
+    for pod in pods.values():
+        scheduled = condition(pod, "PodScheduled")
+        assert (pod["status"]["phase"], scheduled["reason"]) == ("Pending", "Unschedulable")
+        assert "Insufficient nvidia.com/gpu" in scheduled["message"]
+    events = json.loads(core.list_namespaced_event(NS, _preload_content=False).data)["items"]
+    failed = [e for e in events if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] in pods]
+    assert {e["involvedObject"]["name"] for e in failed} == set(pods)
+    assert all(e["type"] == "Warning" and e["involvedObject"]["kind"] == "Pod" for e in failed)
+    assert field(custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name), "status", "state") == "pending"
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+
+
+def test_fault_frontend_unavailable_answers_503_then_200(sandbox, api, custom, dgds):
+    name = unique("warmup")
+    with sandbox.fault("frontend-unavailable", "3"):
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, dgd(name))
+        observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))
+    first = proxy(api, "GET", NS, f"{name}-frontend:8000", "v1/models")[0]
+    assert first == 503
+    eventually(lambda: proxy(api, "GET", NS, f"{name}-frontend:8000", "v1/models")[0] == 200, what="frontend 200")
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+
+
+def test_fault_slow_holds_pods_back(sandbox, core, custom, dgds):
+    name = unique("slow")
+    with sandbox.fault("slow", "1000"):
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, dgd(name))
+        observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "pending"))
+        observe(core.list_namespaced_pod, NS, label_selector=f"{LABEL}={name}", until=lambda o: len(o) == 2)
+        holds(dgds, field_selector=f"metadata.name={name}", seconds=3, invariant=state_is(name, "pending"))
+    assert all(p["status"]["phase"] == "Pending" for p in pods_of(core, name))
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+
+
+def test_deleted_dgd_stops_its_stub(api, core, custom, dgds):
+    name = unique("gone")
+    custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, dgd(name))
+    observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))
+    endpoints = json.loads(core.read_namespaced_service(f"{name}-frontend", NS).metadata.annotations["sandbox.nrl-k8s.io/endpoints"])
+    stub = endpoints["8000"]
+
+    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    observe(dgds, field_selector=f"metadata.name={name}", until=lambda o: not o)
+
+    def refused() -> bool:
+        try:
+            httpx.get(f"{stub}/live", trust_env=False, timeout=2)
+        except httpx.TransportError:
+            return True
+        return False
+
+    eventually(refused, what="stub stopped")
+    with pytest.raises(ApiException) as gone:
+        custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    assert gone.value.status == 404
