@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# The README's demo: validate the sandbox example and print what `run --rayjob` would apply.
+# The README's demo, end to end on the local sandbox (no cluster needed):
+# start the simulated control plane + real Ray head, run the sandbox example with
+# `run --rayjob` (DGD first, then the RayJob), show `status`, and stop everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+dir="${NRL_K8S_DEMO_DIR:-$PWD/.sandbox}"
 pair=(examples/sandbox.yaml --infra examples/sandbox.infra.yaml)
+
+nrl-k8s sandbox down --dir "$dir" >/dev/null 2>&1 || true
+eval "$(nrl-k8s sandbox up --dir "$dir")"
+trap 'nrl-k8s sandbox down --dir "$dir"' EXIT
+
 nrl-k8s check "${pair[@]}"
-nrl-k8s run --rayjob --dry-run "${pair[@]}"
-nrl-k8s cluster up --dry-run --target dynamo.serving "${pair[@]}"
+nrl-k8s run --rayjob --no-shutdown "${pair[@]}"
+nrl-k8s status "${pair[@]}"

@@ -102,6 +102,16 @@ class _Run:
             )
         return existing
 
+    def _create(self, kind, manifest: dict, label: str) -> None:
+        """Create and remember it for rollback; remembered first, so Ctrl-C mid-request still rolls it back."""
+        entry = (kind, manifest["metadata"]["name"], label)
+        self.created.append(entry)
+        try:
+            self.kube.create(kind, manifest)
+        except ConflictError as err:
+            self.created.remove(entry)  # someone else's object: never ours to delete
+            raise ResourceFailed(f"{kind.kind} {entry[1]} appeared while this run was starting", hint=err.hint) from None
+
     def apply_dgds(self, existing: dict[str, dict | None]) -> None:
         for key, manifest in self.plan.dgds.items():
             name, label = manifest["metadata"]["name"], f"dynamo.{key}"
@@ -109,8 +119,7 @@ class _Run:
                 self.result.dgds[name] = "reused"
                 self.emit(Applied(label, name, "reused"))
                 continue
-            self.kube.create(dgd.KIND, manifest)
-            self.created.append((dgd.KIND, name, label))
+            self._create(dgd.KIND, manifest, label)
             self.result.dgds[name] = "created"
             self.emit(Applied(label, name, "created"))
 
@@ -142,11 +151,7 @@ class _Run:
             stopped.set()
 
     def apply_rayjob(self) -> None:
-        try:
-            self.kube.create(rayjob.KIND, self.plan.rayjob)
-        except ConflictError as err:
-            raise ResourceFailed(f"RayJob {self.result.rayjob} appeared while DGDs were starting", hint=err.hint) from None
-        self.created.append((rayjob.KIND, self.result.rayjob, "rayjob"))
+        self._create(rayjob.KIND, self.plan.rayjob, "rayjob")
         self.emit(Applied("rayjob", self.result.rayjob, "created"))
 
     def follow_cluster(self) -> dict:
@@ -159,7 +164,10 @@ class _Run:
                              timeout_s=_CLUSTER_NAME_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("rayjob", r)),
                              what=f"RayJob {self.result.rayjob}")
         self.result.raycluster = rayjob.cluster_name(job)
-        return self.kube.get(raycluster.KIND, self.result.raycluster, self.ns)
+        # KubeRay names the cluster in the RayJob status before it creates it.
+        return self.kube.wait(raycluster.KIND, lambda o: Pending("not created yet") if o is None else Ready(),
+                              name=self.result.raycluster, namespace=self.ns, timeout_s=_CLUSTER_NAME_TIMEOUT_S,
+                              what=f"RayCluster {self.result.raycluster}")
 
     def link_owners(self, cluster: dict) -> None:
         ref = dgd.owner_reference(cluster)

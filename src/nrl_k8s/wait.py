@@ -55,7 +55,7 @@ def wait(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise WaitTimeout(
-                f"timed out after {timeout_s:g}s waiting for {what}; last state: {judge.last or 'nothing reported'}",
+                f"timed out after {timeout_s:.0f}s waiting for {what}; last state: {judge.last or 'nothing reported'}",
                 hint="raise the timeout or inspect the resource with `kubectl describe`",
             )
         if not watching:

@@ -49,7 +49,7 @@ REASON_CASES = [
         make_pod(scheduled={"status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available: insufficient nvidia.com/gpu"}),
         "Unschedulable: 0/3 nodes are available: insufficient nvidia.com/gpu",
     ),
-    ("container reason beats scheduling", make_pod(statuses=[waiting("main", "CrashLoopBackOff")], scheduled={"status": "False", "reason": "Unschedulable"}), "container main: CrashLoopBackOff"),
+    ("unschedulable is the root cause", make_pod(statuses=[waiting("main", "ContainerCreating")], scheduled={"status": "False", "reason": "Unschedulable"}), "Unschedulable"),
     ("scheduled", make_pod(scheduled={"status": "True"}), None),
 ]
 

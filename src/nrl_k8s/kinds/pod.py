@@ -15,17 +15,17 @@ def containers_ready(pod: dict) -> bool:
 
 
 def waiting_reason(pod: dict) -> str | None:
-    """Why the pod is not running: a container's waiting reason, else an unscheduled reason."""
+    """Why the pod is not running: unscheduled first (the root cause), else a container's waiting reason."""
+    scheduled = condition(pod, "PodScheduled")
+    if scheduled is not None and scheduled.get("status") == "False":
+        detail = ": ".join(str(scheduled[k]) for k in ("reason", "message") if scheduled.get(k))
+        return detail or "not scheduled"
     status = pod.get("status") or {}
     for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
         waiting = (container.get("state") or {}).get("waiting") or {}
         if waiting.get("reason"):
             message = f": {waiting['message']}" if waiting.get("message") else ""
             return f"container {container.get('name')}: {waiting['reason']}{message}"
-    scheduled = condition(pod, "PodScheduled")
-    if scheduled is not None and scheduled.get("status") == "False":
-        detail = ": ".join(str(scheduled[k]) for k in ("reason", "message") if scheduled.get(k))
-        return detail or "not scheduled"
     return None
 
 

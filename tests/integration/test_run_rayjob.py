@@ -1,0 +1,212 @@
+"""`nrl-k8s run --rayjob`, `status`, `check` and `cluster` as a user runs them, against the sandbox.
+
+Every test runs the installed `nrl-k8s` as a subprocess with the sandbox's kubeconfig, in a
+namespace of its own, with unique object names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from kubernetes import client, watch
+
+ROOT = Path(__file__).resolve().parents[2]
+EXE = str(Path(sys.executable).with_name("nrl-k8s"))
+PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
+RAY, NVIDIA = ("ray.io", "v1"), ("nvidia.com", "v1alpha1")
+
+
+class Run:
+    """One test's names, namespace and helpers around the sandbox."""
+
+    def __init__(self, sandbox, namespace: str):
+        self.sandbox, self.ns = sandbox, namespace
+        self.job = f"job-{uuid.uuid4().hex[:6]}"
+        self.dgd = f"{self.job}-dgd"
+        self.api = sandbox.api_client()
+        self.custom = client.CustomObjectsApi(self.api)
+
+    def overrides(self, *extra: str) -> list[str]:
+        return [f"infra.namespace={self.ns}", f"infra.kuberay.training.name={self.job}",
+                f"infra.dynamo.serving.name={self.dgd}", *extra]
+
+    def cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        env = {**os.environ, "KUBECONFIG": str(self.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+        return subprocess.run([EXE, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+    def run(self, *flags: str, extra: tuple[str, ...] = (), timeout: float = 180) -> subprocess.CompletedProcess:
+        return self.cli("run", "--rayjob", *flags, *PAIR, *self.overrides(*extra), timeout=timeout)
+
+    def get(self, group_version, plural: str, name: str) -> dict | None:
+        try:
+            return self.custom.get_namespaced_custom_object(*group_version, self.ns, plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def wait_for(self, group_version, plural: str, name: str, predicate, timeout: float = 60) -> dict | None:
+        """Watch one object until predicate(obj or None) holds; fail at the deadline."""
+        deadline = time.monotonic() + timeout
+        obj = self.get(group_version, plural, name)
+        while not predicate(obj):
+            left = deadline - time.monotonic()
+            assert left > 0, f"{plural}/{name} never satisfied the condition; last: {obj}"
+            stream = watch.Watch().stream(self.custom.list_namespaced_custom_object, *group_version, self.ns, plural,
+                                          field_selector=f"metadata.name={name}", timeout_seconds=max(int(left), 1))
+            for event in stream:
+                obj = None if event["type"] == "DELETED" else event["object"]
+                if predicate(obj):
+                    break
+            else:
+                obj = self.get(group_version, plural, name)
+        return obj
+
+    def driver_logs(self, job_id: str) -> str:
+        return httpx.get(f"{self.sandbox.dashboard_url}/api/jobs/{job_id}/logs", timeout=10).json()["logs"]
+
+
+@pytest.fixture
+def run(sandbox, sandbox_namespace):
+    r = Run(sandbox, sandbox_namespace)
+    yield r
+    r.api.close()
+
+
+def _gone(obj) -> bool:
+    return obj is None
+
+
+def test_happy_path_links_dgd_to_cluster_and_gc_cleans_up(run):
+    result = run.run("--no-wait", "--driver-grace", "30")
+    assert result.returncode == 0, result.stderr
+    job = run.get(RAY, "rayjobs", run.job)
+    cluster = job["status"]["rayClusterName"]
+    dgd = run.get(NVIDIA, "dynamographdeployments", run.dgd)
+    (owner,) = dgd["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["controller"], owner["blockOwnerDeletion"]) == (
+        "RayCluster", cluster, False, False)
+    assert owner["uid"] == run.get(RAY, "rayclusters", cluster)["metadata"]["uid"]
+
+    done = run.wait_for(RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete")
+    assert done["status"]["jobStatus"] == "SUCCEEDED"
+    logs = run.driver_logs(done["status"]["jobId"])
+    assert f"dgd_name: {run.dgd}" in logs and "backend: dynamo" in logs
+    run.wait_for(RAY, "rayclusters", cluster, _gone)
+    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, _gone)
+
+
+def test_wait_exits_zero_on_success_with_summary(run):
+    result = run.run("--wait")
+    assert result.returncode == 0, result.stderr
+    assert run.job in result.stdout and "owner: RayCluster" not in result.stdout  # owners are listed by name
+    assert f"{run.job}-" in result.stdout  # the suffixed RayCluster name
+    assert "rescued" not in result.stderr
+
+
+def test_stalled_driver_is_resubmitted(run):
+    with run.sandbox.fault("miss-driver-submission"):
+        result = run.run("--wait", "--driver-grace", "2")
+    assert result.returncode == 0, result.stderr
+    assert "nrl-k8s submitted it" in result.stderr
+    assert "submitted by nrl-k8s" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "fault,extra,mention",
+    [
+        ("dgd-failed", (), "state=failed"),
+        ("dgd-stuck-pending", ("infra.dynamo.serving.readyTimeoutS=4",), "Unschedulable"),
+    ],
+    ids=["dgd-failed", "dgd-stuck-pending"],
+)
+def test_dgd_failure_exits_1_and_rolls_back(run, fault, extra, mention):
+    with run.sandbox.fault(fault):
+        result = run.run("--wait", extra=extra)
+    assert result.returncode == 1, result.stderr
+    assert mention in result.stderr and "Traceback" not in result.stderr
+    assert "rolled back: deleted DynamoGraphDeployment" in result.stderr
+    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, _gone, timeout=10)
+    assert run.get(RAY, "rayjobs", run.job) is None
+
+
+def test_rayjob_apply_failure_rolls_back_dgds(run):
+    with run.sandbox.fault("api-errors", "create:rayjobs:500:20"):
+        result = run.run("--wait")
+    assert result.returncode == 1, result.stderr
+    assert "rolled back" in result.stderr
+    assert run.get(NVIDIA, "dynamographdeployments", run.dgd) is None
+
+
+def test_pre_existing_dgd_is_reused_and_never_deleted(run):
+    up = run.cli("cluster", "up", "--target", "dynamo.serving", *PAIR, *run.overrides())
+    assert up.returncode == 0, up.stderr
+    with run.sandbox.fault("api-errors", "create:rayjobs:500:20"):
+        result = run.run("--wait")
+    assert result.returncode == 1
+    assert "reused" in result.stderr and "existed before this run" in result.stderr
+    assert run.get(NVIDIA, "dynamographdeployments", run.dgd) is not None
+
+
+@pytest.mark.parametrize("code", ["500", "429"])
+def test_transient_api_errors_are_survived(run, code):
+    with run.sandbox.fault("api-errors", f"create:dynamographdeployments:{code}:2"):
+        result = run.run("--wait")
+    assert result.returncode == 0, result.stderr
+
+
+def test_proxy_forbidden_falls_back_with_a_hint(run):
+    with run.sandbox.fault("proxy-forbidden"):
+        result = run.run("--wait")
+    assert result.returncode == 0, result.stderr
+    assert "cannot probe the frontend" in result.stderr
+
+
+def test_ctrl_c_during_dgd_wait_rolls_back(run):
+    env = {**os.environ, "KUBECONFIG": str(run.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+    with run.sandbox.fault("dgd-stuck-pending"):
+        proc = subprocess.Popen([EXE, "run", "--rayjob", *PAIR, *run.overrides()], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, lambda o: o is not None)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "rolled back: deleted DynamoGraphDeployment" in stderr and "Traceback" not in stderr
+    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, _gone, timeout=10)
+
+
+def test_status_shows_dynamo_section(run):
+    extra = ("infra.launch.entrypoint=sleep 60",)
+    result = run.run("--no-wait", extra=extra)
+    assert result.returncode == 0, result.stderr
+    status = run.cli("status", *PAIR, *run.overrides(*extra), "-o", "json")
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    (dyn,) = data["dynamo"]
+    assert dyn["name"] == run.dgd and dyn["state"] == "successful"
+    assert dyn["owners"] == [f"RayCluster {data['rayjob']['raycluster']}"]
+    assert dyn["frontend"]["reachable"] is True
+    assert all(s["ready"] == s["desired"] for s in dyn["services"])
+    (role,) = data["roles"]
+    assert role["cluster"] == data["rayjob"]["raycluster"] and role["name"] == run.job
+    table = run.cli("status", *PAIR, *run.overrides(*extra))
+    assert "DYNAMO" in table.stdout and "owner     RayCluster" in table.stdout
+    run.cli("job", "stop", *PAIR[:1], data["rayjob"]["job_id"], *PAIR[1:], *run.overrides(*extra))
+
+
+def test_check_reports_missing_dgd_crd(separate_sandbox):
+    with separate_sandbox("no-dgd-crd") as box:
+        env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
+        result = subprocess.run([EXE, "check", *PAIR], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAIL CRD dynamographdeployments.nvidia.com" in result.stdout
+    assert "helmfile -f helm/helmfile.yaml apply" in result.stdout
