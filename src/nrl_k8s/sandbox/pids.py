@@ -1,9 +1,11 @@
 """Process bookkeeping for the sandbox: pid files, liveness, process groups, waiting for exit.
 
-Every process the sandbox starts carries ``NRL_K8S_SANDBOX_DIR=<dir>`` in its environment,
-and everything those processes spawn inherits it — including Ray job drivers, which Ray
-starts in sessions of their own. ``marked(dir)`` finds them all through ``/proc`` (Linux),
-so ``down`` can clean up even after the daemon was killed.
+Pid files hold ``PID STARTTIME`` so that a recycled pid is never taken for ours. Every
+process the sandbox starts carries ``NRL_K8S_SANDBOX_DIR=<dir>`` in its environment, and
+everything those processes spawn inherits it — including Ray job drivers, which Ray starts in
+sessions of their own; ``marked(dir)`` finds them through ``/proc`` (Linux). Some Ray
+processes overwrite their environment area with a process title, so the Ray head's process
+group is also cleaned up by group id. Together ``down`` can clean up after a killed daemon.
 """
 
 from __future__ import annotations
@@ -18,15 +20,26 @@ MARKER = "NRL_K8S_SANDBOX_DIR"
 
 
 def read_pid(path: Path) -> int | None:
-    """The pid stored in ``path``, or None when the file is missing or garbled."""
+    """The pid stored in ``path`` if that very process (same start time) still runs, else None."""
     try:
-        return int(path.read_text().strip())
+        pid, started = (int(word) for word in path.read_text().split())
     except (FileNotFoundError, ValueError):
         return None
+    return pid if start_time(pid) == started else None
+
+
+def recorded(path: Path) -> tuple[int, int] | None:
+    """(pid, start time) as written by ``write_pid``, whether or not it still runs."""
+    try:
+        pid, started = (int(word) for word in path.read_text().split())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid, started
 
 
 def write_pid(path: Path, pid: int) -> None:
-    path.write_text(f"{pid}\n")
+    """Record ``pid`` with its start time, so a recycled pid is never mistaken for it."""
+    path.write_text(f"{pid} {start_time(pid)}\n")
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -36,6 +49,12 @@ def _stat(pid: int) -> list[str] | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     return raw[raw.rindex(")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), None if it is gone."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields is not None else None
 
 
 def alive(pid: int) -> bool:
@@ -48,12 +67,12 @@ def _all_pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live processes whose process group is ``pgid``."""
+def group_members(pgid: int, started_after: int = 0) -> list[int]:
+    """Live processes of process group ``pgid`` that started at or after ``started_after``."""
     members = []
     for pid in _all_pids():
         fields = _stat(pid)
-        if fields is not None and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+        if fields is not None and fields[0] not in ("Z", "X") and int(fields[2]) == pgid and int(fields[19]) >= started_after:
             members.append(pid)
     return members
 

@@ -27,7 +27,7 @@ import yaml
 from nrl_k8s.errors import ConfigError, SandboxError
 
 from . import faults as fault_rules
-from .pids import MARKER, alive, group_members, marked, read_pid, terminate
+from .pids import MARKER, group_members, marked, read_pid, recorded, start_time, terminate, write_pid
 
 CONTEXT = "nrl-k8s-sandbox"
 START_TIMEOUT_S = 120.0
@@ -116,8 +116,20 @@ def _log_tail(path: Path, lines: int = 20) -> str:
 
 
 def _running_daemon(paths: Paths) -> int | None:
-    pid = read_pid(paths.daemon_pid)
-    return pid if pid is not None and pid in marked(paths.dir) else None
+    return read_pid(paths.daemon_pid)
+
+
+def _ray_group(paths: Paths) -> list[int]:
+    """Live members of the recorded Ray head's process group (none if the group id was recycled)."""
+    ray = recorded(paths.ray_pid)
+    if ray is None:
+        return []
+    pgid, started = ray
+    return group_members(pgid, started_after=started) if start_time(pgid) in (None, started) else []
+
+
+def _leftovers(paths: Paths) -> list[int]:
+    return sorted(set(marked(paths.dir)) | set(_ray_group(paths)))
 
 
 # -- up ------------------------------------------------------------------------------------
@@ -140,7 +152,7 @@ def up(
             f"a sandbox is already running in {paths.dir} (daemon pid {running})",
             hint=f"use it (export KUBECONFIG={paths.kubeconfig}) or stop it: nrl-k8s sandbox down --dir {paths.dir}",
         )
-    leftovers = marked(paths.dir)
+    leftovers = _leftovers(paths)
     if leftovers:
         raise SandboxError(
             f"processes of an earlier sandbox in {paths.dir} are still running (pids {leftovers})",
@@ -164,7 +176,7 @@ def up(
             )  # fmt: skip
     finally:
         os.close(write_end)
-    paths.daemon_pid.write_text(f"{daemon.pid}\n")
+    write_pid(paths.daemon_pid, daemon.pid)
     try:
         _wait_ready(read_end, daemon, paths, timeout)
     finally:
@@ -213,13 +225,10 @@ def _cleanup(paths: Paths) -> list[str]:
     if daemon is not None:
         terminate([daemon], DAEMON_STOP_S)
         lines.append(f"sandbox daemon (pid {daemon})")
-    ray_pgid = read_pid(paths.ray_pid)
-    if ray_pgid is not None:
-        ours = set(marked(paths.dir))
-        group = [pid for pid in group_members(ray_pgid) if pid in ours]
-        if group:
-            terminate(group, PROCESS_STOP_S)
-            lines.append(f"Ray head process group {ray_pgid} ({len(group)} processes)")
+    group = _ray_group(paths)
+    if group:
+        terminate(group, PROCESS_STOP_S)
+        lines.append(f"Ray head process group {recorded(paths.ray_pid)[0]} ({len(group)} processes)")
     rest = marked(paths.dir)
     if rest:
         terminate(rest, PROCESS_STOP_S)
@@ -257,7 +266,7 @@ def status(sandbox_dir: Path | str | None = None) -> dict:
     daemon = _running_daemon(paths)
     report: dict = {"dir": str(paths.dir), "running": daemon is not None, "kubeconfig": str(paths.kubeconfig)}
     if daemon is None or not paths.runtime.exists():
-        leftovers = marked(paths.dir)
+        leftovers = _leftovers(paths)
         if leftovers:
             report["leftover_pids"] = leftovers
         return report
@@ -266,8 +275,8 @@ def status(sandbox_dir: Path | str | None = None) -> dict:
     report.update(
         api_url=info["api_url"],
         dashboard_url=info["dashboard_url"],
-        pids={"daemon": daemon, "ray_head": ray_pid},
-        ray_head_running=ray_pid is not None and alive(ray_pid),
+        pids={"daemon": daemon, "ray_head": info["ray_pid"]},
+        ray_head_running=ray_pid is not None,
         speed=info["speed"],
         faults=_admin(paths, "GET", "/sandbox/faults"),
         objects={},
