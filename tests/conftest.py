@@ -29,9 +29,9 @@ def sandbox(tmp_path_factory) -> Iterator[Sandbox]:
 
 @pytest.fixture
 def separate_sandbox(tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
-    """``with separate_sandbox(*faults) as box:`` — a sandbox of its own, always stopped."""
+    """``with separate_sandbox(*faults, state=None) as box:`` — a sandbox of its own, always stopped."""
     counter = iter(range(1000))
-    return lambda *faults: _separate(Path(tmp_path) / f"sandbox-{next(counter)}", *faults)
+    return lambda *faults, state=None: _separate(Path(tmp_path) / f"sandbox-{next(counter)}", *faults, state=state)
 
 
 @pytest.fixture

@@ -87,10 +87,12 @@ class Sandbox:
         return result
 
 
-def start_sandbox(directory: Path, *faults: str) -> Sandbox:
+def start_sandbox(directory: Path, *faults: str, state: Path | None = None) -> Sandbox:
     args = ["sandbox", "up", "--dir", str(directory)]
     for fault in faults:
         args += ["--fault", fault]
+    if state is not None:
+        args += ["--state", str(state)]
     result = nrl_k8s(*args)
     assert result.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}", result.stdout
     info = json.loads((directory / "sandbox.json").read_text())
@@ -102,9 +104,9 @@ def stop_sandbox(box: Sandbox) -> subprocess.CompletedProcess:
 
 
 @contextlib.contextmanager
-def separate_sandbox(directory: Path, *faults: str) -> Iterator[Sandbox]:
-    """Start a sandbox of its own in ``directory`` (with ``faults``) and always stop it."""
-    box = start_sandbox(directory, *faults)
+def separate_sandbox(directory: Path, *faults: str, state: Path | None = None) -> Iterator[Sandbox]:
+    """Start a sandbox of its own in ``directory`` (with ``faults``, ``--state``) and always stop it."""
+    box = start_sandbox(directory, *faults, state=state)
     try:
         yield box
     finally:

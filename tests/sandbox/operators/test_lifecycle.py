@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from operator_helpers import eventually, observe, proxy, rayjob
+from operator_helpers import dgd, eventually, field, observe, proxy, ray_cluster_spec, rayjob
 from sandbox_harness import nrl_k8s, unique
 
 from nrl_k8s.sandbox.faults import Faults
@@ -154,3 +154,28 @@ def test_plain_http_with_a_bearer_token_is_accepted(sandbox, tmp_path, with_toke
         with pytest.raises(ApiException) as refused:
             _namespaces(configuration)
         assert refused.value.status == 401
+
+
+GROUP_DGD = "nvidia.com"
+
+
+def test_state_file_keeps_objects_across_restarts_and_their_services_follow(separate_sandbox, tmp_path):
+    state = tmp_path / "state.json"
+    rc, graph = unique("kept"), unique("kept")
+    with separate_sandbox(state=state) as box, box.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", {
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": rc}, "spec": ray_cluster_spec(),
+        })  # fmt: skip
+        custom.create_namespaced_custom_object(GROUP_DGD, "v1alpha1", "default", "dynamographdeployments", dgd(graph))
+        observe(custom.list_namespaced_custom_object, GROUP_DGD, "v1alpha1", "default", "dynamographdeployments",
+                until=lambda o: field(o.get(graph), "status", "state") == "successful")  # fmt: skip
+        first_dashboard = box.dashboard_url
+    assert state.exists()
+
+    with separate_sandbox(state=state) as box, box.api_client() as api:
+        assert box.dashboard_url != first_dashboard
+        ready = client.CustomObjectsApi(api).get_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", rc)
+        assert field(ready, "status", "state") == "ready"
+        eventually(lambda: proxy(api, "GET", "default", f"{rc}-head-svc:8265", "api/version")[0] == 200, what="new Ray head behind the restored Service")
+        eventually(lambda: proxy(api, "GET", "default", f"{graph}-frontend:8000", "v1/models")[0] == 200, what="a new stub behind the restored DGD")

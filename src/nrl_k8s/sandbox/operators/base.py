@@ -247,6 +247,17 @@ class Controller:
             if err.status != 409:
                 raise
 
+    def ensure_service(self, service: dict) -> None:
+        """Create a Service, or bring an existing one's annotations (its endpoints) up to date."""
+        meta = service["metadata"]
+        try:
+            self.core.create_namespaced_service(meta["namespace"], service)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            patch = {"metadata": {"annotations": meta["annotations"]}}
+            self.core.patch_namespaced_service(meta["name"], meta["namespace"], patch, _content_type=MERGE_PATCH)
+
     def list_pods(self, namespace: str, selector: str) -> list[dict]:
         response = self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
         return json_body(response)["items"]

@@ -135,10 +135,12 @@ class Dynamo(Controller):
         meta = dgd["metadata"]
         generation = int(meta.get("generation", 1))
         status = dgd.get("status") or {}
+        parts = components(dgd.get("spec") or {})
         done = status.get("observedGeneration") == generation and status.get("state") in ("successful", "failed")
+        if done and status["state"] == "successful" and meta["uid"] not in self._stubs and _has_frontend(parts):
+            self._ensure_frontend(dgd, parts)  # restored from --state: a stub for this process
         if done or self._reconciled.get(meta["uid"]) == generation:
             return
-        self._reconciled[meta["uid"]] = generation
         failure = self.faults.get("dgd-failed")
         if failure is not None:
             message = failure or "sandbox fault dgd-failed: the operator failed to reconcile the graph"
@@ -147,10 +149,15 @@ class Dynamo(Controller):
                 "conditions": [_ready_condition("False", "ReconcileFailed", message)],
                 "observedGeneration": generation,
             })  # fmt: skip
-            return
-        parts = components(dgd.get("spec") or {})
+        else:
+            self._roll_out(dgd, parts, generation)
+        self._reconciled[meta["uid"]] = generation
+
+    def _roll_out(self, dgd: dict, parts: list[Component], generation: int) -> None:
+        """This generation's pods and frontend, ``pending``, then readiness after a delay."""
+        namespace, name = dgd["metadata"]["namespace"], dgd["metadata"]["name"]
         created = self._replace_pods(dgd, parts, generation)
-        if any(part.type == "frontend" for part in parts):
+        if _has_frontend(parts):
             self._ensure_frontend(dgd, parts)
         self.patch_status(DGD, namespace, name, {
             "state": "pending",
@@ -232,15 +239,7 @@ class Dynamo(Controller):
                 "ports": [{"name": "http", "port": FRONTEND_PORT, "targetPort": FRONTEND_PORT, "protocol": "TCP"}],
             },
         }
-        try:
-            self.core.create_namespaced_service(meta["namespace"], service)
-        except kubernetes.client.exceptions.ApiException as err:
-            if err.status != 409:
-                raise
-            patch = {"metadata": {"annotations": annotations}}
-            self.core.patch_namespaced_service(
-                service["metadata"]["name"], meta["namespace"], patch, _content_type="application/merge-patch+json"
-            )
+        self.ensure_service(service)
 
     def ready_dgd(self, namespace: str, name: str, generation: str) -> None:
         dgd = self.get(DGD, namespace, name)
@@ -255,6 +254,10 @@ class Dynamo(Controller):
             "services": {p.name: _counts(p.replicas, p.replicas) for p in parts},
             "observedGeneration": int(generation),
         })  # fmt: skip
+
+
+def _has_frontend(parts: list[Component]) -> bool:
+    return any(part.type == "frontend" for part in parts)
 
 
 def _counts(replicas: int, ready: int) -> dict:

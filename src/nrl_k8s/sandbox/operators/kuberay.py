@@ -79,7 +79,7 @@ class KubeRay(Controller):
         super().__init__(api, timing, faults)
         self.dashboard_url = dashboard_url
         self.dashboard = httpx.Client(base_url=dashboard_url, timeout=10.0, trust_env=False)
-        self._provisioning: set[str] = set()
+        self._seen: set[str] = set()
 
     def watches(self):
         return [(RAYJOB, self._on_rayjob), (RAYCLUSTER, self._on_raycluster)]
@@ -95,7 +95,7 @@ class KubeRay(Controller):
     def _on_raycluster(self, kind: str, obj: dict) -> None:
         meta = obj["metadata"]
         if kind == "DELETED":
-            self._provisioning.discard(meta["uid"])
+            self._seen.discard(meta["uid"])
             self.call(lambda: self._cluster_deleted(meta["namespace"], meta["name"]))
             return
         self.enqueue("sync_raycluster", meta["namespace"], meta["name"])
@@ -119,12 +119,17 @@ class KubeRay(Controller):
     # -- RayCluster ------------------------------------------------------------------------
     def sync_raycluster(self, namespace: str, name: str) -> None:
         cluster = self.get(RAYCLUSTER, namespace, name)
-        if cluster is None or (cluster.get("status") or {}).get("state") == "ready":
+        if cluster is None or cluster["metadata"]["uid"] in self._seen:
             return
-        uid = cluster["metadata"]["uid"]
-        if uid in self._provisioning:
-            return
-        self._provisioning.add(uid)
+        # Also for clusters restored from --state: their Service must point at this Ray head.
+        self._ensure_head_service(cluster)
+        if (cluster.get("status") or {}).get("state") != "ready":
+            self._provision(cluster)
+        self._seen.add(cluster["metadata"]["uid"])
+
+    def _provision(self, cluster: dict) -> None:
+        """Create the missing pods, mark the cluster provisioning, and time the pods' readiness."""
+        namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
         spec = cluster.get("spec") or {}
         existing = self.list_pods(namespace, f"ray.io/cluster={name}")
         have: dict[str, int] = {}
@@ -139,7 +144,6 @@ class KubeRay(Controller):
         for group, node_type, group_spec, count in wanted:
             for _ in range(count - have.get(group, 0)):
                 self._create_ray_pod(cluster, group, node_type, group_spec)
-        self._create_head_service(cluster)
         desired = sum(count for _, node_type, _, count in wanted if node_type == "worker")
         self.patch_status(RAYCLUSTER, namespace, name, {
             "desiredWorkerReplicas": desired,
@@ -180,7 +184,7 @@ class KubeRay(Controller):
         self.create_core(self.core.create_namespaced_pod, meta["namespace"], pod)
         self.patch_pod_status(meta["namespace"], name, pods.creating(pod))
 
-    def _create_head_service(self, cluster: dict) -> None:
+    def _ensure_head_service(self, cluster: dict) -> None:
         meta = cluster["metadata"]
         endpoints = {"8265": self.dashboard_url, "dashboard": self.dashboard_url}
         service = {
@@ -199,7 +203,7 @@ class KubeRay(Controller):
                 "ports": [{"name": n, "port": p, "targetPort": p, "protocol": "TCP"} for n, p in HEAD_PORTS],
             },
         }
-        self.create_core(self.core.create_namespaced_service, meta["namespace"], service)
+        self.ensure_service(service)
 
     def ready_raycluster(self, namespace: str, name: str) -> None:
         cluster = self.get(RAYCLUSTER, namespace, name)
