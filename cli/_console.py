@@ -8,6 +8,8 @@ from rich.markup import escape
 from nrl_k8s.errors import NrlK8sError
 
 out = Console(highlight=False, soft_wrap=True)
+if not out.is_terminal:
+    out.width = 200  # pipes and CI logs: do not squeeze tables into 80 columns
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

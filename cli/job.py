@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -40,24 +40,32 @@ def list_jobs(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = N
     render_rows(rows, ("submission id", "status", "entrypoint"), empty="no jobs")
 
 
+JobOpt = Annotated[Optional[str], typer.Option("--job", "-j", help="Submission id (default: the role's current job).")]
+
+
 @app.command("logs")
-def job_logs(ctx: typer.Context, recipe: RecipeArg, job_id: Annotated[str, typer.Argument(help="Submission id.")],
-             infra: InfraOpt = None, role: RoleOpt = "training", follow: FollowOpt = False,
+def job_logs(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
+             job: JobOpt = None, role: RoleOpt = "training", follow: FollowOpt = False,
              dashboard_url: DashboardUrlOpt = None) -> None:
     """Logs of one job."""
-    dash, _ = _dashboard(ctx, recipe, None, infra, role, dashboard_url)
+    from nrl_k8s.jobs import current_job
+
+    dash, rayjob = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
     with dash:
-        _print_logs(dash, job_id, follow)
+        _print_logs(dash, job or current_job(dash, rayjob), follow)
 
 
 @app.command("stop")
-def stop(ctx: typer.Context, recipe: RecipeArg, job_id: Annotated[str, typer.Argument(help="Submission id.")],
-         infra: InfraOpt = None, role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
+def stop(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
+         job: JobOpt = None, role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
     """Stop one job."""
+    from nrl_k8s.jobs import current_job
+
     from ._console import err
 
-    dash, _ = _dashboard(ctx, recipe, None, infra, role, dashboard_url)
+    dash, rayjob = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
     with dash:
+        job_id = job or current_job(dash, rayjob)
         stopped = dash.stop(job_id)
     err.print(f"job {job_id}: {'stop requested' if stopped else 'was not running'}", markup=False)
 
@@ -65,8 +73,4 @@ def stop(ctx: typer.Context, recipe: RecipeArg, job_id: Annotated[str, typer.Arg
 def logs(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
          role: RoleOpt = "training", follow: FollowOpt = False, dashboard_url: DashboardUrlOpt = None) -> None:
     """Logs of the role's current job (the RayJob's driver, else the latest job)."""
-    from nrl_k8s.jobs import current_job
-
-    dash, job = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
-    with dash:
-        _print_logs(dash, current_job(dash, job), follow)
+    job_logs(ctx, recipe, overrides, infra, None, role, follow, dashboard_url)

@@ -40,6 +40,7 @@ def up(kube, infra: dict, chosen: list[targets.Target], options: UpOptions, emit
             elif not options.recreate:
                 emit(Warning(f"{target} ({name}) differs from the live object, keeping it (--recreate replaces it): "
                              + "; ".join(changed)))
+                manifest = live  # wait for what is actually running
             elif not _managed(live):
                 raise ConfigError(f"{target} ({name}) exists but was not created by nrl-k8s; refusing to replace it",
                                   hint=f"delete it yourself: kubectl -n {ns} delete {kind.plural} {name}")

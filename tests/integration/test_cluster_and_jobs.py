@@ -1,0 +1,103 @@
+"""`cluster up/down/list`, `job list/logs/stop` and `logs` against the sandbox, as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+ROOT = Path(__file__).resolve().parents[2]
+EXE = str(Path(sys.executable).with_name("nrl-k8s"))
+PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
+
+
+@pytest.fixture
+def cli(sandbox, sandbox_namespace):
+    job = f"c-{uuid.uuid4().hex[:6]}"
+    names = [f"infra.namespace={sandbox_namespace}", f"infra.kuberay.training.name={job}",
+             f"infra.dynamo.serving.name={job}-dgd"]
+
+    def invoke(*args: str, extra: tuple[str, ...] = (), config: bool = True) -> subprocess.CompletedProcess:
+        env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+        argv = [EXE, "-n", sandbox_namespace, *args] + ([*PAIR, *names, *extra] if config else [])
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
+
+    invoke.job, invoke.ns = job, sandbox_namespace
+    invoke.custom = client.CustomObjectsApi(sandbox.api_client())
+    return invoke
+
+
+def test_cluster_up_is_idempotent_warns_on_drift_and_recreates(cli):
+    first = cli("cluster", "up", "-t", "dynamo.serving", "-t", "kuberay.training")
+    assert first.returncode == 0, first.stderr
+    assert "created" in first.stderr and "ok" in first.stderr
+    uid = cli.custom.get_namespaced_custom_object("nvidia.com", "v1alpha1", cli.ns, "dynamographdeployments",
+                                                  f"{cli.job}-dgd")["metadata"]["uid"]
+
+    again = cli("cluster", "up", "-t", "dynamo.serving")
+    assert again.returncode == 0 and "reused" in again.stderr
+
+    drifted = ("+infra.dynamo.serving.overrides={services: {VllmDecodeWorker: {replicas: 2}}}",)
+    warned = cli("cluster", "up", "-t", "dynamo.serving", extra=drifted)
+    assert warned.returncode == 0 and "differs from the live object" in warned.stderr
+    assert "spec.services.VllmDecodeWorker.replicas" in warned.stderr
+
+    recreated = cli("cluster", "up", "-t", "dynamo.serving", "--recreate", extra=drifted)
+    assert recreated.returncode == 0, recreated.stderr
+    live = cli.custom.get_namespaced_custom_object("nvidia.com", "v1alpha1", cli.ns, "dynamographdeployments",
+                                                   f"{cli.job}-dgd")
+    assert live["metadata"]["uid"] != uid and live["spec"]["services"]["VllmDecodeWorker"]["replicas"] == 2
+
+    listed = cli("cluster", "list", "-o", "json", config=False)
+    rows = json.loads(listed.stdout)
+    assert {(r["kind"], r["name"]) for r in rows} >= {("DynamoGraphDeployment", f"{cli.job}-dgd"),
+                                                      ("RayCluster", cli.job)}
+
+    down = cli("cluster", "down")
+    assert down.returncode == 0, down.stderr
+    assert json.loads(cli("cluster", "list", "-o", "json", config=False).stdout) == []
+
+
+def test_cluster_down_leaves_objects_it_did_not_create(cli):
+    manifest = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment",
+                "metadata": {"name": f"{cli.job}-dgd"}, "spec": {"services": {}}}
+    cli.custom.create_namespaced_custom_object("nvidia.com", "v1alpha1", cli.ns, "dynamographdeployments", manifest)
+    down = cli("cluster", "down", "-t", "dynamo.serving")
+    assert down.returncode == 0 and "not created by nrl-k8s" in down.stderr
+    cli.custom.get_namespaced_custom_object("nvidia.com", "v1alpha1", cli.ns, "dynamographdeployments", f"{cli.job}-dgd")
+
+
+def test_job_list_and_logs(cli):
+    run = cli("run", "--wait", "--no-shutdown")
+    assert run.returncode == 0, run.stderr
+    job_id = cli.custom.get_namespaced_custom_object("ray.io", "v1", cli.ns, "rayjobs", cli.job)["status"]["jobId"]
+
+    listed = cli("job", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert job_id in listed.stdout and "SUCCEEDED" in listed.stdout
+    for argv in (["logs", "--role", "training"], ["logs", "-f"], ["job", "logs", "--job", job_id]):
+        logs = cli(*argv)
+        assert logs.returncode == 0, logs.stderr
+        assert f"dgd_name: {cli.job}-dgd" in logs.stdout and "step 3/3" in logs.stdout
+
+
+def test_job_stop(cli):
+    run = cli("run", "--no-wait", extra=("infra.launch.entrypoint=sleep 120",))
+    assert run.returncode == 0, run.stderr
+    stop = cli("job", "stop")
+    assert stop.returncode == 0 and "stop requested" in stop.stderr
+    job = cli.custom.get_namespaced_custom_object("ray.io", "v1", cli.ns, "rayjobs", cli.job)
+    from kubernetes import watch
+
+    for event in watch.Watch().stream(cli.custom.list_namespaced_custom_object, "ray.io", "v1", cli.ns, "rayjobs",
+                                      field_selector=f"metadata.name={cli.job}", timeout_seconds=60):
+        job = event["object"]
+        if job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed"):
+            break
+    assert job["status"]["jobStatus"] == "STOPPED"
