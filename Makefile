@@ -22,6 +22,8 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/sandbox_up.py
+	$(BIN)/python bench/run_overhead.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
