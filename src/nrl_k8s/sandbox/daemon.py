@@ -62,9 +62,11 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
     user_token, operator_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     server = ApiServer(user_token=user_token, operator_token=operator_token, faults=registry, state_file=state_file)
     operators: list[Controller] = []
+    serving = False
     try:
         write_pid(paths.ray_pid, head.start())
         port = server.start()
+        serving = True
         http_url, api_url = f"http://127.0.0.1:{port}", f"https://127.0.0.1:{port}"
         installed = [c for c in crds.ALL_CRDS if not (c is crds.DGD_CRD and registry.get("no-dgd-crd") is not None)]
         for crd in installed:
@@ -105,7 +107,8 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
             operator.stop()
         stopped = head.stop()
         log.info("stopped the Ray head (%d processes)", len(stopped))
-        server.stop()
+        if serving:  # stop() saves --state: never over a file that failed to load
+            server.stop()
 
 
 def _report_ray_exit(head: RayHead, stopping: threading.Event) -> None:

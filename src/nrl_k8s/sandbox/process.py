@@ -107,6 +107,18 @@ def parse_faults(specs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return parsed
 
 
+def _check_state_file(path: Path) -> None:
+    """An existing ``--state`` file must be one the sandbox wrote (a JSON object)."""
+    if not path.exists():
+        return
+    try:
+        valid = isinstance(json.loads(path.read_text()), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        valid = False
+    if not valid:
+        raise ConfigError(f"--state {path} is not a sandbox state file", hint="pass a new path, or the file an earlier sandbox wrote")
+
+
 def _log_tail(path: Path, lines: int = 20) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -145,6 +157,9 @@ def up(
     chosen = parse_faults(faults)
     if speed <= 0:
         raise ConfigError(f"--speed must be > 0, got {speed}")
+    if state is not None:
+        state = Path(state).expanduser().resolve()
+        _check_state_file(state)
     paths.dir.mkdir(parents=True, exist_ok=True)
     running = _running_daemon(paths)
     if running is not None:
@@ -164,7 +179,7 @@ def up(
     for name, value in chosen.items():
         command += ["--fault", f"{name}={value}" if value else name]
     if state is not None:
-        command += ["--state", str(Path(state).expanduser().resolve())]
+        command += ["--state", str(state)]
     env = {**os.environ, MARKER: str(paths.dir)}
     try:
         with open(paths.daemon_log, "ab") as log:

@@ -179,3 +179,22 @@ def test_state_file_keeps_objects_across_restarts_and_their_services_follow(sepa
         assert field(ready, "status", "state") == "ready"
         eventually(lambda: proxy(api, "GET", "default", f"{rc}-head-svc:8265", "api/version")[0] == 200, what="new Ray head behind the restored Service")
         eventually(lambda: proxy(api, "GET", "default", f"{graph}-frontend:8000", "v1/models")[0] == 200, what="a new stub behind the restored DGD")
+
+
+BAD_STATES = {
+    "not-json": ("not json", 2, "is not a sandbox state file"),
+    "not-a-dump": ('{"objects": 5}', 1, "exited during start-up"),
+}
+
+
+@pytest.mark.parametrize("content, code, message", BAD_STATES.values(), ids=BAD_STATES.keys())
+def test_a_failed_start_reports_why_and_leaves_nothing_running(tmp_path, content, code, message):
+    state = tmp_path / "state.json"
+    state.write_text(content)
+    directory = tmp_path / "box"
+    result = nrl_k8s("sandbox", "up", "--dir", str(directory), "--state", str(state), check=False)
+    assert (result.returncode, result.stdout) == (code, "")
+    assert message in result.stderr
+    assert state.read_text() == content
+    assert marked(directory.resolve()) == []
+    assert not (directory / "daemon.pid").exists()
