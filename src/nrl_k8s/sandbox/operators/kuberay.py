@@ -99,8 +99,12 @@ class KubeRay(Controller):
             self.call(lambda: self._cluster_deleted(meta["namespace"], meta["name"]))
             return
         self.enqueue("sync_raycluster", meta["namespace"], meta["name"])
-        for job in self._rayjobs_using(meta["namespace"], meta["name"]):
-            self.enqueue("sync_rayjob", meta["namespace"], job["metadata"]["name"])
+        self.enqueue("wake_rayjobs", meta["namespace"], meta["name"])
+
+    def wake_rayjobs(self, namespace: str, cluster: str) -> None:
+        """A RayCluster changed: reconcile the RayJobs that run on it."""
+        for job in self._rayjobs_using(namespace, cluster):
+            self.enqueue("sync_rayjob", namespace, job["metadata"]["name"])
 
     def _rayjobs_using(self, namespace: str, cluster: str) -> list[dict]:
         listing = self.custom.list_namespaced_custom_object(RAYJOB.group, RAYJOB.version, namespace, RAYJOB.plural)
