@@ -24,7 +24,7 @@ from .faults import Faults
 from .operators.base import Controller, Timing, api_client
 from .operators.dynamo import Dynamo
 from .operators.kuberay import KubeRay
-from .pids import write_pid
+from .pids import MARKER, write_pid
 from .process import Paths, write_kubeconfig, write_runtime
 from .ray_head import RayHead, temp_dir_for
 
@@ -42,7 +42,7 @@ def ray_environment(sandbox_dir: Path) -> dict[str, str]:
     if bin_dir not in path.split(os.pathsep):
         env["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
     env["RAY_USAGE_STATS_ENABLED"] = "0"
-    env["NRL_K8S_SANDBOX_DIR"] = str(sandbox_dir)
+    env[MARKER] = str(sandbox_dir)
     return env
 
 

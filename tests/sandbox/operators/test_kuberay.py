@@ -45,7 +45,7 @@ def test_rayjob_runs_its_entrypoint_on_the_real_ray_head_then_its_cluster_is_gar
     proof, go = tmp_path / "ran.txt", tmp_path / "go"
     entrypoint = (
         f"for i in $(seq 600); do [ -e {go} ] && break; sleep 0.1; done; "
-        f"echo ran-on-ray ${INHERITED_ENV[0]} > {proof}; echo driver-output"
+        f"echo ran-on-ray ${INHERITED_ENV[0]} $RAY_USAGE_STATS_ENABLED > {proof}; echo driver-output"
     )
     create(custom, "rayjobs", rayjob(name, entrypoint))
 
@@ -72,7 +72,7 @@ def test_rayjob_runs_its_entrypoint_on_the_real_ray_head_then_its_cluster_is_gar
     status = done[name]["status"]
     assert (status["jobDeploymentStatus"], status["jobStatus"], status["succeeded"]) == ("Complete", "SUCCEEDED", 1)
     assert status["startTime"] <= status["endTime"]
-    assert proof.read_text() == f"ran-on-ray {INHERITED_ENV[1]}\n"
+    assert proof.read_text() == f"ran-on-ray {INHERITED_ENV[1]} 0\n"
     real = ray_job(sandbox, status["jobId"])
     assert (real["status"], real["submission_id"]) == ("SUCCEEDED", status["jobId"])
     logs = httpx.get(f"{sandbox.dashboard_url}/api/jobs/{status['jobId']}/logs", trust_env=False).json()["logs"]
