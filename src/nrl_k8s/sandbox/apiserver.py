@@ -489,7 +489,7 @@ class ApiServer:
                 handler.wfile.flush()
             handler.wfile.write(b"0\r\n\r\n")
             handler.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # the client went away (broken pipe, reset, or a TLS error at shutdown)
             handler.close_connection = True
 
     def _patch(self, req: Request, route: Route, dry_run: bool) -> Response:
