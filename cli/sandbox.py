@@ -8,20 +8,24 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._console import err, out
-
 app = typer.Typer(
+    rich_markup_mode=None,
     help="Run a local simulated Kubernetes control plane with KubeRay, Dynamo and a real Ray head.",
     no_args_is_help=True,
 )
-fault_app = typer.Typer(help="Turn faults on or off in the running sandbox.", no_args_is_help=True)
+fault_app = typer.Typer(rich_markup_mode=None, help="Turn faults on or off in the running sandbox.", no_args_is_help=True)
 app.add_typer(fault_app, name="fault")
 
+
 def _data(text: str) -> None:
+    from ._console import out
+
     out.print(text, markup=False)
 
 
 def _say(text: str) -> None:
+    from ._console import err
+
     err.print(text, markup=False)
 
 
