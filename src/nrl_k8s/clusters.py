@@ -9,8 +9,8 @@ from .drift import spec_drift
 from .errors import ConfigError
 from .events import Applied, Became, Emit, Waiting, Warning
 from .kinds import deployment, dgd, raycluster, rayjob
-from .kinds.base import MANAGED_BY, MANAGED_BY_SELECTOR, Pending
-from .serving import wait_serving
+from .kinds.base import MANAGED_BY, MANAGED_BY_SELECTOR
+from .serving import present, wait_serving
 
 KINDS = {"kuberay": raycluster.KIND, "dynamo": dgd.KIND, "deployments": deployment.KIND}
 _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
@@ -61,7 +61,7 @@ def _wait_ready(kube, infra: dict, target: targets.Target, manifest: dict, emit:
         wait_serving(kube, label, manifest, float(infra["dynamo"][target.key]["readyTimeoutS"]), emit)
     else:
         readiness = raycluster.readiness if target.kind == "kuberay" else deployment.readiness
-        kube.wait(KINDS[target.kind], lambda o: Pending("not found") if o is None else readiness(o), name=name,
+        kube.wait(KINDS[target.kind], present(readiness), name=name,
                   namespace=ns, timeout_s=_WAIT_S[target.kind], what=f"{label} ({name})",
                   on_progress=lambda reason: emit(Waiting(label, reason)))
     emit(Became(label, "ready"))

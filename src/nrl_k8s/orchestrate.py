@@ -22,7 +22,7 @@ from .events import Applied, Became, Emit, RolledBack, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob
 from .kinds.base import Pending, Ready
 from .plan import RunPlan
-from .serving import _present, wait_serving
+from .serving import present, wait_serving
 
 _CLUSTER_NAME_TIMEOUT_S = 300
 _PROVISION_TIMEOUT_S = 1800
@@ -195,7 +195,7 @@ class _Run:
     # -- stalled-driver rescue -------------------------------------------------------------
     def rescue_driver(self) -> None:
         cluster = self.result.raycluster
-        self.kube.wait(raycluster.KIND, _present(raycluster.readiness), name=cluster, namespace=self.ns,
+        self.kube.wait(raycluster.KIND, present(raycluster.readiness), name=cluster, namespace=self.ns,
                        timeout_s=_PROVISION_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("raycluster", r)),
                        what=f"RayCluster {cluster}")
         self.emit(Became("raycluster", "provisioned"))

@@ -91,7 +91,7 @@ def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit)
         emit(Waiting(label, reason))
 
     try:
-        kube.wait(dgd.KIND, _present(dgd.readiness), name=name, namespace=namespace, timeout_s=remaining(),
+        kube.wait(dgd.KIND, present(dgd.readiness), name=name, namespace=namespace, timeout_s=remaining(),
                   on_progress=progress, what=f"{label} ({name})")
         kube.wait(pod.KIND, pods_readiness(dgd.desired_pods(manifest)), label_selector=dgd.pod_selector(name),
                   namespace=namespace, timeout_s=remaining(), on_progress=progress, what=f"{label} pods")
@@ -100,7 +100,7 @@ def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit)
     wait_frontend(kube, label, name, namespace, deadline, emit)
 
 
-def _present(readiness):
+def present(readiness):
     """Adapt an object readiness function to the wait primitive (None = not found)."""
 
     def check(obj: dict | None) -> Readiness:
