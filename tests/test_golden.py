@@ -77,3 +77,14 @@ def test_every_dgd_manifest_renders_to_golden(manifest):
 def test_every_example_file_is_covered():
     covered = {f for pair in PAIRS.values() for f in pair if f} | PARENTS
     assert {p.name for p in (ROOT / "examples").glob("*.yaml")} == covered
+
+
+def test_rendering_does_not_depend_on_the_checkout_location(tmp_path):
+    import shutil
+
+    for folder in ("examples", "examples_dgd"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    recipe, infra = PAIRS["qwen3_0.6b_dynamo"]
+    here = plan_run(_load(recipe, infra)).manifests()
+    there = plan_run(load_config(tmp_path / "examples" / recipe, (), tmp_path / "examples" / infra)).manifests()
+    assert there == here

@@ -47,7 +47,7 @@ def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
                 "the run; remove dynamo.KEY.namespace or set infra.namespace to match",
             )
     final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
-    run_id = recipe_mod.run_id(cfg.infra, final_recipe)
+    run_id = recipe_mod.run_id(cfg.infra, final_recipe, list(dgds.values()))
     job = rayjob.render(
         cfg.infra,
         final_recipe,

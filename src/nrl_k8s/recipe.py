@@ -66,15 +66,21 @@ def inject_dynamo(recipe: dict, dgd_names: list[str]) -> tuple[dict, list[str]]:
     return out, notes
 
 
-def run_id(infra: dict, recipe: dict) -> str:
-    """``<rayjob name>-<8 hex>``: a digest of the canonical JSON of infra and recipe."""
+def run_id(infra: dict, recipe: dict, dgds: list[dict] = ()) -> str:
+    """``<rayjob name>-<8 hex>``: a digest of the canonical JSON of infra, recipe and rendered DGDs.
+
+    DGD manifest *paths* are left out (they are absolute, so they differ per checkout); the
+    rendered DGDs stand in for the files' contents.
+    """
     name = validate_name(
         role_entry(infra, "training").get("name"),
         what="RayJob name",
         where="infra.kuberay.training.name",
         max_len=MAX_RAYJOB_NAME_LEN,
     )
-    canonical = json.dumps({"infra": infra, "recipe": recipe}, sort_keys=True, separators=(",", ":"), default=str)
+    located = {**infra, "dynamo": {k: {**v, "manifest": None} for k, v in (infra.get("dynamo") or {}).items()}}
+    content = {"infra": located, "recipe": recipe, "dgds": list(dgds)}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
     return f"{name}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
 
