@@ -108,9 +108,11 @@ def test_happy_path_links_dgd_to_cluster_and_gc_cleans_up(run):
 def test_wait_exits_zero_on_success_with_summary(run):
     result = run.run("--wait")
     assert result.returncode == 0, result.stderr
-    assert run.job in result.stdout and "owner: RayCluster" not in result.stdout  # owners are listed by name
-    assert f"{run.job}-" in result.stdout  # the suffixed RayCluster name
-    assert "rescued" not in result.stderr
+    cluster = run.get(RAY, "rayjobs", run.job)["status"]["rayClusterName"]
+    assert f"raycluster     {cluster}" in result.stdout
+    assert f"dgd (created)  {run.dgd}  owner: {cluster}" in result.stdout
+    assert "job status     SUCCEEDED" in result.stdout
+    assert "submitted by KubeRay" in result.stderr and "nrl-k8s submitted it" not in result.stderr
 
 
 def test_stalled_driver_is_resubmitted(run):
