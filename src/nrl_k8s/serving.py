@@ -45,7 +45,7 @@ def pod_reasons(kube, name: str, namespace: str) -> str:
     return pods_readiness(len(pods))(pods).reason
 
 
-def _probe_frontend(kube, name: str, namespace: str) -> int | None:
+def probe_frontend(kube, name: str, namespace: str) -> int | None:
     """HTTP status of the frontend's /v1/models, or None when nothing answers."""
     service = dgd.frontend_service(name)
     if kube.in_cluster:
@@ -63,7 +63,7 @@ def wait_frontend(kube, label: str, name: str, namespace: str, deadline: float, 
     last = None
     while True:
         try:
-            status = _probe_frontend(kube, name, namespace)
+            status = probe_frontend(kube, name, namespace)
         except ForbiddenError as err:
             emit(Waiting(label, f"cannot probe the frontend ({err.message}); relying on pod readiness"))
             return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .errors import ApiError
 from .kinds import dgd, pod, raycluster, rayjob
 from .kinds.base import condition_true
-from .serving import _probe_frontend
+from .serving import probe_frontend
 
 
 def _role(kube, infra: dict, role: str, ns: str) -> dict:
@@ -53,7 +53,7 @@ def _rayjob(kube, infra: dict, ns: str) -> dict | None:
 def _frontend(kube, name: str, ns: str) -> dict:
     address = f"{dgd.frontend_service(name)}.{ns}.svc:{dgd.FRONTEND_PORT}"
     try:
-        code = _probe_frontend(kube, name, ns)
+        code = probe_frontend(kube, name, ns)
     except ApiError as err:
         return {"address": address, "reachable": False, "detail": err.message}
     return {"address": address, "reachable": code in (200, 404), "detail": f"HTTP {code}" if code else "no answer"}

@@ -26,15 +26,20 @@ def observe(list_fn: Callable, *args, until: Callable[[dict[str, dict]], bool], 
             list_fn, *args, resource_version=version, timeout_seconds=max(1, int(left)), deserialize=False, **selectors
         )
         for event in stream:
-            obj = event["object"]
-            version = obj["metadata"]["resourceVersion"]
-            if event["type"] == "DELETED":
-                objects.pop(obj["metadata"]["name"], None)
-            else:
-                objects[obj["metadata"]["name"]] = obj
+            version = _apply(objects, event)
             if until(objects):
                 break
     return objects
+
+
+def _apply(objects: dict[str, dict], event: dict) -> str:
+    """Fold one watch event into ``objects`` (by name); return its resourceVersion."""
+    obj = event["object"]
+    if event["type"] == "DELETED":
+        objects.pop(obj["metadata"]["name"], None)
+    else:
+        objects[obj["metadata"]["name"]] = obj
+    return obj["metadata"]["resourceVersion"]
 
 
 def holds(list_fn: Callable, *args, invariant: Callable[[dict[str, dict]], bool], seconds: float, **selectors) -> None:
@@ -49,12 +54,7 @@ def holds(list_fn: Callable, *args, invariant: Callable[[dict[str, dict]], bool]
             list_fn, *args, resource_version=version, timeout_seconds=max(1, math.ceil(left)), deserialize=False, **selectors
         )
         for event in stream:
-            obj = event["object"]
-            version = obj["metadata"]["resourceVersion"]
-            if event["type"] == "DELETED":
-                objects.pop(obj["metadata"]["name"], None)
-            else:
-                objects[obj["metadata"]["name"]] = obj
+            version = _apply(objects, event)
             assert invariant(objects), json.dumps(objects, indent=1)[:4000]
     assert invariant(objects), json.dumps(objects, indent=1)[:4000]
 
