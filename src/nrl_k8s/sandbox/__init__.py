@@ -38,9 +38,9 @@ What it does NOT simulate — do not mistake it for a cluster:
   ``submissionMode`` behaves like HTTPMode); Dynamo planners, rolling updates, NATS/etcd;
   real RBAC (only the ``rbac-deny`` fault), admission webhooks, CRD schema validation.
 
-Ray's internal services (GCS, raylet, agents) may bind all interfaces — Ray offers no switch
-for that; everything the sandbox itself serves binds 127.0.0.1 only. Nothing is sent off the
-machine (``RAY_USAGE_STATS_ENABLED=0``).
+Everything listens on loopback only: the API server and stubs bind 127.0.0.1, and so does every
+Ray server of the head, its workers and job drivers (``ray_head.py`` says how). Nothing is sent
+off the machine (``RAY_USAGE_STATS_ENABLED=0``).
 
 Timing: simulated delays are timers (``delay / --speed``, times the ``slow=FACTOR`` fault).
 Faults are listed in ``faults.py``; ``nrl-k8s sandbox fault set|clear`` changes them live.

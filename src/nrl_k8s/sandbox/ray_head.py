@@ -1,8 +1,14 @@
 """The one real Ray head the sandbox owns, shared by every simulated RayCluster.
 
-``ray start --head --block`` runs as a child in its own process group, bound to 127.0.0.1
-where Ray allows it, with every port chosen free up front (several sandboxes can run side by
-side) and a short ``--temp-dir`` (Ray's unix socket paths are length-limited).
+``ray start --head --block`` runs as a child in its own process group, with every port chosen
+free up front (several sandboxes can run side by side) and a short ``--temp-dir`` (Ray's unix
+socket paths are length-limited).
+
+Loopback only: ``ray start`` swaps ``--node-ip-address=127.0.0.1`` for the machine's LAN address
+and then binds all interfaces, unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (Ray's default on
+macOS and Windows) says no other node will join. With it every Ray server — GCS, raylet, dashboard
+and agents, autoscaler metrics, Ray Client server, each worker's and driver's gRPC server —
+binds 127.0.0.1; job drivers inherit the variable and connect over loopback too.
 """
 
 from __future__ import annotations
@@ -95,7 +101,7 @@ class RayHead:
     def start(self) -> int:
         """Launch the head in its own process group; return its pid (= process group id)."""
         self.temp_dir.mkdir(parents=True, exist_ok=True)
-        env = {**self.env, "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**self.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.command(), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True

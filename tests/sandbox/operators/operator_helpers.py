@@ -1,14 +1,18 @@
-"""Helpers for the operator tests: a watch-based ``observe``, field access, manifests."""
+"""Helpers for the operator tests: a watch-based ``observe``, field access, manifests, a held job."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import shlex
 import time
+from pathlib import Path
 from typing import Callable
 
 import pytest
 from kubernetes import client, watch
+from sandbox_harness import unique
 
 
 def observe(list_fn: Callable, *args, until: Callable[[dict[str, dict]], bool], timeout_s: float = 60.0, **selectors) -> dict[str, dict]:
@@ -153,3 +157,61 @@ def dgd(name: str, *, worker_replicas: int = 1, model: str = "Qwen/Qwen3-0.6B") 
             },
         },
     }
+
+
+HELD_DRIVER = """
+import json, os, sys
+import ray
+
+ray.init()
+
+@ray.remote
+def pid():
+    return os.getpid()
+
+@ray.remote
+class Actor:
+    def pid(self):
+        return os.getpid()
+
+release = os.open(sys.argv[2], os.O_RDWR)  # the FIFO, opened before the test learns we are up
+actor = Actor.remote()  # kept referenced: the actor lives until the driver exits
+pids = {"driver": os.getpid(), "task": ray.get(pid.remote()), "actor": ray.get(actor.pid.remote())}
+with open(sys.argv[1] + ".tmp", "w") as out:
+    json.dump(pids, out)
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+os.read(release, 1)  # blocks until the test writes to the FIFO
+"""
+
+
+class HeldJob:
+    """A RayJob in ``default`` whose driver, with a task worker and an actor, runs until ``release()``;
+    ``pids`` holds their pids once they all run."""
+
+    def __init__(self, box, tmp_path: Path):
+        self.name = unique("held")
+        script, pids_file, self._fifo = tmp_path / "driver.py", tmp_path / "pids.json", tmp_path / "release"
+        script.write_text(HELD_DRIVER)
+        os.mkfifo(self._fifo)
+        entrypoint = shlex.join(["python", str(script), str(pids_file), str(self._fifo)])
+        with box.api_client() as api:
+            client.CustomObjectsApi(api).create_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", rayjob(self.name, entrypoint))
+        found = eventually(lambda: pids_file.exists() and pids_file.read_text(), timeout_s=180, what="the held job's driver, task and actor")
+        self.pids: dict[str, int] = json.loads(found)
+        self._box = box
+
+    def release(self) -> None:
+        """Let the driver exit (zero)."""
+        fd = os.open(self._fifo, os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+
+    def final_status(self) -> str:
+        """Wait (watch) for the job to end; return its final ``jobStatus``."""
+        with self._box.api_client() as api:
+            done = observe(client.CustomObjectsApi(api).list_namespaced_custom_object, "ray.io", "v1", "default", "rayjobs",
+                           field_selector=f"metadata.name={self.name}", timeout_s=180,
+                           until=lambda o: field(o.get(self.name), "status", "jobStatus") in ("SUCCEEDED", "FAILED", "STOPPED"))  # fmt: skip
+        return done[self.name]["status"]["jobStatus"]
