@@ -43,6 +43,7 @@ from nrl_k8s.sandbox import tables
 from nrl_k8s.sandbox.discovery import SERVER_VERSION, OpenApi, ResourceType
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.patch import PatchError, json_patch, merge_patch, parse_json, strategic_merge
+from nrl_k8s.sandbox.pids import open_private
 from nrl_k8s.sandbox.proxy import ServiceProxy
 from nrl_k8s.sandbox.selectors import SelectorError, matcher
 from nrl_k8s.sandbox.statuses import ApiStatus, forbidden
@@ -179,7 +180,8 @@ class ApiServer:
         self._proxy.close()
         if self.state_file:
             self.state_file.parent.mkdir(parents=True, exist_ok=True)
-            self.state_file.write_text(json.dumps(self.store.dump()))
+            with open_private(self.state_file) as handle:
+                handle.write(json.dumps(self.store.dump()))
 
     def install_crd(self, crd: dict) -> None:
         """Create (or replace) a CustomResourceDefinition; its resources are served at once."""

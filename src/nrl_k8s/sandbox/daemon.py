@@ -4,7 +4,8 @@ Start-up order favours speed: the Ray head (the slow part) is launched first, th
 CRDs and kubeconfig are set up while it boots, then the operators start once the dashboard
 answers. ``ready`` is written to the inherited pipe only when everything answers. SIGTERM or
 SIGINT stops the operators, the stubs, the Ray head (its whole process group) and the API server
-(saving ``--state`` if given), in that order.
+(saving ``--state`` if given), in that order. It runs with umask 077, so every file it, the Ray
+head, Ray's workers and the job drivers create is private to the user.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def ray_environment(sandbox_dir: Path) -> dict[str, str]:
 
 
 def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed: float, state_file: Path | None) -> int:
+    os.umask(0o077)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     paths = Paths.of(sandbox_dir)

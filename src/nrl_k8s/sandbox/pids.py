@@ -1,4 +1,5 @@
-"""Process bookkeeping for the sandbox: pid files, liveness, process groups, waiting for exit.
+"""Process bookkeeping for the sandbox: pid files, liveness, process groups, waiting for exit,
+and ``open_private`` for every file the sandbox writes.
 
 Pid files hold ``PID STARTTIME`` so that a recycled pid is never taken for ours. Every
 process the sandbox starts carries ``NRL_K8S_SANDBOX_DIR=<dir>`` in its environment, and
@@ -15,6 +16,7 @@ import select
 import signal
 import time
 from pathlib import Path
+from typing import IO
 
 MARKER = "NRL_K8S_SANDBOX_DIR"
 
@@ -37,9 +39,19 @@ def recorded(path: Path) -> tuple[int, int] | None:
     return pid, started
 
 
+def open_private(path: Path, mode: str = "w") -> IO:
+    """``open(path, mode)`` (``w``, ``a``, ``wb``, ``ab``) for a file only its owner may read or
+    write — also one that already existed with a wider mode."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, mode)
+
+
 def write_pid(path: Path, pid: int) -> None:
     """Record ``pid`` with its start time, so a recycled pid is never mistaken for it."""
-    path.write_text(f"{pid} {start_time(pid)}\n")
+    with open_private(path) as handle:
+        handle.write(f"{pid} {start_time(pid)}\n")
 
 
 def _stat(pid: int) -> list[str] | None:

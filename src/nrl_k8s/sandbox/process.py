@@ -3,9 +3,10 @@
 ``up`` starts the daemon (``python -m nrl_k8s.sandbox serve``) detached in its own session,
 logging to ``DIR/daemon.log``, and blocks on a pipe the daemon inherits: the daemon writes
 ``ready`` once the API server, the CRDs, the operators and the Ray head all answer; EOF means
-it died during start-up. Files in DIR: ``kubeconfig``, ``daemon.log``, ``ray-head.log`` (kept),
-``daemon.pid``, ``ray-head.pid``, ``sandbox.json`` (removed by ``down``). Stdlib only: the CLI
-imports this module for every command.
+it died during start-up. Files in DIR (created mode 0700): ``kubeconfig``, ``daemon.log``,
+``ray-head.log`` (kept), ``daemon.pid``, ``ray-head.pid``, ``sandbox.json`` (removed by ``down``),
+all mode 0600 like every file the sandbox writes. Stdlib only: the CLI imports this module for
+every command.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import yaml
 from nrl_k8s.errors import ConfigError, SandboxError
 
 from . import faults as fault_rules
-from .pids import MARKER, group_members, marked, read_pid, recorded, start_time, terminate, write_pid
+from .pids import MARKER, group_members, marked, open_private, read_pid, recorded, start_time, terminate, write_pid
 
 CONTEXT = "nrl-k8s-sandbox"
 START_TIMEOUT_S = 120.0
@@ -82,17 +83,13 @@ def write_kubeconfig(path: Path, server: str, token: str, ca_pem: bytes | None =
         "current-context": CONTEXT,
         "preferences": {},
     }
-    _write_private(path, yaml.safe_dump(config, sort_keys=False))
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
+    with open_private(path) as handle:
+        handle.write(yaml.safe_dump(config, sort_keys=False))
 
 
 def write_runtime(paths: Paths, info: dict) -> None:
-    _write_private(paths.runtime, json.dumps(info, indent=2))
+    with open_private(paths.runtime) as handle:
+        handle.write(json.dumps(info, indent=2))
 
 
 def parse_faults(specs: list[str] | tuple[str, ...]) -> dict[str, str]:
@@ -160,7 +157,7 @@ def up(
     if state is not None:
         state = Path(state).expanduser().resolve()
         _check_state_file(state)
-    paths.dir.mkdir(parents=True, exist_ok=True)
+    paths.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     running = _running_daemon(paths)
     if running is not None:
         raise SandboxError(
@@ -182,7 +179,7 @@ def up(
         command += ["--state", str(state)]
     env = {**os.environ, MARKER: str(paths.dir)}
     try:
-        with open(paths.daemon_log, "ab") as log:
+        with open_private(paths.daemon_log, "ab") as log:
             log.write(f"\n=== sandbox up {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
             log.flush()
             daemon = subprocess.Popen(

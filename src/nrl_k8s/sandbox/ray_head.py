@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from nrl_k8s.errors import SandboxError
 
-from .pids import group_members, terminate
+from .pids import group_members, open_private, terminate
 
 NUM_CPUS = 8
 OBJECT_STORE_BYTES = 200 * 1024 * 1024
@@ -48,9 +49,19 @@ def free_ports(count: int) -> list[int]:
 
 
 def temp_dir_for(sandbox_dir: Path) -> Path:
-    """A short, per-sandbox Ray temp dir (socket paths must stay under ~107 bytes)."""
+    """A short, per-sandbox Ray temp dir (socket paths must stay under ~107 bytes). Ray makes its
+    temp and session dirs mode 0777, so it lives in a directory of ours, mode 0700."""
     digest = hashlib.sha1(str(sandbox_dir).encode()).hexdigest()[:10]
-    return Path("/tmp") / f"nrlsb-{digest}"
+    return Path("/tmp") / f"nrlsb-{digest}" / "ray"
+
+
+def _private_dir(path: Path) -> None:
+    """Create ``path`` mode 0700, or make it 0700 — refusing anything but this user's own directory."""
+    path.mkdir(mode=0o700, exist_ok=True)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise SandboxError(f"{path} is not a directory of this user", hint="remove it, then start the sandbox again")
+    path.chmod(0o700)
 
 
 def _ray_executable() -> str:
@@ -100,9 +111,9 @@ class RayHead:
 
     def start(self) -> int:
         """Launch the head in its own process group; return its pid (= process group id)."""
-        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        _private_dir(self.temp_dir.parent)
         env = {**self.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-        with open(self.log_path, "ab") as log:
+        with open_private(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.command(), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
             )
