@@ -40,9 +40,9 @@ What it does NOT simulate — do not mistake it for a cluster:
 
 Everything listens on loopback only: the API server and stubs bind 127.0.0.1, and so does every
 Ray server of the head, its workers and job drivers (``ray_head.py`` says how). Everything it
-writes is private to the user: files 0600 in directories of its own that are 0700, under umask
-077 — which job drivers inherit, so files a RayJob writes are private too. Nothing is sent off
-the machine (``RAY_USAGE_STATS_ENABLED=0``).
+writes is private to the user: files 0600, directories it creates 0700 (Ray's temp dir, which
+Ray makes 0777, sits inside one), under umask 077 — which job drivers inherit, so files a RayJob
+writes are private too. Nothing is sent off the machine (``RAY_USAGE_STATS_ENABLED=0``).
 
 Timing: simulated delays are timers (``delay / --speed``, times the ``slow=FACTOR`` fault).
 Faults are listed in ``faults.py``; ``nrl-k8s sandbox fault set|clear`` changes them live.
