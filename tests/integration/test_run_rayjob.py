@@ -103,6 +103,7 @@ def test_happy_path_links_dgd_to_cluster_and_gc_cleans_up(run, tmp_path):
         assert done["status"]["jobStatus"] == "SUCCEEDED"
         logs = run.driver_logs(done["status"]["jobId"])
         assert f"dgd_name: {run.dgd}" in logs and "backend: dynamo" in logs
+        clusters.wait(lambda h: _deleted(h, cluster), what=f"RayCluster {cluster} deleted")
         dgds.wait(lambda h: _deleted(h, run.dgd), what=f"DGD {run.dgd} deleted")
 
     # From its first event: created without an owner, linked to the cluster, then deleted by
@@ -111,9 +112,8 @@ def test_happy_path_links_dgd_to_cluster_and_gc_cleans_up(run, tmp_path):
     assert events[0][0] == "ADDED" and not events[0][1]["metadata"].get("ownerReferences")
     assert any(kind == "MODIFIED" and [o["uid"] for o in obj["metadata"].get("ownerReferences") or []] == [cluster_uid]
                for kind, obj in events)
-    cluster_gone = _deleted(clusters, cluster)
-    assert cluster_gone is not None
-    assert int(cluster_gone["metadata"]["resourceVersion"]) < int(_deleted(dgds, run.dgd)["metadata"]["resourceVersion"])
+    cluster_gone, dgd_gone = _deleted(clusters, cluster), _deleted(dgds, run.dgd)
+    assert int(cluster_gone["metadata"]["resourceVersion"]) < int(dgd_gone["metadata"]["resourceVersion"])
 
 
 def test_wait_exits_zero_on_success_with_summary(run):
