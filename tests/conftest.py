@@ -5,11 +5,17 @@ the whole test session and ``sandbox down`` at the end; tests share it, so give 
 names (``sandbox_harness.unique``) or use ``sandbox_namespace``. ``separate_sandbox`` starts
 another one (``with separate_sandbox("no-dgd-crd") as box:``) for tests that need a start-time
 fault or that stop or kill it. The harness itself is ``tests/sandbox_harness.py``.
+
+``NRL_K8S_TEST_SANDBOX_FAULTS`` (comma-separated ``NAME[=VALUE]``) starts the session sandbox
+with those faults, to prove the tests do not depend on its timing: e.g.
+``NRL_K8S_TEST_SANDBOX_FAULTS=slow=3 .venv/bin/pytest -q tests/integration`` makes every
+simulated delay three times longer. ``sandbox.fault(...)`` restores them after its block.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -20,7 +26,8 @@ from sandbox_harness import separate_sandbox as _separate
 
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory) -> Iterator[Sandbox]:
-    box = start_sandbox(tmp_path_factory.mktemp("sandbox"))
+    faults = [f.strip() for f in os.environ.get("NRL_K8S_TEST_SANDBOX_FAULTS", "").split(",") if f.strip()]
+    box = start_sandbox(tmp_path_factory.mktemp("sandbox"), *faults)
     try:
         yield box
     finally:

@@ -1,4 +1,13 @@
-"""The sandbox test harness: start/stop a real ``nrl-k8s sandbox`` through the installed CLI.
+"""The sandbox test harness: start/stop a real ``nrl-k8s sandbox`` through the installed CLI,
+and the helpers that keep tests deterministic on any machine:
+
+* ``History``/``observe``: list, then watch from the list's resourceVersion in a background
+  thread, recording every event; tests wait on and assert over what was recorded, so an object
+  that comes and goes (a job that finishes, a DGD that GC removes) is never missed;
+* ``Gate``: a Ray job driver that waits for a signal file the test creates, so a job cannot end
+  before the test has looked at it;
+* ``DEADLINE_S``: the one generous deadline for every wait (never a timing assertion);
+* ``eventually``: backoff polling for what has no watch (HTTP endpoints, files, counters).
 
 Fixtures built on it live in ``tests/conftest.py``; test modules may import from here.
 """
@@ -8,12 +17,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -21,9 +34,14 @@ NRL_K8S = str(Path(sys.executable).with_name("nrl-k8s"))
 #: Set in the environment of every sandbox the fixtures start: tests read it back from Ray
 #: job drivers to prove that they inherit the environment of ``sandbox up``.
 INHERITED_ENV = ("NRL_K8S_TEST_INHERITED", "from-sandbox-up")
+#: How long any wait in a test may take before the test fails. Every step waited on takes
+#: seconds at most on a 2-core machine, so this leaves room for one many times slower.
+DEADLINE_S = 300.0
+#: How long a Gate's driver waits for its signal before it gives up (exit 3).
+GATE_LIMIT_S = 900
 
 
-def nrl_k8s(*args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess:
+def nrl_k8s(*args: str, check: bool = True, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
     """Run the installed ``nrl-k8s`` CLI; fail the test with its output when ``check`` fails."""
     env = {**os.environ, INHERITED_ENV[0]: INHERITED_ENV[1]}
     result = subprocess.run([NRL_K8S, *args], capture_output=True, text=True, timeout=timeout, env=env)
@@ -43,6 +61,7 @@ class Sandbox:
     dir: Path
     kubeconfig: Path
     info: dict = field(repr=False)
+    faults: dict[str, str] = field(default_factory=dict)  # the faults it was started with
 
     @property
     def api_url(self) -> str:
@@ -72,14 +91,17 @@ class Sandbox:
 
     @contextlib.contextmanager
     def fault(self, name: str, value: str | None = None) -> Iterator[None]:
-        """Turn a fault on for the duration of a ``with`` block."""
+        """Turn a fault on for the duration of a ``with`` block, then back to how it was started."""
         self.set_fault(name, value)
         try:
             yield
         finally:
-            self.clear_fault(name)
+            if name in self.faults:
+                self.set_fault(name, self.faults[name] or None)
+            else:
+                self.clear_fault(name)
 
-    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    def kubectl(self, *args: str, check: bool = True, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         result = subprocess.run(["kubectl", *args], capture_output=True, text=True, env=env, timeout=timeout)
         if check and result.returncode != 0:
@@ -96,7 +118,9 @@ def start_sandbox(directory: Path, *faults: str, state: Path | None = None) -> S
     result = nrl_k8s(*args)
     assert result.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}", result.stdout
     info = json.loads((directory / "sandbox.json").read_text())
-    return Sandbox(directory, directory / "kubeconfig", info)
+    from nrl_k8s.sandbox.process import parse_faults
+
+    return Sandbox(directory, directory / "kubeconfig", info, parse_faults(faults))
 
 
 def stop_sandbox(box: Sandbox) -> subprocess.CompletedProcess:
@@ -111,3 +135,146 @@ def separate_sandbox(directory: Path, *faults: str, state: Path | None = None) -
         yield box
     finally:
         stop_sandbox(box)
+
+
+# -- waiting without racing ---------------------------------------------------------------
+class History:
+    """Every watch event of what one list call selects, recorded from the moment it is made.
+
+    ``list_fn(*args, **selectors)`` is an official-client list call (``core.list_namespaced_pod``,
+    ``custom.list_namespaced_custom_object`` with group, version, namespace, plural). The list
+    gives the objects as they were (``initial``) and a resourceVersion; a background thread
+    watches from it and appends every ``(type, object)`` to ``log``, so nothing that happens
+    after construction is missed, however quickly it comes and goes. Use it as a context
+    manager (the watch stops on exit); ``wait(until)`` blocks until ``until(history)`` holds.
+    """
+
+    def __init__(self, list_fn: Callable, *args, **selectors):
+        self._call = partial(list_fn, *args, **selectors)
+        listing = json.loads(self._call(_preload_content=False).data)
+        self.initial: dict[str, dict] = {item["metadata"]["name"]: item for item in listing["items"]}
+        self.log: list[tuple[str, dict]] = []
+        self._version = listing["metadata"]["resourceVersion"]
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._failure: str | None = None
+        self._response = None
+        self._thread = threading.Thread(target=self._record, name="history", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _record(self) -> None:
+        from kubernetes.watch.watch import iter_resp_lines
+
+        try:
+            while not self._stopping:
+                response = self._call(watch=True, resource_version=self._version, timeout_seconds=int(DEADLINE_S),
+                                      _preload_content=False)
+                with self._changed:
+                    if self._stopping:
+                        response.close()
+                        return
+                    self._response = response
+                for line in iter_resp_lines(response):
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":  # e.g. 410: the history no longer reaches back
+                        raise RuntimeError(f"the watch failed: {event['object'].get('message')}")
+                    with self._changed:
+                        self._version = event["object"]["metadata"]["resourceVersion"]
+                        self.log.append((event["type"], event["object"]))
+                        self._changed.notify_all()
+        except Exception as err:  # the recorder's thread: handed to wait(), which fails the test
+            if not self._stopping:
+                with self._changed:
+                    self._failure = f"{type(err).__name__}: {err}"
+                    self._changed.notify_all()
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopping = True
+            response = self._response
+        if response is not None:
+            response.shutdown()  # interrupts the thread's blocking read
+        self._thread.join(DEADLINE_S)
+
+    def wait(self, until: Callable[[History], bool], *, what: str = "the condition", timeout_s: float = DEADLINE_S) -> History:
+        """Block until ``until(self)`` holds; fail the test at the deadline with what was seen."""
+        with self._changed:
+            held = self._changed.wait_for(lambda: self._failure is not None or until(self), timeout_s)
+        if self._failure is not None:
+            pytest.fail(f"watching for {what}: {self._failure}")
+        if not held:
+            pytest.fail(f"{what} not seen within {timeout_s:.0f}s; last seen:\n{json.dumps(self.objects(), indent=1)[:4000]}")
+        return self
+
+    def holds(self, invariant: Callable[[dict[str, dict]], bool], *, seconds: float) -> None:
+        """Fail as soon as ``invariant(objects)`` is false within the next ``seconds`` ("X stays Y")."""
+        with self._changed:
+            broke = self._changed.wait_for(lambda: self._failure is not None or not invariant(self.objects()), seconds)
+        assert not broke, self._failure or json.dumps(self.objects(), indent=1)[:4000]
+
+    def events(self, name: str | None = None) -> list[tuple[str, dict]]:
+        """The recorded events, in order (of the object called ``name`` only, if given)."""
+        with self._changed:
+            return [(kind, obj) for kind, obj in self.log if name is None or obj["metadata"]["name"] == name]
+
+    def objects(self) -> dict[str, dict]:
+        """``{name: object}`` as of the last recorded event."""
+        current = dict(self.initial)
+        for kind, obj in self.events():
+            if kind == "DELETED":
+                current.pop(obj["metadata"]["name"], None)
+            else:
+                current[obj["metadata"]["name"]] = obj
+        return current
+
+
+def observe(list_fn: Callable, *args, until: Callable[[dict[str, dict]], bool], timeout_s: float = DEADLINE_S,
+            **selectors) -> dict[str, dict]:
+    """List then watch (``History``) until ``until({name: object})`` holds; return those objects."""
+    with History(list_fn, *args, **selectors) as history:
+        return history.wait(lambda h: until(h.objects()), timeout_s=timeout_s).objects()
+
+
+def eventually(probe: Callable[[], object], *, timeout_s: float = DEADLINE_S, what: str = "condition"):
+    """Retry ``probe`` with backoff until it returns something truthy, and return that; for what
+    has no watch (HTTP endpoints, files, request counters). Fails at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.02
+    while not (value := probe()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} not reached within {timeout_s:.0f}s (last: {value!r})")
+        time.sleep(pause)  # the poll interval, bounded by the deadline above
+        pause = min(pause * 2, 0.5)
+    return value
+
+
+class Gate:
+    """A signal file the test creates to let a waiting Ray job driver finish.
+
+    The sandbox runs job drivers as shell processes on its local Ray head, so a file under the
+    test's tmp dir is visible to them. ``entrypoint(then)`` waits until the file exists, then
+    runs ``then``: the job cannot end before the test has looked at it. A driver never released
+    gives up after ``GATE_LIMIT_S`` with exit code 3 (never a success).
+    """
+
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / unique("gate")
+
+    def entrypoint(self, then: str = "true") -> str:
+        path = shlex.quote(str(self.path))
+        wait = (f"i=0; while [ ! -e {path} ]; do i=$((i+1)); "
+                f"if [ $i -gt {GATE_LIMIT_S * 10} ]; then exit 3; fi; sleep 0.1; done")
+        return f"{wait}; {then}"
+
+    def override(self, then: str = "true") -> str:
+        """``infra.launch.entrypoint=...`` for ``nrl-k8s run`` (JSON is a quoted YAML string)."""
+        return "infra.launch.entrypoint=" + json.dumps(self.entrypoint(then))
+
+    def open(self) -> None:
+        self.path.touch()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from sandbox_harness import DEADLINE_S, Gate
 
 from nrl_k8s.dashboard import Dashboard, JobInfo
 from nrl_k8s.errors import DashboardError, SubmissionExists
 
-FOLLOW_DEADLINE_S = 180
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def run_id():
 
 def wait_terminal(dash: Dashboard, submission_id: str) -> tuple[str, JobInfo]:
     """Follow the job's logs to its end; return the whole log and the final job."""
-    text = "".join(dash.follow_logs(submission_id, poll_s=0.2, deadline_s=FOLLOW_DEADLINE_S))
+    text = "".join(dash.follow_logs(submission_id, poll_s=0.2, deadline_s=DEADLINE_S))
     return text, dash.get_job(submission_id)
 
 
@@ -73,10 +73,10 @@ def test_generated_submission_id(dash):
     assert wait_terminal(dash, submission_id)[1].status == "SUCCEEDED"
 
 
-def test_stop_a_running_job(dash, run_id):
+def test_stop_a_running_job(dash, run_id, tmp_path):
     submission_id = f"sleep-{run_id}"
-    dash.submit("echo started; sleep 60", submission_id=submission_id)
-    for chunk in dash.follow_logs(submission_id, poll_s=0.2, deadline_s=FOLLOW_DEADLINE_S):
+    dash.submit(f"echo started; {Gate(tmp_path).entrypoint()}", submission_id=submission_id)  # never released
+    for chunk in dash.follow_logs(submission_id, poll_s=0.2, deadline_s=DEADLINE_S):
         if "started" in chunk:
             break
     assert dash.stop(submission_id) is True

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from kubernetes import client
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, observe
 
 ROOT = Path(__file__).resolve().parents[2]
-EXE = str(Path(sys.executable).with_name("nrl-k8s"))
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
 
 
@@ -25,8 +24,8 @@ def cli(sandbox, sandbox_namespace):
 
     def invoke(*args: str, extra: tuple[str, ...] = (), config: bool = True) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
-        argv = [EXE, "-n", sandbox_namespace, *args] + ([*PAIR, *names, *extra] if config else [])
-        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
+        argv = [NRL_K8S, "-n", sandbox_namespace, *args] + ([*PAIR, *names, *extra] if config else [])
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=DEADLINE_S)
 
     invoke.job, invoke.ns = job, sandbox_namespace
     invoke.custom = client.CustomObjectsApi(sandbox.api_client())
@@ -87,17 +86,12 @@ def test_job_list_and_logs(cli):
         assert f"dgd_name: {cli.job}-dgd" in logs.stdout and "step 3/3" in logs.stdout
 
 
-def test_job_stop(cli):
-    run = cli("run", "--no-wait", extra=("infra.launch.entrypoint=sleep 120",))
+def test_job_stop(cli, tmp_path):
+    run = cli("run", "--no-wait", extra=(Gate(tmp_path).override(),))  # never released: only a stop ends it
     assert run.returncode == 0, run.stderr
     stop = cli("job", "stop")
     assert stop.returncode == 0 and "stop requested" in stop.stderr
-    job = cli.custom.get_namespaced_custom_object("ray.io", "v1", cli.ns, "rayjobs", cli.job)
-    from kubernetes import watch
-
-    for event in watch.Watch().stream(cli.custom.list_namespaced_custom_object, "ray.io", "v1", cli.ns, "rayjobs",
-                                      field_selector=f"metadata.name={cli.job}", timeout_seconds=60):
-        job = event["object"]
-        if job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed"):
-            break
-    assert job["status"]["jobStatus"] == "STOPPED"
+    ended = observe(cli.custom.list_namespaced_custom_object, "ray.io", "v1", cli.ns, "rayjobs",
+                    field_selector=f"metadata.name={cli.job}",
+                    until=lambda o: (o[cli.job].get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed"))
+    assert ended[cli.job]["status"]["jobStatus"] == "STOPPED"

@@ -1,7 +1,9 @@
 """`nrl-k8s run --rayjob`, `status`, `check` and `cluster` as a user runs them, against the sandbox.
 
 Every test runs the installed `nrl-k8s` as a subprocess with the sandbox's kubeconfig, in a
-namespace of its own, with unique object names.
+namespace of its own, with unique object names. Nothing here depends on the machine's speed:
+drivers that must still run when the test looks wait for its signal (``Gate``), and what may
+come and go (GC) is asserted on watch histories recorded from before the run (``History``).
 """
 
 from __future__ import annotations
@@ -10,18 +12,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-from kubernetes import client, watch
+import yaml
+from kubernetes import client
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, observe
 
 ROOT = Path(__file__).resolve().parents[2]
-EXE = str(Path(sys.executable).with_name("nrl-k8s"))
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
+#: The example's driver command (it checks the recipe nrl-k8s wrote, prints three steps).
+EXAMPLE_ENTRYPOINT = yaml.safe_load((ROOT / "examples/sandbox.infra.yaml").read_text())["launch"]["entrypoint"]
 RAY, NVIDIA = ("ray.io", "v1"), ("nvidia.com", "v1alpha1")
 
 
@@ -39,11 +42,11 @@ class Run:
         return [f"infra.namespace={self.ns}", f"infra.kuberay.training.name={self.job}",
                 f"infra.dynamo.serving.name={self.dgd}", *extra]
 
-    def cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": str(self.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
-        return subprocess.run([EXE, *args], capture_output=True, text=True, env=env, timeout=timeout)
+        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
-    def run(self, *flags: str, extra: tuple[str, ...] = (), timeout: float = 180) -> subprocess.CompletedProcess:
+    def run(self, *flags: str, extra: tuple[str, ...] = (), timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
         return self.cli("run", "--rayjob", *flags, *PAIR, *self.overrides(*extra), timeout=timeout)
 
     def get(self, group_version, plural: str, name: str) -> dict | None:
@@ -54,25 +57,18 @@ class Run:
                 return None
             raise
 
-    def wait_for(self, group_version, plural: str, name: str, predicate, timeout: float = 60) -> dict | None:
-        """Watch one object until predicate(obj or None) holds; fail at the deadline."""
-        deadline = time.monotonic() + timeout
-        obj = self.get(group_version, plural, name)
-        while not predicate(obj):
-            left = deadline - time.monotonic()
-            assert left > 0, f"{plural}/{name} never satisfied the condition; last: {obj}"
-            stream = watch.Watch().stream(self.custom.list_namespaced_custom_object, *group_version, self.ns, plural,
-                                          field_selector=f"metadata.name={name}", timeout_seconds=max(int(left), 1))
-            for event in stream:
-                obj = None if event["type"] == "DELETED" else event["object"]
-                if predicate(obj):
-                    break
-            else:
-                obj = self.get(group_version, plural, name)
-        return obj
+    def wait_for(self, group_version, plural: str, name: str, predicate) -> dict | None:
+        """List then watch one object until ``predicate(object or None)`` holds; return it."""
+        found = observe(self.custom.list_namespaced_custom_object, *group_version, self.ns, plural,
+                        field_selector=f"metadata.name={name}", until=lambda objects: predicate(objects.get(name)))
+        return found.get(name)
+
+    def history(self, group_version, plural: str) -> History:
+        """Every event of this namespace's ``plural`` from now on."""
+        return History(self.custom.list_namespaced_custom_object, *group_version, self.ns, plural)
 
     def driver_logs(self, job_id: str) -> str:
-        return httpx.get(f"{self.sandbox.dashboard_url}/api/jobs/{job_id}/logs", timeout=10).json()["logs"]
+        return httpx.get(f"{self.sandbox.dashboard_url}/api/jobs/{job_id}/logs", timeout=60).json()["logs"]
 
 
 @pytest.fixture
@@ -86,23 +82,38 @@ def _gone(obj) -> bool:
     return obj is None
 
 
-def test_happy_path_links_dgd_to_cluster_and_gc_cleans_up(run):
-    result = run.run("--no-wait", "--driver-grace", "30")
-    assert result.returncode == 0, result.stderr
-    job = run.get(RAY, "rayjobs", run.job)
-    cluster = job["status"]["rayClusterName"]
-    dgd = run.get(NVIDIA, "dynamographdeployments", run.dgd)
-    (owner,) = dgd["metadata"]["ownerReferences"]
-    assert (owner["kind"], owner["name"], owner["controller"], owner["blockOwnerDeletion"]) == (
-        "RayCluster", cluster, False, False)
-    assert owner["uid"] == run.get(RAY, "rayclusters", cluster)["metadata"]["uid"]
+def _deleted(history: History, name: str) -> dict | None:
+    return next((obj for kind, obj in history.events(name) if kind == "DELETED"), None)
 
-    done = run.wait_for(RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete")
-    assert done["status"]["jobStatus"] == "SUCCEEDED"
-    logs = run.driver_logs(done["status"]["jobId"])
-    assert f"dgd_name: {run.dgd}" in logs and "backend: dynamo" in logs
-    run.wait_for(RAY, "rayclusters", cluster, _gone)
-    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, _gone)
+
+def test_happy_path_links_dgd_to_cluster_and_gc_cleans_up(run, tmp_path):
+    gate = Gate(tmp_path)
+    with run.history(RAY, "rayclusters") as clusters, run.history(NVIDIA, "dynamographdeployments") as dgds:
+        result = run.run("--no-wait", "--driver-grace", "30", extra=(gate.override(EXAMPLE_ENTRYPOINT),))
+        assert result.returncode == 0, result.stderr
+        # The driver waits for the gate: the job, its RayCluster and the linked DGD are all live.
+        cluster = run.get(RAY, "rayjobs", run.job)["status"]["rayClusterName"]
+        cluster_uid = run.get(RAY, "rayclusters", cluster)["metadata"]["uid"]
+        (owner,) = run.get(NVIDIA, "dynamographdeployments", run.dgd)["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == (
+            "RayCluster", cluster, cluster_uid, False, False)
+
+        gate.open()
+        done = run.wait_for(RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete")
+        assert done["status"]["jobStatus"] == "SUCCEEDED"
+        logs = run.driver_logs(done["status"]["jobId"])
+        assert f"dgd_name: {run.dgd}" in logs and "backend: dynamo" in logs
+        clusters.wait(lambda h: _deleted(h, cluster), what=f"RayCluster {cluster} deleted")
+        dgds.wait(lambda h: _deleted(h, run.dgd), what=f"DGD {run.dgd} deleted")
+
+    # From its first event: created without an owner, linked to the cluster, then deleted by
+    # GC once the cluster was gone (the sandbox's resourceVersions are one global counter).
+    events = dgds.events(run.dgd)
+    assert events[0][0] == "ADDED" and not events[0][1]["metadata"].get("ownerReferences")
+    assert any(kind == "MODIFIED" and [o["uid"] for o in obj["metadata"].get("ownerReferences") or []] == [cluster_uid]
+               for kind, obj in events)
+    cluster_gone, dgd_gone = _deleted(clusters, cluster), _deleted(dgds, run.dgd)
+    assert int(cluster_gone["metadata"]["resourceVersion"]) < int(dgd_gone["metadata"]["resourceVersion"])
 
 
 def test_wait_exits_zero_on_success_with_summary(run):
@@ -127,7 +138,9 @@ def test_stalled_driver_is_resubmitted(run):
     "fault,extra,mention",
     [
         ("dgd-failed", (), "state=failed"),
-        ("dgd-stuck-pending", ("infra.dynamo.serving.readyTimeoutS=4",), "Unschedulable"),
+        # The run's own deadline, reached on purpose; long enough for the operator to have
+        # marked the pods Unschedulable first (it takes well under a second here).
+        ("dgd-stuck-pending", ("infra.dynamo.serving.readyTimeoutS=15",), "Unschedulable"),
     ],
     ids=["dgd-failed", "dgd-stuck-pending"],
 )
@@ -137,7 +150,7 @@ def test_dgd_failure_exits_1_and_rolls_back(run, fault, extra, mention):
     assert result.returncode == 1, result.stderr
     assert mention in result.stderr and "Traceback" not in result.stderr
     assert "rolled back: deleted DynamoGraphDeployment" in result.stderr
-    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, _gone, timeout=10)
+    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, _gone)
     assert run.get(RAY, "rayjobs", run.job) is None
 
 
@@ -176,18 +189,19 @@ def test_proxy_forbidden_falls_back_with_a_hint(run):
 def test_ctrl_c_during_dgd_wait_rolls_back(run):
     env = {**os.environ, "KUBECONFIG": str(run.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
     with run.sandbox.fault("dgd-stuck-pending"):
-        proc = subprocess.Popen([EXE, "run", "--rayjob", *PAIR, *run.overrides()], env=env, text=True,
+        proc = subprocess.Popen([NRL_K8S, "run", "--rayjob", *PAIR, *run.overrides()], env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, lambda o: o is not None)
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
+        _, stderr = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode != 0
     assert "rolled back: deleted DynamoGraphDeployment" in stderr and "Traceback" not in stderr
-    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, _gone, timeout=10)
+    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, _gone)
 
 
-def test_status_shows_dynamo_section(run):
-    extra = ("infra.launch.entrypoint=sleep 60",)
+def test_status_shows_dynamo_section(run, tmp_path):
+    gate = Gate(tmp_path)  # the job runs until the test has looked at it
+    extra = (gate.override(),)
     result = run.run("--no-wait", extra=extra)
     assert result.returncode == 0, result.stderr
     status = run.cli("status", *PAIR, *run.overrides(*extra), "-o", "json")
@@ -202,13 +216,13 @@ def test_status_shows_dynamo_section(run):
     assert role["cluster"] == data["rayjob"]["raycluster"] and role["name"] == run.job
     table = run.cli("status", *PAIR, *run.overrides(*extra))
     assert "DYNAMO" in table.stdout and "owner     RayCluster" in table.stdout
-    run.cli("job", "stop", *PAIR[:1], data["rayjob"]["job_id"], *PAIR[1:], *run.overrides(*extra))
+    gate.open()
 
 
 def test_check_reports_missing_dgd_crd(separate_sandbox):
     with separate_sandbox("no-dgd-crd") as box:
         env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-        result = subprocess.run([EXE, "check", *PAIR], capture_output=True, text=True, env=env, timeout=120)
+        result = subprocess.run([NRL_K8S, "check", *PAIR], capture_output=True, text=True, env=env, timeout=DEADLINE_S)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL CRD dynamographdeployments.nvidia.com" in result.stdout
     assert "helmfile -f helm/helmfile.yaml apply" in result.stdout

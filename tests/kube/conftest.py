@@ -7,7 +7,6 @@ client underneath). Faults and request counts are reset around each test.
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -62,15 +61,6 @@ def write_kubeconfig(
     }
     path.write_text(yaml.safe_dump(doc))
     return path
-
-
-def until(condition, *, timeout_s: float = 10.0) -> None:
-    """Block until ``condition()`` is true, failing the test at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not reached before the deadline")
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

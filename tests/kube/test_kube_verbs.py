@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from sandbox_harness import DEADLINE_S
 
 from nrl_k8s import kube as kube_module
 from nrl_k8s.errors import ConflictError, NotFoundError
@@ -148,7 +149,7 @@ def test_delete_cascades_to_dependents(kube):
     dependent["metadata"]["ownerReferences"] = [reference]
     kube.create(CONFIGMAP, dependent)
     assert kube.delete(CONFIGMAP, "owner") is True
-    kube.wait_gone(CONFIGMAP, "dependent", timeout_s=10)
+    kube.wait_gone(CONFIGMAP, "dependent", timeout_s=DEADLINE_S)
     assert kube.find(CONFIGMAP, "owner") is None
     assert kube.delete(CONFIGMAP, "owner") is False
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import HISTORY_SIZE, until
+from conftest import HISTORY_SIZE
+from sandbox_harness import DEADLINE_S, eventually
 
 from nrl_k8s.errors import ResourceFailed, WaitTimeout
 from nrl_k8s.kinds.base import Failed, Pending, Ready
@@ -46,7 +47,7 @@ def test_watch_yields_events_in_order(kube):
     set_phase(kube, "watched", "ready")
     kube.delete(CONFIGMAP, "watched")
     events = []
-    for event, obj in kube.watch(CONFIGMAP, name="watched", resource_version=start, timeout_s=10):
+    for event, obj in kube.watch(CONFIGMAP, name="watched", resource_version=start, timeout_s=DEADLINE_S):
         events.append((event, obj["metadata"]["name"], obj["data"]["phase"], obj["kind"]))
         if event == "DELETED":
             break
@@ -70,10 +71,10 @@ def test_watch_ends_when_the_server_closes_it(kube):
 def test_wait_judges_the_initial_state(kube, phase, outcome):
     kube.create(CONFIGMAP, configmap("subject", phase, reason="image pull failed"))
     if outcome == "ready":
-        assert kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=5)["data"]["phase"] == "ready"
+        assert kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S)["data"]["phase"] == "ready"
         return
     with pytest.raises(ResourceFailed) as caught:
-        kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=5, what="configmap subject")
+        kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S, what="configmap subject")
     assert caught.value.message == "configmap subject: image pull failed"
 
 
@@ -86,9 +87,9 @@ def test_wait_ready_via_watch_after_background_update(kube, sandbox):
         progress.append(reason)
         seen.set()
 
-    thread = in_background(lambda: seen.wait(10) and set_phase(kube, "subject", "ready"))
-    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=10, on_progress=report)
-    thread.join(5)
+    thread = in_background(lambda: seen.wait(DEADLINE_S) and set_phase(kube, "subject", "ready"))
+    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S, on_progress=report)
+    thread.join(DEADLINE_S)
     assert obj["data"]["phase"] == "ready"
     assert progress == ["phase starting"]
     stats = sandbox.stats()
@@ -100,12 +101,12 @@ def test_wait_failed_via_watch(kube):
     seen = threading.Event()
 
     def fail() -> None:
-        seen.wait(10)
+        seen.wait(DEADLINE_S)
         kube.patch(CONFIGMAP, "subject", {"data": {"phase": "failed", "reason": "CrashLoopBackOff"}})
 
     in_background(fail)
     with pytest.raises(ResourceFailed, match='ConfigMap "subject": CrashLoopBackOff'):
-        kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=10, on_progress=lambda _: seen.set())
+        kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S, on_progress=lambda _: seen.set())
 
 
 @pytest.mark.parametrize(
@@ -132,14 +133,14 @@ def test_wait_over_a_label_selector(kube):
         return Ready() if ready == 3 else Pending(f"{ready}/3 ready")
 
     def create_workers() -> None:
-        seen.wait(10)
+        seen.wait(DEADLINE_S)
         for index in range(3):
             kube.create(CONFIGMAP, configmap(f"worker-{index}", "ready", labels))
 
     kube.create(CONFIGMAP, configmap("outsider", "ready"))
     in_background(create_workers)
     objs = kube.wait(
-        CONFIGMAP, all_ready, label_selector="group=workers", timeout_s=10, on_progress=lambda r: (progress.append(r), seen.set())
+        CONFIGMAP, all_ready, label_selector="group=workers", timeout_s=DEADLINE_S, on_progress=lambda r: (progress.append(r), seen.set())
     )
     assert [obj["metadata"]["name"] for obj in objs] == ["worker-0", "worker-1", "worker-2"]
     assert progress[0] == "0/3 ready" and progress[-1] == "2/3 ready"
@@ -150,12 +151,12 @@ def test_wait_reestablishes_an_expired_watch(kubeconfig, kube, sandbox):
     short = Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=Tuning(watch_window_s=1))
 
     def after_second_watch() -> None:
-        until(lambda: sandbox.stats().get("watch configmaps", 0) >= 2)
+        eventually(lambda: sandbox.stats().get("watch configmaps", 0) >= 2, what="a second watch")
         set_phase(kube, "subject", "ready")
 
     in_background(after_second_watch)
     with short:
-        assert short.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=20)["data"]["phase"] == "ready"
+        assert short.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S)["data"]["phase"] == "ready"
     stats = sandbox.stats()
     assert stats["watch configmaps"] >= 2 and stats["list configmaps"] == 1
 
@@ -172,7 +173,7 @@ def test_wait_relists_when_the_watch_is_gone(kube, sandbox):
         for index in range(HISTORY_SIZE + 5):
             set_phase(kube, "churn", str(index))
 
-    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=20, on_progress=churn_then_ready)
+    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S, on_progress=churn_then_ready)
     assert obj["data"]["phase"] == "ready"
     assert sandbox.stats()["list configmaps"] == 2
 
@@ -181,15 +182,15 @@ def test_wait_polls_when_watch_is_forbidden(kube, sandbox):
     sandbox.server.faults.set("rbac-deny", "watch:configmaps")
     kube.create(CONFIGMAP, configmap("subject", "starting"))
     seen = threading.Event()
-    in_background(lambda: seen.wait(10) and set_phase(kube, "subject", "ready"))
-    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=10, on_progress=lambda _: seen.set())
+    in_background(lambda: seen.wait(DEADLINE_S) and set_phase(kube, "subject", "ready"))
+    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S, on_progress=lambda _: seen.set())
     assert obj["data"]["phase"] == "ready"
     stats = sandbox.stats()
     assert stats["watch configmaps"] == 1 and stats["list configmaps"] >= 2
 
 
 def test_wait_gone(kube):
-    kube.wait_gone(CONFIGMAP, "never-existed", timeout_s=5)
+    kube.wait_gone(CONFIGMAP, "never-existed", timeout_s=DEADLINE_S)
     held = configmap("held", "x")
     held["metadata"]["finalizers"] = ["example.com/hold"]
     kube.create(CONFIGMAP, held)
@@ -197,7 +198,7 @@ def test_wait_gone(kube):
     with pytest.raises(WaitTimeout, match='deletion of ConfigMap "held".*being deleted'):
         kube.wait_gone(CONFIGMAP, "held", timeout_s=1)
     in_background(lambda: kube.patch(CONFIGMAP, "held", {"metadata": {"finalizers": None}}))
-    kube.wait_gone(CONFIGMAP, "held", timeout_s=10)
+    kube.wait_gone(CONFIGMAP, "held", timeout_s=DEADLINE_S)
     assert kube.find(CONFIGMAP, "held") is None
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from typing import Callable
-
 import httpx
 import pytest
 from kubernetes import client
@@ -84,19 +81,3 @@ def custom(api) -> client.CustomObjectsApi:
 def crds(server: ApiServer) -> None:
     for crd in ALL_CRDS:
         server.install_crd(crd)
-
-
-def _eventually(check: Callable[[], object], timeout: float = 5.0) -> object:
-    """Poll ``check`` until it returns something truthy; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result or time.monotonic() > deadline:
-            assert result, "condition not reached before the deadline"
-            return result
-        time.sleep(0.02)
-
-
-@pytest.fixture
-def eventually():
-    return _eventually

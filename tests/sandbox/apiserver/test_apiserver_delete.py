@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from sandbox_harness import observe
 
 
 def _owner(obj) -> dict:
@@ -36,16 +39,20 @@ def test_delete_missing_is_404(core):
     assert err.value.status == 404
 
 
-def test_background_delete_cascades_through_owner_chain(core, eventually):
+def _refs(obj: dict | None) -> list[str]:
+    return [ref["uid"] for ref in (obj or {}).get("metadata", {}).get("ownerReferences") or []]
+
+
+def test_background_delete_cascades_through_owner_chain(core):
     root = _cm(core, "root")
     child = _cm(core, "child", root)
     _cm(core, "grandchild", child)
     _cm(core, "bystander")
     core.delete_namespaced_config_map("root", "default")
-    eventually(lambda: _names(core) == {"bystander"})
+    observe(core.list_namespaced_config_map, "default", until=lambda o: set(o) == {"bystander"})
 
 
-def test_cascade_across_kinds_to_custom_objects(core, crds, custom, eventually):
+def test_cascade_across_kinds_to_custom_objects(core, crds, custom):
     cluster = custom.create_namespaced_custom_object(
         "ray.io", "v1", "default", "rayclusters", {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc"}, "spec": {}}
     )
@@ -54,8 +61,9 @@ def test_cascade_across_kinds_to_custom_objects(core, crds, custom, eventually):
     custom.create_namespaced_custom_object("nvidia.com", "v1alpha1", "default", "dynamographdeployments", dgd)
     core.create_namespaced_pod("default", {"metadata": {"name": "head", "ownerReferences": [ref]}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
     custom.delete_namespaced_custom_object("ray.io", "v1", "default", "rayclusters", "rc")
-    eventually(lambda: not custom.list_namespaced_custom_object("nvidia.com", "v1alpha1", "default", "dynamographdeployments")["items"])
-    eventually(lambda: not core.list_namespaced_pod("default").items)
+    dgds = partial(custom.list_namespaced_custom_object, "nvidia.com", "v1alpha1", "default", "dynamographdeployments")
+    observe(dgds, until=lambda o: not o)
+    observe(core.list_namespaced_pod, "default", until=lambda o: not o)
 
 
 def test_orphan_strips_owner_reference_and_keeps_dependent(core):
@@ -66,25 +74,24 @@ def test_orphan_strips_owner_reference_and_keeps_dependent(core):
     assert child.metadata.owner_references is None
 
 
-def test_dependent_with_several_owners_survives_until_the_last_one_goes(core, eventually):
+def test_dependent_with_several_owners_survives_until_the_last_one_goes(core):
     first, second = _cm(core, "first"), _cm(core, "second")
     _cm(core, "shared", first, second)
     core.delete_namespaced_config_map("first", "default")
-    remaining = eventually(lambda: [r.uid for r in core.read_namespaced_config_map("shared", "default").metadata.owner_references or []] == [second.metadata.uid])
-    assert remaining
+    observe(core.list_namespaced_config_map, "default", until=lambda o: _refs(o.get("shared")) == [second.metadata.uid])
     core.delete_namespaced_config_map("second", "default")
-    eventually(lambda: _names(core) == set())
+    observe(core.list_namespaced_config_map, "default", until=lambda o: not o)
 
 
-def test_foreground_keeps_owner_until_dependents_are_gone(core, http, eventually):
+def test_foreground_keeps_owner_until_dependents_are_gone(core, http):
     root = _cm(core, "root")
     _cm(core, "child", root, finalizers=["example.com/hold"])
     reply = http.request("DELETE", "/api/v1/namespaces/default/configmaps/root", json={"propagationPolicy": "Foreground"})
     assert reply.json()["metadata"]["finalizers"] == ["foregroundDeletion"]
-    eventually(lambda: core.read_namespaced_config_map("child", "default").metadata.deletion_timestamp)
+    observe(core.list_namespaced_config_map, "default", until=lambda o: "deletionTimestamp" in o["child"]["metadata"])
     assert core.read_namespaced_config_map("root", "default").metadata.deletion_timestamp  # held by its dependent
     core.patch_namespaced_config_map("child", "default", [{"op": "remove", "path": "/metadata/finalizers"}])
-    eventually(lambda: _names(core) == set())
+    observe(core.list_namespaced_config_map, "default", until=lambda o: not o)
 
 
 def test_finalizer_blocks_deletion_until_removed(core):
@@ -118,14 +125,14 @@ def test_delete_collection_with_label_selector(core):
     assert _names(core) == {"c"}
 
 
-def test_namespace_deletion_empties_it(core, http, eventually):
+def test_namespace_deletion_empties_it(core, http):
     core.create_namespace({"metadata": {"name": "team"}})
     core.create_namespaced_config_map("team", {"metadata": {"name": "a"}})
     assert http.delete("/api/v1/namespaces/team").json()["status"]["phase"] == "Terminating"
     with pytest.raises(ApiException) as err:
         core.create_namespaced_config_map("team", {"metadata": {"name": "b"}})
     assert err.value.status in (403, 404)  # 403 while terminating, 404 once gone
-    eventually(lambda: "team" not in {ns.metadata.name for ns in core.list_namespace().items})
+    observe(core.list_namespace, until=lambda o: "team" not in o)
     assert core.list_config_map_for_all_namespaces().items == []
 
 

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 import yaml
+from sandbox_harness import DEADLINE_S
 
 from nrl_k8s.sandbox.crds import DGD_CRD
 
@@ -40,7 +41,7 @@ def kubectl(server, tmp_path):
     base = [KUBECTL, "--kubeconfig", str(path), "--cache-dir", str(tmp_path / "cache")]
 
     def run(*args: str, stdin: str | None = None) -> str:
-        done = subprocess.run(base + list(args), input=stdin, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(base + list(args), input=stdin, capture_output=True, text=True, timeout=DEADLINE_S)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -105,7 +106,7 @@ def test_delete_by_name(kubectl, core):
 
 def test_get_watch_streams_new_objects(kubectl, core):
     proc = subprocess.Popen(kubectl.base + ["get", "configmaps", "--watch", "-o", "name"], stdout=subprocess.PIPE, text=True)
-    killer = threading.Timer(20, proc.kill)
+    killer = threading.Timer(DEADLINE_S, proc.kill)
     killer.start()
     try:
         core.create_namespaced_config_map("default", {"metadata": {"name": "first"}})

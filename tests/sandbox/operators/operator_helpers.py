@@ -1,79 +1,14 @@
-"""Helpers for the operator tests: a watch-based ``observe``, field access, manifests, a held job."""
+"""Helpers for the operator tests: the service proxy, field access, manifests, a held job (waiting: ``sandbox_harness``)."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
-import time
 from pathlib import Path
-from typing import Callable
 
-import pytest
-from kubernetes import client, watch
-from sandbox_harness import unique
-
-
-def observe(list_fn: Callable, *args, until: Callable[[dict[str, dict]], bool], timeout_s: float = 60.0, **selectors) -> dict[str, dict]:
-    """List, then watch from the list's resourceVersion, keeping ``{name: object}`` current,
-    until ``until(objects)`` holds; fail at the deadline showing what was last seen."""
-    listing = json.loads(list_fn(*args, _preload_content=False, **selectors).data)
-    objects = {item["metadata"]["name"]: item for item in listing["items"]}
-    version = listing["metadata"]["resourceVersion"]
-    deadline = time.monotonic() + timeout_s
-    while not until(objects):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            pytest.fail(f"condition not reached within {timeout_s:.0f}s; last seen:\n{json.dumps(objects, indent=1)[:4000]}")
-        stream = watch.Watch().stream(
-            list_fn, *args, resource_version=version, timeout_seconds=max(1, int(left)), deserialize=False, **selectors
-        )
-        for event in stream:
-            version = _apply(objects, event)
-            if until(objects):
-                break
-    return objects
-
-
-def _apply(objects: dict[str, dict], event: dict) -> str:
-    """Fold one watch event into ``objects`` (by name); return its resourceVersion."""
-    obj = event["object"]
-    if event["type"] == "DELETED":
-        objects.pop(obj["metadata"]["name"], None)
-    else:
-        objects[obj["metadata"]["name"]] = obj
-    return obj["metadata"]["resourceVersion"]
-
-
-def holds(list_fn: Callable, *args, invariant: Callable[[dict[str, dict]], bool], seconds: float, **selectors) -> None:
-    """Watch for ``seconds`` and fail as soon as ``invariant(objects)`` is false (for "X stays Y")."""
-    listing = json.loads(list_fn(*args, _preload_content=False, **selectors).data)
-    objects = {item["metadata"]["name"]: item for item in listing["items"]}
-    version = listing["metadata"]["resourceVersion"]
-    end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0:
-        assert invariant(objects), json.dumps(objects, indent=1)[:4000]
-        stream = watch.Watch().stream(
-            list_fn, *args, resource_version=version, timeout_seconds=max(1, math.ceil(left)), deserialize=False, **selectors
-        )
-        for event in stream:
-            version = _apply(objects, event)
-            assert invariant(objects), json.dumps(objects, indent=1)[:4000]
-    assert invariant(objects), json.dumps(objects, indent=1)[:4000]
-
-
-def eventually(probe: Callable[[], object], *, timeout_s: float = 30.0, what: str = "condition"):
-    """Retry ``probe`` (with backoff) until it returns something truthy; for HTTP endpoints,
-    which have no watch. Fails at the deadline with the last value."""
-    deadline = time.monotonic() + timeout_s
-    pause = 0.05
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} not reached within {timeout_s:.0f}s (last: {value!r})")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.5)
-    return value
+from kubernetes import client
+from sandbox_harness import eventually, observe, unique
 
 
 def proxy(api: client.ApiClient, method: str, namespace: str, target: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
@@ -196,7 +131,7 @@ class HeldJob:
         entrypoint = shlex.join(["python", str(script), str(pids_file), str(self._fifo)])
         with box.api_client() as api:
             client.CustomObjectsApi(api).create_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", rayjob(self.name, entrypoint))
-        found = eventually(lambda: pids_file.exists() and pids_file.read_text(), timeout_s=180, what="the held job's driver, task and actor")
+        found = eventually(lambda: pids_file.exists() and pids_file.read_text(), what="the held job's driver, task and actor")
         self.pids: dict[str, int] = json.loads(found)
         self._box = box
 
@@ -212,6 +147,6 @@ class HeldJob:
         """Wait (watch) for the job to end; return its final ``jobStatus``."""
         with self._box.api_client() as api:
             done = observe(client.CustomObjectsApi(api).list_namespaced_custom_object, "ray.io", "v1", "default", "rayjobs",
-                           field_selector=f"metadata.name={self.name}", timeout_s=180,
+                           field_selector=f"metadata.name={self.name}",
                            until=lambda o: field(o.get(self.name), "status", "jobStatus") in ("SUCCEEDED", "FAILED", "STOPPED"))  # fmt: skip
         return done[self.name]["status"]["jobStatus"]

@@ -8,8 +8,8 @@ from functools import partial
 import httpx
 import pytest
 from kubernetes.client.exceptions import ApiException
-from operator_helpers import condition, dgd, eventually, field, holds, observe, proxy
-from sandbox_harness import unique
+from operator_helpers import condition, dgd, field, proxy
+from sandbox_harness import History, eventually, observe, unique
 
 NS = "default"
 GROUP, VERSION, PLURAL = "nvidia.com", "v1alpha1", "dynamographdeployments"
@@ -134,24 +134,27 @@ def test_fault_dgd_stuck_pending_leaves_pods_unschedulable_with_an_event(sandbox
     custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
 
 
-def test_fault_frontend_unavailable_answers_503_then_200(sandbox, api, custom, dgds):
+def test_fault_frontend_unavailable_answers_503_then_200(sandbox, api, core, custom, dgds):
     name = unique("warmup")
-    with sandbox.fault("frontend-unavailable", "3"):
+    with sandbox.fault("frontend-unavailable", "10"):
         custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, dgd(name))
-        observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))
-    first = proxy(api, "GET", NS, f"{name}-frontend:8000", "v1/models")[0]
-    assert first == 503
+        observe(core.list_namespaced_service, NS, field_selector=f"metadata.name={name}-frontend", until=bool)
+    # The stub answers 503 for 10 s after it starts, and its Service is created right after it:
+    # this first request lands within that window on any machine (it takes milliseconds here).
+    code, body = proxy(api, "GET", NS, f"{name}-frontend:8000", "v1/models")
+    assert (code, json.loads(body)["error"]["message"]) == (503, "frontend is starting (sandbox fault frontend-unavailable)")
     eventually(lambda: proxy(api, "GET", NS, f"{name}-frontend:8000", "v1/models")[0] == 200, what="frontend 200")
+    observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))
     custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
 
 
 def test_fault_slow_holds_pods_back(sandbox, core, custom, dgds):
     name = unique("slow")
-    with sandbox.fault("slow", "1000"):
+    with sandbox.fault("slow", "1000"), History(dgds, field_selector=f"metadata.name={name}") as history:
         custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, dgd(name))
-        observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "pending"))
+        history.wait(lambda h: state_is(name, "pending")(h.objects()), what="state pending")
         observe(core.list_namespaced_pod, NS, label_selector=f"{LABEL}={name}", until=lambda o: len(o) == 2)
-        holds(dgds, field_selector=f"metadata.name={name}", seconds=3, invariant=state_is(name, "pending"))
+        history.holds(state_is(name, "pending"), seconds=3)
     assert all(p["status"]["phase"] == "Pending" for p in pods_of(core, name))
     custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
 

@@ -21,7 +21,7 @@ def test_kubectl_apply_of_an_example_dgd_reaches_successful(sandbox, sandbox_nam
     applied = sandbox.kubectl("apply", *ns, "-f", str(EXAMPLE_DGD))
     assert f"dynamographdeployment.nvidia.com/{name} created" in applied.stdout
 
-    sandbox.kubectl("wait", *ns, "--for=jsonpath={.status.state}=successful", f"dgd/{name}", "--timeout=60s")
+    sandbox.kubectl("wait", *ns, "--for=jsonpath={.status.state}=successful", f"dgd/{name}", "--timeout=240s")
     pods = sandbox.kubectl("get", *ns, "pods", "-l", f"nvidia.com/dynamo-graph-deployment-name={name}", "-o", "name")
     assert len(pods.stdout.split()) == 2
     assert sandbox.kubectl("get", *ns, "service", f"{name}-frontend", "-o", "jsonpath={.spec.ports[0].port}").stdout == "8000"
@@ -36,9 +36,9 @@ def test_kubectl_applied_rayjob_runs_on_the_real_ray_head_and_its_cluster_is_del
     ns = ["-n", sandbox_namespace]
 
     sandbox.kubectl("apply", *ns, "-f", str(manifest))
-    sandbox.kubectl("wait", *ns, "--for=jsonpath={.status.jobDeploymentStatus}=Complete", f"rayjob/{name}", "--timeout=90s")
+    sandbox.kubectl("wait", *ns, "--for=jsonpath={.status.jobDeploymentStatus}=Complete", f"rayjob/{name}", "--timeout=240s")
     cluster = sandbox.kubectl("get", *ns, "rayjob", name, "-o", "jsonpath={.status.rayClusterName}").stdout
     assert cluster.startswith(f"{name}-")
-    sandbox.kubectl("wait", *ns, "--for=delete", f"raycluster/{cluster}", "--timeout=60s")
+    sandbox.kubectl("wait", *ns, "--for=delete", f"raycluster/{cluster}", "--timeout=240s")
     assert proof.read_text() == "applied-with-kubectl\n"
     assert sandbox.kubectl("get", *ns, "rayjob", name, "-o", "jsonpath={.status.jobStatus}").stdout == "SUCCEEDED"

@@ -7,8 +7,8 @@ from functools import partial
 
 import httpx
 import pytest
-from sandbox_harness import INHERITED_ENV, unique
-from operator_helpers import condition, eventually, field, holds, observe, proxy, ray_cluster_spec, rayjob
+from operator_helpers import condition, field, proxy, ray_cluster_spec, rayjob
+from sandbox_harness import INHERITED_ENV, Gate, History, eventually, observe, unique
 
 NS = "default"
 TERMINAL = ("Complete", "Failed")
@@ -42,11 +42,8 @@ def test_rayjob_runs_its_entrypoint_on_the_real_ray_head_then_its_cluster_is_gar
     sandbox, core, custom, rayjobs, rayclusters, tmp_path
 ):
     name = unique("hello")
-    proof, go = tmp_path / "ran.txt", tmp_path / "go"
-    entrypoint = (
-        f"for i in $(seq 600); do [ -e {go} ] && break; sleep 0.1; done; "
-        f"echo ran-on-ray ${INHERITED_ENV[0]} $RAY_USAGE_STATS_ENABLED > {proof}; echo driver-output"
-    )
+    proof, gate = tmp_path / "ran.txt", Gate(tmp_path)
+    entrypoint = gate.entrypoint(f"echo ran-on-ray ${INHERITED_ENV[0]} $RAY_USAGE_STATS_ENABLED > {proof}; echo driver-output")
     create(custom, "rayjobs", rayjob(name, entrypoint))
 
     job = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobStatus")(o) == "RUNNING")[name]
@@ -66,7 +63,7 @@ def test_rayjob_runs_its_entrypoint_on_the_real_ray_head_then_its_cluster_is_gar
         }]},
         "data": {"k": "v"},
     })  # fmt: skip
-    go.touch()
+    gate.open()
 
     done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
     status = done[name]["status"]
@@ -129,13 +126,13 @@ def test_service_proxy_reaches_the_real_ray_dashboard(sandbox, api, custom, rayc
 def test_miss_driver_submission_stalls_running_until_the_job_is_submitted_by_hand(sandbox, custom, rayjobs, tmp_path):
     name = unique("stall")
     proof = tmp_path / "rescued.txt"
-    with sandbox.fault("miss-driver-submission"):
+    with sandbox.fault("miss-driver-submission"), History(rayjobs, field_selector=f"metadata.name={name}") as history:
         create(custom, "rayjobs", rayjob(name, f"echo rescued > {proof}"))
-        job = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) == "Running")
-        status = job[name]["status"]
+        history.wait(lambda h: status_of(name, "jobDeploymentStatus")(h.objects()) == "Running", what="Running")
+        status = history.objects()[name]["status"]
         # The operator polls about once a second; over several polls nothing is submitted.
-        holds(rayjobs, field_selector=f"metadata.name={name}", seconds=3,
-              invariant=lambda o: status_of(name, "jobDeploymentStatus")(o) == "Running" and not status_of(name, "jobStatus")(o))  # fmt: skip
+        history.holds(lambda o: status_of(name, "jobDeploymentStatus")(o) == "Running" and not status_of(name, "jobStatus")(o),
+                      seconds=3)  # fmt: skip
         assert ray_job(sandbox, status["jobId"]) is None
 
         body = {"entrypoint": f"echo rescued > {proof}", "submission_id": status["jobId"]}
@@ -145,9 +142,14 @@ def test_miss_driver_submission_stalls_running_until_the_job_is_submitted_by_han
     assert proof.read_text() == "rescued\n"
 
 
-def test_active_deadline_stops_the_ray_job_and_fails_the_rayjob(sandbox, custom, rayjobs, rayclusters):
+def test_active_deadline_stops_the_ray_job_and_fails_the_rayjob(sandbox, custom, rayjobs, rayclusters, tmp_path):
     name = unique("deadline")
-    create(custom, "rayjobs", rayjob(name, "sleep 600", activeDeadlineSeconds=3))
+    create(custom, "rayjobs", rayjob(name, Gate(tmp_path).entrypoint(), activeDeadlineSeconds=3600))
+    observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobStatus")(o) == "RUNNING")
+    # Lowered only once the driver runs: a short deadline set up front could pass before the
+    # driver is even submitted on a slow machine, and then no Ray job would be stopped.
+    custom.patch_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", name, {"spec": {"activeDeadlineSeconds": 1}},
+                                          _content_type="application/merge-patch+json")  # fmt: skip
 
     done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
     status = done[name]["status"]
@@ -156,9 +158,9 @@ def test_active_deadline_stops_the_ray_job_and_fails_the_rayjob(sandbox, custom,
     observe(rayclusters, field_selector=f"metadata.name={status['rayClusterName']}", until=lambda o: not o)
 
 
-def test_deleting_the_raycluster_stops_its_running_job(sandbox, custom, rayjobs):
+def test_deleting_the_raycluster_stops_its_running_job(sandbox, custom, rayjobs, tmp_path):
     name = unique("orphan")
-    create(custom, "rayjobs", rayjob(name, "sleep 600", shutdownAfterJobFinishes=False))
+    create(custom, "rayjobs", rayjob(name, Gate(tmp_path).entrypoint(), shutdownAfterJobFinishes=False))
     job = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobStatus")(o) == "RUNNING")
     status = job[name]["status"]
 

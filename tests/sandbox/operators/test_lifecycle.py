@@ -11,8 +11,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from operator_helpers import dgd, eventually, field, observe, proxy, ray_cluster_spec, rayjob
-from sandbox_harness import nrl_k8s, unique
+from operator_helpers import dgd, field, proxy, ray_cluster_spec, rayjob
+from sandbox_harness import DEADLINE_S, eventually, nrl_k8s, observe, unique
 
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.pids import alive, group_members, marked, read_pid, start_time, wait_gone
@@ -30,7 +30,7 @@ def test_status_reports_urls_pids_faults_and_objects(sandbox):
     assert report["running"] is True and report["ray_head_running"] is True
     assert (report["api_url"], report["dashboard_url"]) == (sandbox.api_url, sandbox.dashboard_url)
     assert all(alive(pid) for pid in report["pids"].values())
-    assert report["faults"] == {}
+    assert report["faults"] == sandbox.faults
     assert set(report["objects"]) == {"pods", "services", "rayclusters", "rayjobs", "dynamographdeployments"}
     text = nrl_k8s("sandbox", "status", "--dir", str(sandbox.dir)).stdout
     assert "running:    yes" in text and sandbox.dashboard_url in text
@@ -55,7 +55,7 @@ def test_faults_are_set_and_cleared_on_the_running_sandbox(sandbox, api, core):
     try:
         assert proxy(api, "GET", "default", f"{name}:80", "api/version")[0] == 403
         status = json.loads(nrl_k8s("sandbox", "status", "--dir", str(sandbox.dir), "-o", "json").stdout)
-        assert status["faults"] == {"proxy-forbidden": ""}
+        assert status["faults"] == {**sandbox.faults, "proxy-forbidden": ""}
     finally:
         nrl_k8s("sandbox", "fault", "clear", "proxy-forbidden", "--dir", str(sandbox.dir))
     assert proxy(api, "GET", "default", f"{name}:80", "api/version")[0] == 200
@@ -103,7 +103,7 @@ def test_down_stops_every_process_it_started(separate_sandbox, tmp_path, kill_da
         assert {daemon, ray_head, driver} <= set(started)
         if kill_daemon:
             os.kill(daemon, signal.SIGKILL)
-            assert wait_gone([daemon], 10) == []
+            assert wait_gone([daemon], DEADLINE_S) == []
             assert alive(ray_head) and alive(driver)
 
         result = nrl_k8s("sandbox", "down", "--dir", str(box.dir))
