@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -41,8 +42,19 @@ def check(
     if output is not None:
         data = bundle(cfg, plan, show_secrets=show_secrets)
         text = json.dumps(data, indent=2) + "\n" if output.suffix == ".json" else dump_yaml_stream([data])
-        output.write_text(text)
+        _write_private(output, text)
         err.print(f"wrote {output}", markup=False)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` readable by the owner only (0600), also over an existing file, before any byte is written."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(fd, 0o600)
+            handle.write(text)
+    except OSError as exc:
+        raise ConfigError(f"--output {path}: cannot write it ({exc.strerror})", hint="choose a file you can write") from None
 
 
 def _probe_cluster(ctx: typer.Context, cfg) -> None:
