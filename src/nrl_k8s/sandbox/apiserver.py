@@ -4,7 +4,8 @@ What it simulates: bearer-token authentication, legacy discovery, CRUD/list/watc
 server-side apply/delete with garbage collection on core kinds (namespaces, pods, services,
 configmaps, secrets, events, serviceaccounts), apps/v1 deployments (storage only),
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
-SelfSubjectAccessReview, the service proxy to loopback backends, ``Table`` output for kubectl,
+SelfSubjectAccessReview, the service proxy to loopback backends (a job submitted through a Ray
+head Service gets what its head container would give it, see ``driver_env``), ``Table`` output for kubectl,
 and API-level faults (see ``faults.py``). Patch and apply semantics are simplified as
 documented in ``patch.py`` and ``apply.py``; store, watch and GC rules are in ``store.py``.
 
@@ -41,6 +42,7 @@ import yaml
 from nrl_k8s.sandbox import apply as ssa
 from nrl_k8s.sandbox import tables
 from nrl_k8s.sandbox.discovery import SERVER_VERSION, OpenApi, ResourceType
+from nrl_k8s.sandbox.driver_env import DriverEnv
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.patch import PatchError, json_patch, merge_patch, parse_json, strategic_merge
 from nrl_k8s.sandbox.proxy import ServiceProxy
@@ -140,8 +142,10 @@ class ApiServer:
         state_file: Path | None = None,
         history_size: int = 1000,
         tls: bool = True,
+        drivers: DriverEnv | None = None,
     ):
         self._tokens = {user_token: USER, operator_token: OPERATOR}
+        self.drivers = drivers
         self.faults = faults
         self.state_file = Path(state_file) if state_file else None
         self.store = Store(history_size=history_size)
@@ -344,7 +348,12 @@ class ApiServer:
         if route.subresource == "proxy":
             with self.store.lock:
                 service = self.store.get(rtype, ns, name.split(":")[-2] if name.count(":") == 2 else name.split(":")[0])
-            code, body, ctype = self._proxy.forward(service, name, req.method, route.rest, req.raw_query, req.body, req.headers)
+            body = req.body
+            if self.drivers is not None:
+                body = self.drivers.proxied_request(service, req.method, route.rest, body, self._find)
+            code, body, ctype = self._proxy.forward(service, name, req.method, route.rest, req.raw_query, body, req.headers)
+            if self.drivers is not None:
+                body = self.drivers.proxied_response(service, route.rest, body)
             return Response(code, body, ctype)
         if rtype.plural == "selfsubjectaccessreviews":
             return self._access_review(req)
@@ -376,6 +385,15 @@ class ApiServer:
         if verb == "delete":
             return Response(200, self._delete(req, route, name, dry_run))
         return self._delete_collection(req, route, dry_run)
+
+    def _find(self, group: str, version: str, plural: str, namespace: str, name: str) -> dict | None:
+        """A stored object, or None when it (or its kind) does not exist."""
+        with self.store.lock:
+            rtype = self.store.registry.lookup(group, version, plural)
+            try:
+                return None if rtype is None else self.store.get(rtype, namespace, name)
+            except ApiStatus:
+                return None
 
     @staticmethod
     def _manager(req: Request) -> str:
