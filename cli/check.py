@@ -68,16 +68,19 @@ def _probe_cluster(ctx: typer.Context, cfg) -> None:
     if not has_cluster_config():
         out.print("\n[bold]CLUSTER[/]\n  skipped: no kubeconfig and not running in a pod")
         return
+    from rich.markup import escape
+
     from nrl_k8s.errors import ApiError
     from nrl_k8s.kube import Kube, NoClusterError, Tuning
     from nrl_k8s.probe import probe
+    from nrl_k8s.redact import redact_text
 
     try:
         kube = Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
                             tuning=Tuning(attempts=2, retry_budget_s=5, request_timeout_s=5))
         results = probe(kube, cfg.infra)
     except (NoClusterError, ApiError) as error:
-        out.print(f"\n[bold]CLUSTER[/]\n  skipped: {error.message}", markup=True)
+        out.print(f"\n[bold]CLUSTER[/]\n  skipped: {escape(redact_text(error.message))}", markup=True)
         return
     render_probes(results)
     if not all(r.ok for r in results):

@@ -21,8 +21,10 @@ service proxy to ``<cluster>-head-svc`` (nrl-k8s's driver rescue):
 
 Not emulated: other ``valueFrom`` sources, ``envFrom``, ``$(VAR)`` expansion, ``subPath``,
 item modes. A missing Secret or key leaves the variable or file out (a real pod would not
-start). The real dashboard, reached directly on loopback, shows the added values in job
-details; so does Ray's state API (tasks, actors) even through the proxy.
+start). Unlike a container's env, a runtime_env is seen by Ray itself: the dashboard reached
+directly on loopback shows the added values in job details, Ray's state API (tasks, actors)
+shows them even through the proxy, and Ray's runtime-env agent logs them
+(``runtime_env_agent.log`` in the Ray temp dir), so that directory must stay owner-only.
 """
 
 from __future__ import annotations

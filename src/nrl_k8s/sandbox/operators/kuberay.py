@@ -29,6 +29,7 @@ import httpx
 import kubernetes
 import yaml
 
+from nrl_k8s.redact import redact_text
 from nrl_k8s.sandbox.driver_env import DriverEnv
 from nrl_k8s.sandbox.faults import Faults
 
@@ -340,12 +341,13 @@ class KubeRay(Controller):
         if cluster is not None:
             body = self.drivers.submission(body, cluster, lambda name: self._read_secret(meta["namespace"], name))
         response = self.dashboard.post("/api/jobs/", json=body)
-        if response.is_success or "already exists" in response.text:
+        text = redact_text(response.text)  # Ray may echo the runtime_env, which holds the container env
+        if response.is_success or "already exists" in text:
             log.info("submitted %s/%s as Ray job %s", meta["namespace"], meta["name"], job_id)
         elif response.status_code < 500:
-            self._finish(job, "Failed", reason="SubmissionFailed", message=response.text[:500])
+            self._finish(job, "Failed", reason="SubmissionFailed", message=text[:500])
         else:
-            log.warning("submitting %s failed (HTTP %s), retrying: %s", job_id, response.status_code, response.text[:200])
+            log.warning("submitting %s failed (HTTP %s), retrying: %s", job_id, response.status_code, text[:200])
 
     def _read_secret(self, namespace: str, name: str) -> dict | None:
         try:
