@@ -102,10 +102,13 @@ class _Run:
                 hint=f"delete it first: kubectl -n {self.ns} delete rayjob {self.result.rayjob}",
             )
         run_secret = self.plan.secret["metadata"]["name"]
-        if self.kube.find(secret.KIND, run_secret, self.ns) is not None:
+        found = self.kube.find(secret.KIND, run_secret, self.ns)
+        if found is not None:
+            owned = found["metadata"].get("ownerReferences")
             raise ConfigError(
                 f"Secret {run_secret} (this run's recipe and launch.env) already exists in namespace {self.ns}",
-                hint=f"an interrupted start of this same run left it: kubectl -n {self.ns} delete secret {run_secret}",
+                hint="its RayJob was deleted and garbage collection has not removed it yet: retry in a moment" if owned
+                else f"an interrupted start of this same run left it: kubectl -n {self.ns} delete secret {run_secret}",
             )
         return existing
 

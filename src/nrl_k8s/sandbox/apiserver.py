@@ -5,8 +5,8 @@ server-side apply/delete with garbage collection on core kinds (namespaces, pods
 configmaps, secrets, events, serviceaccounts), apps/v1 deployments (storage only),
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
 SelfSubjectAccessReview, the service proxy to loopback backends (a job submitted through a Ray
-head Service gets what its head container would give it, see ``driver_env``), ``Table`` output for kubectl,
-and API-level faults (see ``faults.py``). Patch and apply semantics are simplified as
+head Service gets what its head container would give it, see ``driver_env``), ``Table`` output
+for kubectl, and API-level faults (see ``faults.py``). Patch and apply semantics are simplified as
 documented in ``patch.py`` and ``apply.py``; store, watch and GC rules are in ``store.py``.
 
 What it does not: scheduling, kubelets, networking or DNS, admission webhooks, real RBAC

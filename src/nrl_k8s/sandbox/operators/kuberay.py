@@ -337,7 +337,7 @@ class KubeRay(Controller):
     def _submit(self, job: dict) -> None:
         meta, spec, job_id = job["metadata"], job.get("spec") or {}, job["status"]["jobId"]
         body = submission_body(spec, job_id)
-        cluster = self.get(RAYCLUSTER, meta["namespace"], job["status"].get("rayClusterName") or "")
+        cluster = self.get(RAYCLUSTER, meta["namespace"], job["status"]["rayClusterName"])
         if cluster is not None:
             body = self.drivers.submission(body, cluster, lambda name: self._read_secret(meta["namespace"], name))
         response = self.dashboard.post("/api/jobs/", json=body)
