@@ -77,4 +77,4 @@ def print_manifests(docs: list[dict], *, show_secrets: bool) -> None:
     shown = docs if show_secrets else redact(docs)
     out.print(dump_yaml_stream(shown), end="", markup=False, highlight=False)
     if shown != docs:
-        err.print("note: secret-looking env values are redacted; pass --show-secrets to print them", markup=False)
+        err.print("note: secret values are redacted; pass --show-secrets to print them", markup=False)

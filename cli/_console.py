@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from nrl_k8s.errors import NrlK8sError
+from nrl_k8s.redact import redact_text
 
 out = Console(highlight=False, soft_wrap=True)
 if not out.is_terminal:
@@ -14,6 +15,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def print_error(error: NrlK8sError) -> None:
-    err.print(f"[bold red]error:[/] {escape(error.message)}", markup=True, highlight=False)
+    """``error: MESSAGE`` and ``hint: HINT`` on stderr, secret values redacted (a message may echo input)."""
+    err.print(f"[bold red]error:[/] {escape(redact_text(error.message))}", markup=True, highlight=False)
     if error.hint:
-        err.print(f"[yellow]hint:[/] {escape(error.hint)}", markup=True, highlight=False)
+        err.print(f"[yellow]hint:[/] {escape(redact_text(error.hint))}", markup=True, highlight=False)

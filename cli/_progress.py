@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nrl_k8s.events import Applied, Became, Event, RolledBack, Waiting, Warning
+from nrl_k8s.redact import redact_text
 
 from ._console import err
 
@@ -45,6 +46,7 @@ class Progress:
         return table
 
     def _set(self, resource: str, phase: str, reason: str) -> None:
+        reason = redact_text(reason)  # operator and Ray messages can echo anything
         if self.rows.get(resource) == (phase, reason):
             return
         self.rows[resource] = (phase, reason)
@@ -54,6 +56,7 @@ class Progress:
             err.print(f"[{self._elapsed()}] {resource:<16} {phase:<9} {reason}", markup=False, highlight=False)
 
     def _note(self, style: str, text: str) -> None:
+        text = redact_text(text)
         if self._live:
             self._live.console.print(f"[{style}]{escape(text)}[/]")
         else:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
+from nrl_k8s.redact import redact_text
+
 from ._console import out
 
 
@@ -123,6 +125,6 @@ def render_probes(results) -> None:
     out.print("\n[bold]CLUSTER[/]")
     for r in results:
         mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
-        out.print(f"  {mark} {escape(r.name)}" + ("" if r.ok else f"  {escape(r.detail)}"))
+        out.print(f"  {mark} {escape(r.name)}" + ("" if r.ok else f"  {escape(redact_text(r.detail))}"))
         if not r.ok and r.hint:
-            out.print(f"         hint: {escape(r.hint)}")
+            out.print(f"         hint: {escape(redact_text(r.hint))}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -41,8 +42,19 @@ def check(
     if output is not None:
         data = bundle(cfg, plan, show_secrets=show_secrets)
         text = json.dumps(data, indent=2) + "\n" if output.suffix == ".json" else dump_yaml_stream([data])
-        output.write_text(text)
+        _write_private(output, text)
         err.print(f"wrote {output}", markup=False)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` readable by the owner only (0600), also over an existing file, before any byte is written."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(fd, 0o600)
+            handle.write(text)
+    except OSError as exc:
+        raise ConfigError(f"--output {path}: cannot write it ({exc.strerror})", hint="choose a file you can write") from None
 
 
 def _probe_cluster(ctx: typer.Context, cfg) -> None:
@@ -56,16 +68,19 @@ def _probe_cluster(ctx: typer.Context, cfg) -> None:
     if not has_cluster_config():
         out.print("\n[bold]CLUSTER[/]\n  skipped: no kubeconfig and not running in a pod")
         return
+    from rich.markup import escape
+
     from nrl_k8s.errors import ApiError
     from nrl_k8s.kube import Kube, NoClusterError, Tuning
     from nrl_k8s.probe import probe
+    from nrl_k8s.redact import redact_text
 
     try:
         kube = Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
                             tuning=Tuning(attempts=2, retry_budget_s=5, request_timeout_s=5))
         results = probe(kube, cfg.infra)
     except (NoClusterError, ApiError) as error:
-        out.print(f"\n[bold]CLUSTER[/]\n  skipped: {error.message}", markup=True)
+        out.print(f"\n[bold]CLUSTER[/]\n  skipped: {escape(redact_text(error.message))}", markup=True)
         return
     render_probes(results)
     if not all(r.ok for r in results):

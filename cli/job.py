@@ -22,8 +22,11 @@ def _dashboard(ctx, recipe, overrides, infra, role, url):
 
 
 def _print_logs(dash, job_id: str, follow: bool) -> None:
+    """The driver's output, secret values redacted."""
+    from nrl_k8s.redact import redact_lines
+
     chunks = dash.follow_logs(job_id) if follow else [dash.logs(job_id)]
-    for chunk in chunks:
+    for chunk in redact_lines(chunks):
         typer.echo(chunk, nl=False)
 
 
@@ -31,11 +34,13 @@ def _print_logs(dash, job_id: str, follow: bool) -> None:
 def list_jobs(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
               role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
     """Jobs on the role's cluster."""
+    from nrl_k8s.redact import redact_text
+
     from ._render import render_rows
 
     dash, _ = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
     with dash:
-        rows = [{"submission id": j.submission_id or "", "status": j.status, "entrypoint": j.entrypoint[:60]}
+        rows = [{"submission id": j.submission_id or "", "status": j.status, "entrypoint": redact_text(j.entrypoint)[:60]}
                 for j in dash.list_jobs()]
     render_rows(rows, ("submission id", "status", "entrypoint"), empty="no jobs")
 

@@ -19,12 +19,13 @@ def status(
 ) -> None:
     """Show what is running for this run config."""
     from nrl_k8s.errors import ConfigError
+    from nrl_k8s.redact import redact
     from nrl_k8s.status import collect
 
     if output not in ("table", "json", "yaml"):
         raise ConfigError(f"--output {output!r} is not supported", hint="use table, json or yaml")
     cfg = load(ctx, recipe, overrides, infra)
-    data = collect(connect(ctx, cfg.infra["namespace"]), cfg.infra)
+    data = redact(collect(connect(ctx, cfg.infra["namespace"]), cfg.infra))  # job messages can echo driver output
     if output == "json":
         typer.echo(json.dumps(data, indent=2))
     elif output == "yaml":

@@ -1,8 +1,9 @@
 """`run --rayjob`: the ordering that matters (SPEC "run --rayjob").
 
 1. every DGD applied (or reused when an identical one already exists) and awaited in parallel;
-2. the RayJob applied; 3. its RayCluster followed and each DGD this run created back-patched
-with a non-controlling ownerReference to it (GC then deletes the DGDs with the cluster);
+2. the run Secret and the RayJob applied, the RayJob made the Secret's owner; 3. its RayCluster
+followed and each DGD this run created back-patched with a non-controlling ownerReference to it
+(GC then deletes the DGDs with the cluster);
 4. the stalled-driver rescue; 5. optionally follow the job to its end.
 Any failure or Ctrl-C before the driver is running deletes what this run created, nothing else.
 """
@@ -19,7 +20,7 @@ from .dashboard import Dashboard
 from .drift import spec_drift
 from .errors import ConfigError, ConflictError, NrlK8sError, ResourceFailed, SubmissionExists, WaitTimeout
 from .events import Applied, Became, Emit, RolledBack, Waiting, Warning
-from .kinds import dgd, raycluster, rayjob
+from .kinds import dgd, raycluster, rayjob, secret
 from .kinds.base import Pending, Ready
 from .plan import RunPlan
 from .serving import present, wait_serving
@@ -100,14 +101,23 @@ class _Run:
                 f"RayJob {self.result.rayjob} already exists in namespace {self.ns}",
                 hint=f"delete it first: kubectl -n {self.ns} delete rayjob {self.result.rayjob}",
             )
+        run_secret = self.plan.secret["metadata"]["name"]
+        found = self.kube.find(secret.KIND, run_secret, self.ns)
+        if found is not None:
+            owned = found["metadata"].get("ownerReferences")
+            raise ConfigError(
+                f"Secret {run_secret} (this run's recipe and launch.env) already exists in namespace {self.ns}",
+                hint="its RayJob was deleted and garbage collection has not removed it yet: retry in a moment" if owned
+                else f"an interrupted start of this same run left it: kubectl -n {self.ns} delete secret {run_secret}",
+            )
         return existing
 
-    def _create(self, kind, manifest: dict, label: str) -> None:
+    def _create(self, kind, manifest: dict, label: str) -> dict:
         """Create and remember it for rollback; remembered first, so Ctrl-C mid-request still rolls it back."""
         entry = (kind, manifest["metadata"]["name"], label)
         self.created.append(entry)
         try:
-            self.kube.create(kind, manifest)
+            return self.kube.create(kind, manifest)
         except ConflictError as err:
             self.created.remove(entry)  # someone else's object: never ours to delete
             raise ResourceFailed(f"{kind.kind} {entry[1]} appeared while this run was starting", hint=err.hint) from None
@@ -151,8 +161,13 @@ class _Run:
             stopped.set()
 
     def apply_rayjob(self) -> None:
-        self._create(rayjob.KIND, self.plan.rayjob, "rayjob")
+        """The run Secret, then the RayJob, then the RayJob made the Secret's owner (GC deletes it with the run)."""
+        name = self.plan.secret["metadata"]["name"]
+        self._create(secret.KIND, self.plan.secret, "secret")
+        self.emit(Applied("secret", name, "created"))
+        job = self._create(rayjob.KIND, self.plan.rayjob, "rayjob")
         self.emit(Applied("rayjob", self.result.rayjob, "created"))
+        self.kube.patch(secret.KIND, name, {"metadata": {"ownerReferences": [dgd.owner_reference(job)]}}, namespace=self.ns)
 
     def follow_cluster(self) -> dict:
         def named(obj):

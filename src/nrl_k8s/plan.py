@@ -27,12 +27,13 @@ class RunPlan:
     recipe: dict  # the final recipe the driver reads
     notes: tuple[str, ...]  # what happened to the recipe (injected / left alone and why)
     dgds: dict[str, dict]  # infra.dynamo key -> DGD manifest (no ownerReference yet)
+    secret: dict  # the run's recipe and launch.env (owned by the RayJob once both exist)
     rayjob: dict
     ready_timeouts: dict[str, float]  # infra.dynamo key -> readyTimeoutS
 
     def manifests(self) -> list[dict]:
-        """Everything that would be applied, in apply order: DGDs first, then the RayJob."""
-        return [*self.dgds.values(), self.rayjob]
+        """Everything that would be applied, in apply order: DGDs first, then the Secret and the RayJob."""
+        return [*self.dgds.values(), self.secret, self.rayjob]
 
 
 def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
@@ -50,11 +51,11 @@ def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
     run_id = recipe_mod.run_id(cfg.infra, final_recipe, list(dgds.values()))
     job = rayjob.render(
         cfg.infra,
-        final_recipe,
         run_id,
         shutdown=options.shutdown,
         ttl_seconds=options.ttl_seconds,
         active_deadline_seconds=options.active_deadline_seconds,
     )
     timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
-    return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds, rayjob=job, ready_timeouts=timeouts)
+    return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
+                   secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts)

@@ -14,7 +14,7 @@ DGD_CRD = "dynamographdeployments.nvidia.com"
 RUN_VERBS = (
     ("create", "rayjobs", "ray.io"), ("get", "rayjobs", "ray.io"), ("watch", "rayjobs", "ray.io"),
     ("delete", "rayjobs", "ray.io"), ("get", "rayclusters", "ray.io"), ("watch", "rayclusters", "ray.io"),
-    ("list", "pods", ""), ("get", "services/proxy", ""),
+    ("create", "secrets", ""), ("patch", "secrets", ""), ("list", "pods", ""), ("get", "services/proxy", ""),
 )
 DGD_VERBS = (
     ("create", "dynamographdeployments", "nvidia.com"), ("patch", "dynamographdeployments", "nvidia.com"),

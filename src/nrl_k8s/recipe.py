@@ -1,21 +1,19 @@
-"""The recipe copy a run executes: Dynamo name injection, run id and the driver entrypoint.
+"""The recipe copy a run executes: Dynamo name injection, run id, and what the driver is given.
 
-The driver entrypoint is a self-contained POSIX ``sh`` command (Ray runs entrypoints with a
-shell): it exports the run's environment, writes the final recipe to
-``/tmp/nrl-k8s/<run_id>/recipe.yaml`` from an embedded base64 blob and then runs
-``infra.launch.entrypoint`` verbatim, so the user's exit code is the command's. It needs no
-ConfigMap, so it works in a KubeRay pod and on any Ray head, and it is deterministic: the same
-inputs give the same string, which can be resubmitted unchanged.
+The driver gets the final recipe and ``infra.launch.env`` through the run's Secret (see
+``kinds.rayjob``), never through the entrypoint: the entrypoint is ``infra.launch.entrypoint``
+verbatim, run by Ray with the Ray container's environment, in which nrl-k8s sets
+``NRL_K8S_RUN_ID``, ``NRL_K8S_RECIPE`` (the recipe file mounted from the Secret) and every
+``infra.launch.env`` name. So the entrypoint holds no value, needs nothing on ``PATH`` and is
+deterministic: the same string can be resubmitted unchanged.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
 import hashlib
 import json
 import re
-import shlex
 
 import yaml
 
@@ -24,14 +22,13 @@ from .kinds.base import k8s_str
 from .kinds.raycluster import role_entry
 from .names import MAX_RAYJOB_NAME_LEN, validate_name
 
-RECIPE_DIR = "/tmp/nrl-k8s"
 RUN_ID_ENV = "NRL_K8S_RUN_ID"
 RECIPE_ENV = "NRL_K8S_RECIPE"
-# `sh -c ENTRYPOINT` is one execve argument: Linux caps a single argument at 128 KiB.
-MAX_ENTRYPOINT_BYTES = 120_000
+RUN_DIR = "/etc/nrl-k8s/run"  # where the run Secret is mounted in every Ray container
+RECIPE_KEY = "recipe.yaml"
+RECIPE_PATH = f"{RUN_DIR}/{RECIPE_KEY}"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_BLOB = re.compile(r"printf %s '?([A-Za-z0-9+/=]*)'? \| base64 -d")
 
 
 def inject_dynamo(recipe: dict, dgd_names: list[str]) -> tuple[dict, list[str]]:
@@ -84,50 +81,33 @@ def run_id(infra: dict, recipe: dict, dgds: list[dict] = ()) -> str:
     return f"{name}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
 
-def recipe_path(run_id_: str) -> str:
-    """Where the driver entrypoint writes the recipe (``$NRL_K8S_RECIPE``)."""
-    return f"{RECIPE_DIR}/{run_id_}/recipe.yaml"
-
-
-def driver_entrypoint(infra: dict, recipe: dict, run_id_: str) -> str:
-    """The ``sh`` command that writes ``recipe`` and runs ``infra.launch.entrypoint``."""
-    launch = infra.get("launch") or {}
-    user = launch.get("entrypoint")
+def driver_entrypoint(infra: dict) -> str:
+    """``infra.launch.entrypoint``, the command Ray runs as the driver."""
+    user = (infra.get("launch") or {}).get("entrypoint")
     if not isinstance(user, str) or not user.strip():
         raise ConfigError(
             "infra.launch.entrypoint is not set",
             hint='set it to the training command, e.g. python examples/run_grpo.py --config "$NRL_K8S_RECIPE"',
         )
-    env = [(RUN_ID_ENV, run_id_), (RECIPE_ENV, recipe_path(run_id_))]
-    for name, value in (launch.get("env") or {}).items():
+    return user
+
+
+def launch_env(infra: dict) -> dict[str, str]:
+    """``infra.launch.env`` as strings, names checked (valid, not one nrl-k8s sets)."""
+    env = {}
+    for name, value in ((infra.get("launch") or {}).get("env") or {}).items():
         if not _ENV_NAME.fullmatch(str(name)):
-            raise ConfigError(f"infra.launch.env: {name!r} is not a valid environment variable name")
+            raise ConfigError(f"infra.launch.env: {name!r} is not a valid environment variable name",
+                              hint="use letters, digits and underscores, not starting with a digit")
         if name in (RUN_ID_ENV, RECIPE_ENV):
             raise ConfigError(f"infra.launch.env: {name} is set by nrl-k8s", hint=f"remove {name} from infra.launch.env")
-        env.append((str(name), k8s_str(value)))
-    text = yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True)
-    blob = base64.b64encode(text.encode()).decode()
-    lines = [f"export {name}={shlex.quote(value)}" for name, value in env]
-    lines.append(
-        f"mkdir -p {shlex.quote(f'{RECIPE_DIR}/{run_id_}')} && "
-        f'printf %s {shlex.quote(blob)} | base64 -d > "${RECIPE_ENV}" || exit $?'
-    )
-    lines.append(user.rstrip("\n"))
-    entrypoint = "\n".join(lines)
-    if len(entrypoint.encode()) > MAX_ENTRYPOINT_BYTES:
-        raise ConfigError(
-            f"the driver entrypoint is {len(entrypoint.encode())} bytes, more than {MAX_ENTRYPOINT_BYTES}",
-            hint="the recipe is embedded in the entrypoint: make it smaller",
-        )
-    return entrypoint
+        env[str(name)] = k8s_str(value)
+    return env
 
 
-def decode_recipe(entrypoint: str) -> dict | None:
-    """The recipe embedded by ``driver_entrypoint``, or None if there is none."""
-    match = _BLOB.search(entrypoint)
-    if match is None:
-        return None
-    return yaml.safe_load(base64.b64decode(match.group(1)).decode())
+def recipe_text(recipe: dict) -> str:
+    """The recipe file the driver reads (key order kept, interpolations untouched)."""
+    return yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True)
 
 
 def _mapping(root: dict, path: tuple[str, ...], prefix: str = "") -> dict:

@@ -1,72 +1,146 @@
-"""Hide secret-looking environment values in anything we print or write.
+"""The one redaction rule for everything nrl-k8s prints or writes.
 
-A name is secret-looking when one of its ``_``/``-``/``.``-separated word parts is a secret
-word (case-insensitive): HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD are;
-MONKEY, TOKENIZERS_PARALLELISM, KEYBOARD_LAYOUT are not. camelCase names are not split.
+Names. A name is split into words at ``_ - . /``, spaces and camelCase humps (``hfToken`` →
+hf, token; ``WANDB_API_KEY`` → wandb, api, key). It looks secret when a word is a secret
+word (token, secret, password, passwd, pwd, pass, passphrase, apikey, pat, bearer, cookie,
+credential(s), creds, auth, authorization, private, jwt, privatekey, secretkey, accesskey) or
+ends in a long one (``ACCESSTOKEN``, ``CLIENTSECRET``), or when ``key`` comes with another
+word (``API_KEY``; a bare ``key`` is how Kubernetes names selector, toleration and key-ref
+fields). It does not look secret when it names or identifies a secret instead of holding one:
+its last word is name/ref/id (``secretName``, ``pad_token_id``) or it has the word ``from``
+(``envFromSecret``); nor for tokenizer vocabulary (``eos_token``, ``pad_token``). So
+TOKENIZERS_PARALLELISM, MONKEY, KEYBOARD_LAYOUT, PATH and PATCH are not secret.
+
+Objects (``redact``): scalar values under a secret-looking key (any value in an environment
+mapping or ``{name, value}`` list, strings and numbers elsewhere), every value of a
+Secret's ``data``/``stringData``, and the argument after a secret-looking ``--flag`` in a
+list of strings. Text (``redact_text``, also every string inside objects): ``NAME=value``
+(shell assignments and ``a.b.NAME=value`` overrides), ``--flag value`` / ``--flag=value``,
+``"name": "value"`` / ``name: 'value'``, ``Authorization: <scheme> value``, ``Bearer value``
+and the password of ``scheme://user:password@host``. A value that only refers to a variable
+(``$HF_TOKEN``, ``${env:HF_TOKEN}``) is left alone.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 REDACTED = "<redacted>"
-SECRET_KEY = re.compile(
-    r"(?:^|[_.-])"
-    r"(?:token|tokens|secret|secrets|password|passwords|passwd|pass|pwd|key|keys|apikey|"
-    r"credential|credentials|auth|private)"
-    r"(?:$|[_.-])",
-    re.IGNORECASE,
-)
 # Keys whose value is an environment: a {NAME: value} mapping or a [{name, value}] list.
 ENV_KEYS = frozenset({"env", "envs", "extra_env", "env_vars"})
-# NAME=value in shell text (optionally after `export`); value is a shell word.
-_ASSIGNMENT = re.compile(
-    r"(?P<lead>(?:^|(?<=[\s;&|(]))(?:export\s+)?)"
-    r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)="
-    r"(?P<value>(?:'[^']*'|\"(?:[^\"\\]|\\.)*\"|[^\s;&|'\"()]+)+)",
-    re.MULTILINE,
-)
+
+_SECRET_WORDS = frozenset({
+    "token", "secret", "secrets", "password", "passwords", "passwd", "pwd", "pass", "passphrase",
+    "apikey", "pat", "bearer", "cookie", "cookies", "credential", "credentials", "creds", "auth",
+    "authorization", "private", "jwt", "privatekey", "secretkey", "accesskey",
+})  # fmt: skip
+_SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "apikey", "cookie", "credentials")
+_REFERENCE_LAST = frozenset({"name", "names", "ref", "refs", "id", "ids"})
+_TOKENIZER_WORDS = frozenset({"pad", "eos", "bos", "unk", "sep", "cls", "mask"})
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+_QUOTED = r"'[^']*'|\"(?:[^\"\\]|\\.)*\""
+_REFERENCE = re.compile(r"[\"']?\$(?:\{[^}]*\}|\w+)[\"']?")
+_TEXT_RULES = [
+    # scheme://user:password@host
+    re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@'\"]*:)(?P<value>[^\s/?#@'\"]+)(?=@)"),
+    # Authorization: [scheme] value, then any Bearer value
+    re.compile(r"(?i)(?P<keep>\bauthorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+)?)"
+               r"(?P<value>[^\s\"',;]+)"),
+    re.compile(r"(?i)(?P<keep>\bbearer\s+)(?P<value>[^\s\"',;]+)"),
+    # --flag value | --flag=value
+    re.compile(rf"(?P<keep>(?<![\w-])--(?P<name>[A-Za-z][\w-]*)(?:=|[ \t]+))"
+               rf"(?P<value>{_QUOTED}|[^\s'\"-][^\s'\";&|)]*|(?<==)[^\s'\";&|)]+)"),
+    # "name": "value" | name: 'value' | "name": 123
+    re.compile(rf"(?P<keep>(?P<q>[\"']?)(?P<name>[A-Za-z_][\w.-]*)(?P=q)\s*:\s*)(?P<value>{_QUOTED}|-?\d[\w.+-]*)"),
+    # [export] NAME=value, a.b.NAME=value
+    re.compile(rf"(?P<keep>(?:^|(?<=[\s;&|(`'\"{{\[,+?]))(?:export\s+)?(?P<name>[A-Za-z_][\w.]*)=)"
+               rf"(?P<value>(?:{_QUOTED}|[^\s;&|'\"()]+)+)", re.MULTILINE),
+]
+
+
+def words(name: str) -> list[str]:
+    """``name`` split at separators and camelCase humps, lower-cased."""
+    return [w.lower() for w in _WORD.findall(name)]
 
 
 def is_secret(name: str) -> bool:
-    return SECRET_KEY.search(name) is not None
+    """Whether a name (env var, key, flag) looks like it holds a secret; see the module docstring."""
+    parts = words(name)
+    if not parts or parts[-1] in _REFERENCE_LAST or "from" in parts:
+        return False
+    for i, word in enumerate(parts):
+        if word == "token" and i > 0 and parts[i - 1] in _TOKENIZER_WORDS:
+            continue
+        if word in _SECRET_WORDS or word.endswith(_SECRET_SUFFIXES) or (word in ("key", "keys") and len(parts) > 1):
+            return True
+    return False
 
 
 def redact(obj: Any) -> Any:
-    """A deep copy of ``obj`` with secret env values replaced by ``<redacted>``."""
+    """A deep copy of ``obj`` with every secret value replaced by ``<redacted>``."""
     return _walk(obj, in_env=False)
 
 
 def redact_text(text: str) -> str:
-    """``text`` with secret ``NAME=value`` shell assignments redacted."""
+    """``text`` with every secret value shape replaced by ``<redacted>``."""
+    for rule in _TEXT_RULES:
+        text = rule.sub(_replace, text)
+    return text
 
-    def sub(match: re.Match) -> str:
-        if not is_secret(match.group("name")):
-            return match.group(0)
-        return f"{match.group('lead')}{match.group('name')}='{REDACTED}'"
 
-    return _ASSIGNMENT.sub(sub, text)
+def redact_lines(chunks: Iterable[str]) -> Iterator[str]:
+    """Redact a stream of text chunks line by line (a value split across chunks is still found)."""
+    pending = ""
+    for chunk in chunks:
+        pending += chunk
+        cut = max(pending.rfind("\n"), pending.rfind("\r")) + 1
+        if cut:
+            yield redact_text(pending[:cut])
+            pending = pending[cut:]
+    if pending:
+        yield redact_text(pending)
+
+
+def _replace(match: re.Match) -> str:
+    value = match.group("value")
+    name = match.groupdict().get("name")
+    if (name is not None and not is_secret(name)) or value == REDACTED or _REFERENCE.fullmatch(value):
+        return match.group(0)
+    quote = value[0] if value[0] in "'\"" else ""
+    return f"{match.group('keep')}{quote}{REDACTED}{quote}"
+
+
+def _hidden(value: Any, *, in_env: bool) -> bool:
+    if value is None or value == "" or isinstance(value, (dict, list)):
+        return False
+    return in_env or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
 
 
 def _walk(obj: Any, *, in_env: bool) -> Any:
     if isinstance(obj, dict):
-        if in_env and "name" in obj and "value" in obj:
-            if is_secret(str(obj["name"])) and obj["value"] not in (None, ""):
-                return {**{k: _walk(v, in_env=False) for k, v in obj.items()}, "value": REDACTED}
+        if in_env and "name" in obj and "value" in obj and is_secret(str(obj["name"])) and _hidden(obj["value"], in_env=True):
+            return {**obj, "value": REDACTED}
+        secret_object = obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1"
         out = {}
         for key, value in obj.items():
-            if in_env and _is_scalar(value) and is_secret(str(key)) and value not in (None, ""):
+            if secret_object and key in ("data", "stringData") and isinstance(value, dict):
+                out[key] = {k: REDACTED if _hidden(v, in_env=True) else v for k, v in value.items()}
+            elif is_secret(str(key)) and _hidden(value, in_env=in_env):
                 out[key] = REDACTED
             else:
                 out[key] = _walk(value, in_env=str(key) in ENV_KEYS)
         return out
     if isinstance(obj, list):
-        return [_walk(item, in_env=in_env) for item in obj]
+        out = []
+        for item in obj:
+            flag = out[-1] if out and isinstance(out[-1], str) and out[-1].startswith("--") and "=" not in out[-1] else None
+            if flag and is_secret(flag) and isinstance(item, str) and not _REFERENCE.fullmatch(item):
+                out.append(REDACTED)
+            else:
+                out.append(_walk(item, in_env=in_env))
+        return out
     if isinstance(obj, str):
         return redact_text(obj)
     return obj
-
-
-def _is_scalar(value: Any) -> bool:
-    return isinstance(value, (str, int, float, bool)) or value is None

@@ -1,8 +1,8 @@
 """Infra fields that are accepted but have no effect (``check`` lists them).
 
 Derived from what the renderers consume: ``kinds.raycluster``, ``kinds.rayjob``,
-``kinds.dgd``, ``kinds.deployment`` and ``recipe.driver_entrypoint``. A field counts as set
-when present and not None.
+``kinds.dgd``, ``kinds.deployment`` and ``recipe`` (driver entrypoint, launch env). A field
+counts as set when present and not None.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_check_output_bundle_redacts_secrets(cli, tmp_path, monkeypatch, suffix)
     text = target.read_text()
     data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
     assert set(data) == {"infra", "recipe", "manifests"}
-    assert [m["kind"] for m in data["manifests"]] == ["DynamoGraphDeployment", "RayJob"]
+    assert [m["kind"] for m in data["manifests"]] == ["DynamoGraphDeployment", "Secret", "RayJob"]
     assert data["recipe"]["policy"]["generation"]["backend"] == "dynamo"
     assert "hf_topsecret" not in text and "hf_topsecret" not in result.stdout
 
@@ -73,12 +73,12 @@ def test_check_output_bundle_redacts_secrets(cli, tmp_path, monkeypatch, suffix)
     assert "hf_topsecret" in target.read_text()
 
 
-def test_run_dry_run_prints_dgd_then_rayjob(cli):
+def test_run_dry_run_prints_dgd_then_secret_then_rayjob(cli):
     result = cli("run", "--rayjob", "--dry-run", *KIND)
     assert result.exit_code == 0, result.stderr
     docs = list(yaml.safe_load_all(result.stdout))
-    assert [d["kind"] for d in docs] == ["DynamoGraphDeployment", "RayJob"]
-    job = docs[1]
+    assert [d["kind"] for d in docs] == ["DynamoGraphDeployment", "Secret", "RayJob"]
+    job = docs[2]
     assert job["spec"]["submissionMode"] == "HTTPMode"
     assert "NRL_K8S_RECIPE" in job["spec"]["entrypoint"]
     for doc in docs:

@@ -1,4 +1,4 @@
-"""Secret redaction in env mappings, k8s env lists and shell assignments."""
+"""The one redaction rule: secret names, object walks and value shapes in text."""
 
 from __future__ import annotations
 
@@ -6,57 +6,102 @@ import copy
 
 import pytest
 
-from nrl_k8s import recipe as recipe_mod
-from nrl_k8s.redact import REDACTED, SECRET_KEY, is_secret, redact, redact_text
+from nrl_k8s.redact import REDACTED, is_secret, redact, redact_lines, redact_text
+
+R = REDACTED
 
 NAMES = [
     ("HF_TOKEN", True),
-    ("WANDB_API_KEY", True),
-    ("AWS_SECRET_ACCESS_KEY", True),
-    ("NGC_APIKEY", True),
-    ("DB_PASSWORD", True),
-    ("MYSQL_PWD", True),
-    ("GIT_CREDENTIALS", True),
     ("hf_token", True),
     ("TOKEN", True),
-    ("PRIVATE_KEY_PATH", True),
+    ("hfToken", True),
+    ("WANDB_API_KEY", True),
+    ("wandbApiKey", True),
+    ("APIKey", True),
+    ("NGC_APIKEY", True),
     ("api.key", True),
+    ("AWS_SECRET_ACCESS_KEY", True),
+    ("OAUTH_CLIENT_SECRET", True),
+    ("CLIENTSECRET", True),
+    ("DB_PASSWORD", True),
+    ("PGPASSWORD", True),
+    ("MYSQL_PWD", True),
+    ("SMTP_PASS", True),
+    ("SSH_PASSPHRASE", True),
+    ("GIT_CREDENTIALS", True),
+    ("GITHUB_PAT", True),
+    ("MyPAT", True),
+    ("ACCESSTOKEN", True),
+    ("GITLAB_ACCESSTOKEN", True),
+    ("BEARER", True),
+    ("BEARER_TOKEN", True),
+    ("SESSION_COOKIE", True),
+    ("authCookie", True),
+    ("Authorization", True),
+    ("JWT", True),
+    ("PRIVATE_KEY_PATH", True),
+    ("--hf-token", True),
     ("MONKEY", False),
     ("KEYBOARD", False),
+    ("KEYBOARD_LAYOUT", False),
     ("TOKENIZERS_PARALLELISM", False),
+    ("max_new_tokens", False),
     ("NCCL_IB_DISABLE", False),
     ("PASSENGER", False),
     ("AUTHOR", False),
     ("HF_HOME", False),
+    ("PATH", False),
+    ("PATCH", False),
+    ("key", False),
+    ("secretName", False),
+    ("envFromSecret", False),
+    ("pad_token_id", False),
+    ("eos_token", False),
+    ("sessionAffinity", False),
+    ("--tokenizer", False),
 ]
 
 
 @pytest.mark.parametrize("name, secret", NAMES, ids=[n for n, _ in NAMES])
 def test_secret_names(name, secret):
     assert is_secret(name) is secret
-    assert (SECRET_KEY.search(name) is not None) is secret
 
 
 OBJECT_CASES = [
     (
         "env mapping",
         {"launch": {"env": {"HF_TOKEN": "abc", "MODEL": "qwen"}}},
-        {"launch": {"env": {"HF_TOKEN": REDACTED, "MODEL": "qwen"}}},
+        {"launch": {"env": {"HF_TOKEN": R, "MODEL": "qwen"}}},
+    ),
+    (
+        "camelCase env names",
+        {"env": {"hfToken": "a", "wandbApiKey": "b", "ACCESSTOKEN": "c", "GITHUB_PAT": "d", "plain": "e"}},
+        {"env": {"hfToken": R, "wandbApiKey": R, "ACCESSTOKEN": R, "GITHUB_PAT": R, "plain": "e"}},
+    ),
+    (
+        "numbers and booleans in env",
+        {"env": {"PIN_PASSWORD": 1234, "AUTH_ENABLED": True, "N": 3}},
+        {"env": {"PIN_PASSWORD": R, "AUTH_ENABLED": R, "N": 3}},
     ),
     (
         "extra_env mapping",
         {"networking": {"extra_env": {"WANDB_API_KEY": "k", "NCCL_DEBUG": "INFO"}}},
-        {"networking": {"extra_env": {"WANDB_API_KEY": REDACTED, "NCCL_DEBUG": "INFO"}}},
+        {"networking": {"extra_env": {"WANDB_API_KEY": R, "NCCL_DEBUG": "INFO"}}},
     ),
     (
         "k8s env list",
         {"containers": [{"name": "c", "env": [{"name": "HF_TOKEN", "value": "abc"}, {"name": "A", "value": "1"}]}]},
-        {"containers": [{"name": "c", "env": [{"name": "HF_TOKEN", "value": REDACTED}, {"name": "A", "value": "1"}]}]},
+        {"containers": [{"name": "c", "env": [{"name": "HF_TOKEN", "value": R}, {"name": "A", "value": "1"}]}]},
     ),
     (
         "dynamo envs list",
         {"spec": {"envs": [{"name": "NGC_API_KEY", "value": "n"}]}},
-        {"spec": {"envs": [{"name": "NGC_API_KEY", "value": REDACTED}]}},
+        {"spec": {"envs": [{"name": "NGC_API_KEY", "value": R}]}},
+    ),
+    (
+        "password in a URL under a plain name",
+        {"env": {"DATABASE_URL": "postgres://u:pw@db:5432/x"}},
+        {"env": {"DATABASE_URL": f"postgres://u:{R}@db:5432/x"}},
     ),
     (
         "valueFrom references untouched",
@@ -64,15 +109,34 @@ OBJECT_CASES = [
         {"env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]},
     ),
     (
-        "secret-looking keys outside env untouched",
-        {"imagePullSecrets": ["ngc"], "volume": {"secret": {"secretName": "creds"}}, "key": "value"},
-        {"imagePullSecrets": ["ngc"], "volume": {"secret": {"secretName": "creds"}}, "key": "value"},
+        "Secret data and stringData",
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "run"},
+         "data": {"recipe.yaml": "YTogMQ==", "EMPTY": ""}, "stringData": {"MODEL": "qwen"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "run"},
+         "data": {"recipe.yaml": R, "EMPTY": ""}, "stringData": {"MODEL": R}},
+    ),
+    (
+        "secret-looking keys anywhere (recipe)",
+        {"logger": {"wandb": {"api_key": "k", "hfToken": "t", "project": "p"}}, "db": {"password": 1234}},
+        {"logger": {"wandb": {"api_key": R, "hfToken": R, "project": "p"}}, "db": {"password": R}},
+    ),
+    (
+        "Kubernetes fields that name a secret untouched",
+        {"imagePullSecrets": [{"name": "ngc"}], "volume": {"secret": {"secretName": "creds", "items": [{"key": "k", "path": "p"}]}},
+         "tolerations": [{"key": "nvidia.com/gpu"}], "automountServiceAccountToken": False, "envFromSecret": "hf-secret"},
+        {"imagePullSecrets": [{"name": "ngc"}], "volume": {"secret": {"secretName": "creds", "items": [{"key": "k", "path": "p"}]}},
+         "tolerations": [{"key": "nvidia.com/gpu"}], "automountServiceAccountToken": False, "envFromSecret": "hf-secret"},
+    ),
+    (
+        "argument after a secret flag in a list",
+        {"args": ["--hf-token", "abc", "--model", "qwen", "--api-key", "$KEY"]},
+        {"args": ["--hf-token", R, "--model", "qwen", "--api-key", "$KEY"]},
     ),
     ("empty value stays empty", {"env": {"HF_TOKEN": ""}}, {"env": {"HF_TOKEN": ""}}),
     (
         "entrypoint strings",
-        {"spec": {"entrypoint": "export HF_TOKEN='abc'\nexport MODEL=qwen\npython run.py"}},
-        {"spec": {"entrypoint": f"export HF_TOKEN='{REDACTED}'\nexport MODEL=qwen\npython run.py"}},
+        {"spec": {"entrypoint": "export HF_TOKEN='abc'\nexport MODEL=qwen\npython run.py --password=pw"}},
+        {"spec": {"entrypoint": f"export HF_TOKEN='{R}'\nexport MODEL=qwen\npython run.py --password={R}"}},
     ),
     ("scalars pass through", {"a": 1, "b": None, "c": [True, 2.5]}, {"a": 1, "b": None, "c": [True, 2.5]}),
 ]
@@ -86,31 +150,54 @@ def test_redact_objects(obj, expected):
 
 
 TEXT_CASES = [
-    ("export quoted", "export HF_TOKEN='a b'", f"export HF_TOKEN='{REDACTED}'"),
-    ("export bare", "export HF_TOKEN=abc", f"export HF_TOKEN='{REDACTED}'"),
-    ("export with embedded quote", "export DB_PASSWORD='it'\"'\"'s'; echo", f"export DB_PASSWORD='{REDACTED}'; echo"),
-    ("double quoted", 'WANDB_API_KEY="x y" python run.py', f"WANDB_API_KEY='{REDACTED}' python run.py"),
-    ("several on one line", "export A=1 HF_TOKEN=2 B=3", f"export A=1 HF_TOKEN='{REDACTED}' B=3"),
-    ("after a separator", "cd /x && HF_TOKEN=z python", f"cd /x && HF_TOKEN='{REDACTED}' python"),
-    ("not a secret", "export MONKEY=banana", "export MONKEY=banana"),
-    ("cli flag untouched", "python run.py --api_key=abc", "python run.py --api_key=abc"),
-    ("text without assignments", "python run.py", "python run.py"),
+    ("export quoted", "export HF_TOKEN='a b'", f"export HF_TOKEN='{R}'"),
+    ("export bare", "export HF_TOKEN=abc", f"export HF_TOKEN={R}"),
+    ("export with embedded quote", "export DB_PASSWORD='it'\"'\"'s'; echo", f"export DB_PASSWORD='{R}'; echo"),
+    ("double quoted", 'WANDB_API_KEY="x y" python run.py', f'WANDB_API_KEY="{R}" python run.py'),
+    ("several on one line", "export A=1 HF_TOKEN=2 B=3", f"export A=1 HF_TOKEN={R} B=3"),
+    ("after a separator", "cd /x && HF_TOKEN=z python", f"cd /x && HF_TOKEN={R} python"),
+    ("camelCase assignment", "hfToken=abc wandbApiKey=def", f"hfToken={R} wandbApiKey={R}"),
+    ("*_PAT", "GITHUB_PAT=ghp_123", f"GITHUB_PAT={R}"),
+    ("ACCESSTOKEN", "ACCESSTOKEN=x1", f"ACCESSTOKEN={R}"),
+    ("BEARER name", "BEARER=x1", f"BEARER={R}"),
+    ("*_COOKIE", "SESSION_COOKIE=abc", f"SESSION_COOKIE={R}"),
+    ("override echoed in an error", "override 'infra.launch.env.HF_TOKEN=[abc': value is not valid YAML",
+     f"override 'infra.launch.env.HF_TOKEN={R}': value is not valid YAML"),
+    ("recipe override", "logger.wandb.api_key=k123", f"logger.wandb.api_key={R}"),
+    ("not a secret", "export MONKEY=banana PATH=/usr/bin", "export MONKEY=banana PATH=/usr/bin"),
+    ("tokenizers env", "TOKENIZERS_PARALLELISM=false", "TOKENIZERS_PARALLELISM=false"),
+    ("URL password", "postgres://u:pw@h", f"postgres://u:{R}@h"),
+    ("URL password with port and path", "connect mysql://root:s3cr3t@db:3306/x now", f"connect mysql://root:{R}@db:3306/x now"),
+    ("URL without password", "https://user@example.com:8443/x", "https://user@example.com:8443/x"),
+    ("URL query token", "https://h/api?access_token=abc&page=2", f"https://h/api?access_token={R}&page=2"),
+    ("--flag value", "python run.py --hf-token X --model q", f"python run.py --hf-token {R} --model q"),
+    ("--flag=value", "python run.py --password=X", f"python run.py --password={R}"),
+    ("--api-key value", "--api-key 'a b'", f"--api-key '{R}'"),
+    ("--api_key=value", "python run.py --api_key=abc", f"python run.py --api_key={R}"),
+    ("secret flag without value", "run --use-auth --verbose", "run --use-auth --verbose"),
+    ("plain flag", "run --tokenizer qwen --max-new-tokens 5", "run --tokenizer qwen --max-new-tokens 5"),
+    ("variable reference kept", 'run --hf-token "$HF_TOKEN" HF_TOKEN=${env:HF_TOKEN}',
+     'run --hf-token "$HF_TOKEN" HF_TOKEN=${env:HF_TOKEN}'),
+    ("Authorization Bearer", "curl -H 'Authorization: Bearer abc.def'", f"curl -H 'Authorization: Bearer {R}'"),
+    ("Authorization Basic", "Authorization: Basic dXNlcjpwdw==", f"Authorization: Basic {R}"),
+    ("bare Bearer", "sent bearer abc123 to the API", f"sent bearer {R} to the API"),
+    ("JSON field", '{"hf_token": "abc", "n": 1}', f'{{"hf_token": "{R}", "n": 1}}'),
+    ("Python repr", "got {'HF_TOKEN': 'abc', 'MODEL': 'q'}", f"got {{'HF_TOKEN': '{R}', 'MODEL': 'q'}}"),
+    ("YAML quoted value", 'e.g. HF_TOKEN: "12345"', f'e.g. HF_TOKEN: "{R}"'),
+    ("number field", '"password": 1234', f'"password": {R}'),
+    ("quoted key then prose", "infra key 'launch.env.HF_TOKEN': expected a string",
+     "infra key 'launch.env.HF_TOKEN': expected a string"),
+    ("text without secrets", "python run.py --config $NRL_K8S_RECIPE", "python run.py --config $NRL_K8S_RECIPE"),
 ]
 
 
 @pytest.mark.parametrize("text, expected", [c[1:] for c in TEXT_CASES], ids=[c[0] for c in TEXT_CASES])
 def test_redact_text(text, expected):
     assert redact_text(text) == expected
+    assert redact_text(expected) == expected  # idempotent
 
 
-def test_redacted_driver_entrypoint_keeps_recipe_and_other_env():
-    infra = {
-        "kuberay": {"training": {"name": "t"}},
-        "launch": {"entrypoint": "python run.py", "env": {"HF_TOKEN": "hf_abc'\"$x", "MODEL": "qwen"}},
-    }
-    ep = recipe_mod.driver_entrypoint(infra, {"a": 1}, "rid")
-    hidden = redact(ep)
-    assert "hf_abc" not in hidden
-    assert f"export HF_TOKEN='{REDACTED}'" in hidden
-    assert "export MODEL=qwen" in hidden
-    assert recipe_mod.decode_recipe(hidden) == {"a": 1}
+def test_redact_lines_finds_a_value_split_across_chunks():
+    chunks = ["step 1\nexport HF_TO", "KEN=hf_s3", "cr3t\nstep", " 2\r", "last HF_TOKEN=x"]
+    out = "".join(redact_lines(chunks))
+    assert out == f"step 1\nexport HF_TOKEN={R}\nstep 2\rlast HF_TOKEN={R}"

@@ -7,7 +7,6 @@ import copy
 import pytest
 import yaml
 
-from nrl_k8s import recipe as recipe_mod
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import raycluster, rayjob
 from nrl_k8s.kinds.base import Failed, Pending, Ready
@@ -30,7 +29,7 @@ RECIPE = {"grpo": {"max_num_steps": 5}, "policy": {"model_name": "${oc.env:MODEL
 
 
 def test_render_shape():
-    obj = rayjob.render(INFRA, RECIPE, "grpo-train-0123abcd")
+    obj = rayjob.render(INFRA, "grpo-train-0123abcd")
     assert obj["apiVersion"] == "ray.io/v1" and obj["kind"] == "RayJob"
     assert obj["metadata"] == {
         "name": "grpo-train",
@@ -46,9 +45,70 @@ def test_render_shape():
     }
     spec = obj["spec"]
     assert spec["submissionMode"] == "HTTPMode"
-    assert spec["rayClusterSpec"] == raycluster.render_spec(INFRA, "training")
-    assert spec["entrypoint"] == recipe_mod.driver_entrypoint(INFRA, RECIPE, "grpo-train-0123abcd")
-    assert recipe_mod.decode_recipe(spec["entrypoint"]) == RECIPE
+    assert spec["entrypoint"] == INFRA["launch"]["entrypoint"]
+
+
+SECRET_INFRA = {
+    **INFRA,
+    "launch": {
+        "entrypoint": 'python run.py --config "$NRL_K8S_RECIPE"',
+        "env": {"HF_TOKEN": "hf_s3cr3t", "wandbApiKey": "wb_k3y", "DATABASE_URL": "postgres://u:pw_x@h/db",
+                "HF_HOME": "/cache", "PATH": "/opt/bin"},
+    },
+    "networking": {"extra_env": {"HF_HOME": "/from-networking"}},
+}
+SECRET_RECIPE = {"policy": {"model_name": "q"}, "logger": {"wandb": {"api_key": "recipe_k3y"}}}
+VALUES = ("hf_s3cr3t", "wb_k3y", "pw_x", "/cache", "/opt/bin", "recipe_k3y")
+
+
+def test_no_launch_env_value_or_recipe_in_the_rayjob():
+    text = yaml.safe_dump(rayjob.render(SECRET_INFRA, "grpo-train-0123abcd"))
+    assert not [v for v in VALUES if v in text]
+    assert "model_name" not in text
+
+
+def test_the_run_secret_holds_the_recipe_and_every_launch_env_value():
+    obj = rayjob.render_secret(SECRET_INFRA, SECRET_RECIPE, "grpo-train-0123abcd")
+    assert (obj["apiVersion"], obj["kind"], obj["type"]) == ("v1", "Secret", "Opaque")
+    assert obj["metadata"] == {
+        "name": "grpo-train-0123abcd",
+        "namespace": "rl",
+        "labels": {"app.kubernetes.io/managed-by": "nrl-k8s", "team": "rl", "nrl-k8s.io/run-id": "grpo-train-0123abcd"},
+    }
+    data = obj["stringData"]
+    assert yaml.safe_load(data.pop("recipe.yaml")) == SECRET_RECIPE
+    assert data == SECRET_INFRA["launch"]["env"]
+
+
+def test_every_ray_container_reads_the_run_secret():
+    spec = rayjob.render(SECRET_INFRA, "grpo-train-0123abcd")["spec"]["rayClusterSpec"]
+    groups = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+    assert len(groups) == 2
+    for group in groups:
+        pod = group["template"]["spec"]
+        assert {"name": "nrl-k8s-run", "secret": {"secretName": "grpo-train-0123abcd",
+                                                  "items": [{"key": "recipe.yaml", "path": "recipe.yaml"}]}} in pod["volumes"]
+        ray = pod["containers"][0]
+        assert {"name": "nrl-k8s-run", "mountPath": "/etc/nrl-k8s/run", "readOnly": True} in ray["volumeMounts"]
+        env = {e["name"]: e for e in ray["env"]}
+        assert env["NRL_K8S_RUN_ID"] == {"name": "NRL_K8S_RUN_ID", "value": "grpo-train-0123abcd"}
+        assert env["NRL_K8S_RECIPE"] == {"name": "NRL_K8S_RECIPE", "value": "/etc/nrl-k8s/run/recipe.yaml"}
+        for name in SECRET_INFRA["launch"]["env"]:
+            assert env[name] == {"name": name, "valueFrom": {"secretKeyRef": {"name": "grpo-train-0123abcd", "key": name}}}
+        # launch.env replaces the entry networking.extra_env set, in place (no duplicate name)
+        assert [e["name"] for e in ray["env"]].count("HF_HOME") == 1
+
+
+def test_cluster_up_renders_no_reference_to_a_run_secret():
+    text = yaml.safe_dump(raycluster.render(SECRET_INFRA, "training"))
+    assert "secretKeyRef" not in text and "nrl-k8s-run" not in text and "NRL_K8S_RECIPE" not in text
+
+
+def test_oversized_run_secret_is_refused():
+    huge = {"data": "x" * (1024 * 1024)}
+    with pytest.raises(ConfigError, match="more than Kubernetes allows") as info:
+        rayjob.render_secret(INFRA, huge, "r-1")
+    assert "make the recipe smaller" in info.value.hint
 
 
 LIFETIME_CASES = [
@@ -65,14 +125,14 @@ LIFETIME_CASES = [
 
 @pytest.mark.parametrize("kwargs, expected", [c[1:] for c in LIFETIME_CASES], ids=[c[0] for c in LIFETIME_CASES])
 def test_lifetime_fields(kwargs, expected):
-    spec = rayjob.render(INFRA, RECIPE, "r-1", **kwargs)["spec"]
+    spec = rayjob.render(INFRA, "r-1", **kwargs)["spec"]
     got = {k: spec[k] for k in ("shutdownAfterJobFinishes", "ttlSecondsAfterFinished", "activeDeadlineSeconds") if k in spec}
     assert got == expected
 
 
 def test_kueue_label_on_rayjob():
     infra = {**copy.deepcopy(INFRA), "scheduler": {"kind": "kueue", "queue": "lq"}}
-    assert rayjob.render(infra, RECIPE, "r-1")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
+    assert rayjob.render(infra, "r-1")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
 
 
 ERROR_CASES = [
@@ -88,14 +148,15 @@ def test_errors(breaker, message, hint):
     infra = copy.deepcopy(INFRA)
     breaker(infra)
     with pytest.raises(ConfigError) as info:
-        rayjob.render(infra, RECIPE, "r-1")
+        rayjob.render(infra, "r-1")
     assert message in info.value.message
     assert hint in info.value.hint
 
 
 def test_deterministic_yaml():
-    first = yaml.safe_dump(rayjob.render(INFRA, RECIPE, "r-1"), sort_keys=False)
-    assert yaml.safe_dump(rayjob.render(copy.deepcopy(INFRA), copy.deepcopy(RECIPE), "r-1"), sort_keys=False) == first
+    first = yaml.safe_dump([rayjob.render(INFRA, "r-1"), rayjob.render_secret(INFRA, RECIPE, "r-1")], sort_keys=False)
+    again = [rayjob.render(copy.deepcopy(INFRA), "r-1"), rayjob.render_secret(copy.deepcopy(INFRA), copy.deepcopy(RECIPE), "r-1")]
+    assert yaml.safe_dump(again, sort_keys=False) == first
 
 
 def job(deployment=None, job_status=None, **extra) -> dict:

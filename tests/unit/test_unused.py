@@ -119,7 +119,7 @@ LEAVES = {"spec", "overrides", "nodeSelector", "affinity", "extra_env", "env", "
 
 def render_all(infra: dict) -> str:
     objs = [raycluster.render(infra, role) for role in raycluster.ROLES if role in infra.get("kuberay", {})]
-    objs.append(rayjob.render(infra, {"grpo": {}}, "train-00000000"))
+    objs += [rayjob.render(infra, "train-00000000"), rayjob.render_secret(infra, {"grpo": {}}, "train-00000000")]
     objs += [deployment.render(infra, key) for key in infra.get("deployments", {})]
     objs += [dgd.render(infra, key) for key in infra.get("dynamo", {})]
     return yaml.safe_dump_all(objs, sort_keys=False)

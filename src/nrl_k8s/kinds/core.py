@@ -7,7 +7,6 @@ from .base import Kind
 NAMESPACE = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
 EVENT = Kind("", "v1", "events", "Event")
 CONFIGMAP = Kind("", "v1", "configmaps", "ConfigMap")
-SECRET = Kind("", "v1", "secrets", "Secret")
 SERVICE_ACCOUNT = Kind("", "v1", "serviceaccounts", "ServiceAccount")
 CRD = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 SELF_SUBJECT_ACCESS_REVIEW = Kind(

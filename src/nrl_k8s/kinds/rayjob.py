@@ -1,16 +1,28 @@
-"""KubeRay RayJob: descriptor, pure rendering of the training run, readiness."""
+"""KubeRay RayJob: descriptor, pure rendering of the training run (and its Secret), readiness.
+
+A run is two objects: the RayJob and one Secret named after the run id (``render_secret``)
+holding ``recipe.yaml`` (the final recipe) and every ``infra.launch.env`` value. All of
+launch.env goes through the Secret, not only secret-looking names, so no value ever appears in
+the RayJob, whatever its name. The Ray container (the first one) of the head and of every
+worker group gets ``NRL_K8S_RUN_ID``, ``NRL_K8S_RECIPE`` and each launch.env name as a
+``secretKeyRef`` (replacing an entry of the same name), and the recipe mounted read-only at
+``/etc/nrl-k8s/run``. The run makes the RayJob the Secret's owner once both exist.
+"""
 
 from __future__ import annotations
 
+import copy
+
 from .. import recipe as recipe_mod
 from ..names import MAX_RAYJOB_NAME_LEN, validate_name
-from . import raycluster
+from . import raycluster, secret
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, object_metadata
 
 KIND = Kind("ray.io", "v1", "rayjobs", "RayJob")
 RUN_ID_LABEL = "nrl-k8s.io/run-id"
 DEFAULT_TTL_SECONDS = 3600
 TERMINAL_DEPLOYMENT_STATUSES = frozenset({"Complete", "Failed", "ValidationFailed"})
+RUN_VOLUME = "nrl-k8s-run"
 
 
 def job_name(infra: dict) -> str:
@@ -25,14 +37,14 @@ def job_name(infra: dict) -> str:
 
 def render(
     infra: dict,
-    recipe: dict,
     run_id: str,
     *,
     shutdown: bool = True,
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     active_deadline_seconds: int | None = None,
 ) -> dict:
-    """The RayJob running ``recipe`` (the final copy, after ``inject_dynamo``) on a fresh cluster."""
+    """The RayJob of run ``run_id`` on a fresh cluster; the recipe and launch.env reach its driver
+    through ``render_secret(infra, recipe, run_id)``."""
     entry = raycluster.role_entry(infra, "training")
     metadata = object_metadata(
         job_name(infra),
@@ -47,7 +59,7 @@ def render(
         [infra.get("annotations"), entry.get("annotations")],
     )
     spec = {
-        "entrypoint": recipe_mod.driver_entrypoint(infra, recipe, run_id),
+        "entrypoint": recipe_mod.driver_entrypoint(infra),
         "submissionMode": "HTTPMode",
         "shutdownAfterJobFinishes": shutdown,
     }
@@ -56,7 +68,41 @@ def render(
     if active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = active_deadline_seconds
     spec["rayClusterSpec"] = raycluster.render_spec(infra, "training")
+    _deliver(spec["rayClusterSpec"], run_id, list(recipe_mod.launch_env(infra)))
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
+
+
+def render_secret(infra: dict, recipe: dict, run_id: str) -> dict:
+    """The run's Secret: ``recipe.yaml`` and one key per launch.env name (its value)."""
+    data = {recipe_mod.RECIPE_KEY: recipe_mod.recipe_text(recipe), **recipe_mod.launch_env(infra)}
+    labels = [MANAGED_BY, infra.get("labels"), {RUN_ID_LABEL: run_id}]
+    return secret.render(run_id, infra["namespace"], labels, data,
+                         hint="the Secret carries the recipe and infra.launch.env: make the recipe smaller")
+
+
+def _deliver(cluster_spec: dict, run_id: str, env_names: list[str]) -> None:
+    """Wire the run Secret (named ``run_id``) into the Ray container of the head and every worker group."""
+    env = [{"name": recipe_mod.RUN_ID_ENV, "value": run_id}, {"name": recipe_mod.RECIPE_ENV, "value": recipe_mod.RECIPE_PATH}]
+    env += [secret.env_ref(name, run_id, name) for name in env_names]
+    volume = secret.volume(RUN_VOLUME, run_id, [recipe_mod.RECIPE_KEY])
+    mount = {"name": RUN_VOLUME, "mountPath": recipe_mod.RUN_DIR, "readOnly": True}
+    for group in [cluster_spec["headGroupSpec"], *(cluster_spec.get("workerGroupSpecs") or [])]:
+        pod = group["template"]["spec"]
+        ray = pod["containers"][0]
+        _put(pod.setdefault("volumes", []), volume, "name")
+        _put(ray.setdefault("volumeMounts", []), mount, "mountPath")
+        for entry in env:
+            _put(ray.setdefault("env", []), entry, "name")
+
+
+def _put(items: list[dict], item: dict, key: str) -> None:
+    """A copy of ``item`` replaces the entry with the same ``key`` in place, else is appended."""
+    item = copy.deepcopy(item)
+    for i, current in enumerate(items):
+        if current.get(key) == item[key]:
+            items[i] = item
+            return
+    items.append(item)
 
 
 def cluster_name(obj: dict) -> str | None:

@@ -16,7 +16,10 @@
   create (see each module for exactly which);
 * **one real Ray head** (``ray_head.py``), shared by every RayCluster: RayJob entrypoints are
   really submitted to its dashboard and really run, as shell commands on this machine, in the
-  environment ``sandbox up`` was started with;
+  environment ``sandbox up`` was started with plus what the cluster's head container would give
+  them (``driver_env.py``): its env, ``secretKeyRef`` values resolved from the stored Secret,
+  and its Secret volumes written under ``DIR/volumes`` (0700/0600; an env value pointing into
+  a volume's ``mountPath`` is rewritten to the written copy, so the path differs from a pod's);
 * one **stub Dynamo frontend** per DGD (``frontend_stub.py``): ``/v1/models``, ``/health``,
   ``/live`` on 127.0.0.1.
 

@@ -4,8 +4,9 @@ What it simulates: bearer-token authentication, legacy discovery, CRUD/list/watc
 server-side apply/delete with garbage collection on core kinds (namespaces, pods, services,
 configmaps, secrets, events, serviceaccounts), apps/v1 deployments (storage only),
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
-SelfSubjectAccessReview, the service proxy to loopback backends, ``Table`` output for kubectl,
-and API-level faults (see ``faults.py``). Patch and apply semantics are simplified as
+SelfSubjectAccessReview, the service proxy to loopback backends (a job submitted through a Ray
+head Service gets what its head container would give it, see ``driver_env``), ``Table`` output
+for kubectl, and API-level faults (see ``faults.py``). Patch and apply semantics are simplified as
 documented in ``patch.py`` and ``apply.py``; store, watch and GC rules are in ``store.py``.
 
 What it does not: scheduling, kubelets, networking or DNS, admission webhooks, real RBAC
@@ -41,6 +42,7 @@ import yaml
 from nrl_k8s.sandbox import apply as ssa
 from nrl_k8s.sandbox import tables
 from nrl_k8s.sandbox.discovery import SERVER_VERSION, OpenApi, ResourceType
+from nrl_k8s.sandbox.driver_env import DriverEnv
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.patch import PatchError, json_patch, merge_patch, parse_json, strategic_merge
 from nrl_k8s.sandbox.pids import open_private
@@ -141,8 +143,10 @@ class ApiServer:
         state_file: Path | None = None,
         history_size: int = 1000,
         tls: bool = True,
+        drivers: DriverEnv | None = None,
     ):
         self._tokens = {user_token: USER, operator_token: OPERATOR}
+        self.drivers = drivers
         self.faults = faults
         self.state_file = Path(state_file) if state_file else None
         self.store = Store(history_size=history_size)
@@ -346,7 +350,12 @@ class ApiServer:
         if route.subresource == "proxy":
             with self.store.lock:
                 service = self.store.get(rtype, ns, name.split(":")[-2] if name.count(":") == 2 else name.split(":")[0])
-            code, body, ctype = self._proxy.forward(service, name, req.method, route.rest, req.raw_query, req.body, req.headers)
+            body = req.body
+            if self.drivers is not None:
+                body = self.drivers.proxied_request(service, req.method, route.rest, body, self._find)
+            code, body, ctype = self._proxy.forward(service, name, req.method, route.rest, req.raw_query, body, req.headers)
+            if self.drivers is not None:
+                body = self.drivers.proxied_response(service, route.rest, body)
             return Response(code, body, ctype)
         if rtype.plural == "selfsubjectaccessreviews":
             return self._access_review(req)
@@ -378,6 +387,15 @@ class ApiServer:
         if verb == "delete":
             return Response(200, self._delete(req, route, name, dry_run))
         return self._delete_collection(req, route, dry_run)
+
+    def _find(self, group: str, version: str, plural: str, namespace: str, name: str) -> dict | None:
+        """A stored object, or None when it (or its kind) does not exist."""
+        with self.store.lock:
+            rtype = self.store.registry.lookup(group, version, plural)
+            try:
+                return None if rtype is None else self.store.get(rtype, namespace, name)
+            except ApiStatus:
+                return None
 
     @staticmethod
     def _manager(req: Request) -> str:

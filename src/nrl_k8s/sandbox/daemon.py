@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import crds
 from .apiserver import ApiServer
+from .driver_env import DriverEnv
 from .faults import Faults
 from .operators.base import Controller, Timing, api_client
 from .operators.dynamo import Dynamo
@@ -62,7 +63,9 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
         registry.set(name, value)
     head = RayHead(temp_dir=temp_dir_for(paths.dir), log_path=paths.ray_log, env=ray_environment(paths.dir))
     user_token, operator_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-    server = ApiServer(user_token=user_token, operator_token=operator_token, faults=registry, state_file=state_file)
+    drivers = DriverEnv(paths.dir / "volumes")
+    server = ApiServer(user_token=user_token, operator_token=operator_token, faults=registry, state_file=state_file,
+                       drivers=drivers)
     operators: list[Controller] = []
     serving = False
     try:
@@ -78,7 +81,7 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
         version = head.wait_ready(RAY_READY_S)
         log.info("Ray %s dashboard at %s", version.get("ray_version"), head.dashboard_url)
         timing = Timing(registry, speed)
-        operators.append(KubeRay(api_client(http_url, operator_token), timing, registry, head.dashboard_url))
+        operators.append(KubeRay(api_client(http_url, operator_token), timing, registry, head.dashboard_url, drivers))
         if crds.DGD_CRD in installed:
             operators.append(Dynamo(api_client(http_url, operator_token), timing, registry))
         for operator in operators:

@@ -19,6 +19,7 @@ Deletion follows the real server closely enough for clients:
 
 from __future__ import annotations
 
+import base64
 import copy
 import queue
 import random
@@ -535,6 +536,10 @@ def apply_defaults(rtype: ResourceType, obj: dict) -> None:
         obj["status"] = {}
     elif rtype.kind == "Secret":
         obj.setdefault("type", "Opaque")
+        # stringData is write-only: merged into data (base64), as the real API server does
+        encoded = {k: base64.b64encode(str(v).encode()).decode() for k, v in (obj.pop("stringData", None) or {}).items()}
+        if encoded:
+            obj["data"] = {**(obj.get("data") or {}), **encoded}
     elif rtype.kind == "CustomResourceDefinition":
         names = (spec or {}).get("names") or {}
         obj["status"] = {

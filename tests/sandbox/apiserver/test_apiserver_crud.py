@@ -54,8 +54,13 @@ def test_resource_versions_come_from_one_global_counter(core):
         ),
         (lambda core: core.create_namespace({"metadata": {"name": "n"}}), lambda ns: ns.status.phase == "Active"),
         (lambda core: core.create_namespaced_secret("default", {"metadata": {"name": "s"}}), lambda secret: secret.type == "Opaque"),
+        (
+            lambda core: core.create_namespaced_secret(
+                "default", {"metadata": {"name": "s"}, "data": {"a": "eA=="}, "stringData": {"b": "ü y", "a": "z"}}),
+            lambda secret: secret.data == {"a": "eg==", "b": "w7wgeQ=="} and secret.string_data is None,
+        ),
     ],
-    ids=["pod", "service", "namespace", "secret"],
+    ids=["pod", "service", "namespace", "secret", "secret stringData"],
 )
 def test_server_defaults(core, create, check):
     assert check(create(core))

@@ -7,7 +7,8 @@ backed by the REAL Ray dashboard, pods Ready after a delay, then ``state: ready`
 
 RayJob → ``jobId``/``rayClusterName``/Initializing, a controller-owned RayCluster (or the one
 ``clusterSelector`` names, never deleted), Running once the cluster is ready, then — like
-KubeRay in HTTPMode — ``GET /api/jobs/<jobId>`` and ``POST /api/jobs/`` on 404. Every
+KubeRay in HTTPMode — ``GET /api/jobs/<jobId>`` and ``POST /api/jobs/`` on 404, the driver given
+what its head container would give it (``driver_env``). Every
 ``submissionMode`` is handled as HTTPMode (no submitter pod is simulated). The job's status is
 mirrored from the dashboard about once a second (the dashboard has no watch; real KubeRay polls
 too); terminal → Complete/Failed, ``endTime``, ``shutdownAfterJobFinishes`` after
@@ -28,10 +29,12 @@ import httpx
 import kubernetes
 import yaml
 
+from nrl_k8s.redact import redact_text
+from nrl_k8s.sandbox.driver_env import DriverEnv
 from nrl_k8s.sandbox.faults import Faults
 
 from . import pods
-from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller_ref, now, parse_time, suffix
+from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller_ref, json_body, now, parse_time, suffix
 
 log = logging.getLogger("nrl_k8s.sandbox.operators.kuberay")
 
@@ -75,9 +78,11 @@ def submission_body(spec: dict, job_id: str) -> dict:
 class KubeRay(Controller):
     name = "kuberay"
 
-    def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults, dashboard_url: str):
+    def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults, dashboard_url: str,
+                 drivers: DriverEnv):
         super().__init__(api, timing, faults)
         self.dashboard_url = dashboard_url
+        self.drivers = drivers
         self.dashboard = httpx.Client(base_url=dashboard_url, timeout=10.0, trust_env=False)
         self._seen: set[str] = set()
 
@@ -113,6 +118,7 @@ class KubeRay(Controller):
     def _cluster_deleted(self, namespace: str, cluster: str) -> None:
         for job in self._rayjobs_using(namespace, cluster):
             self._stop_ray_job(job)
+        self.drivers.forget(namespace, cluster)
 
     def _stop_ray_job(self, job: dict) -> None:
         status = job.get("status") or {}
@@ -330,13 +336,26 @@ class KubeRay(Controller):
 
     def _submit(self, job: dict) -> None:
         meta, spec, job_id = job["metadata"], job.get("spec") or {}, job["status"]["jobId"]
-        response = self.dashboard.post("/api/jobs/", json=submission_body(spec, job_id))
-        if response.is_success or "already exists" in response.text:
+        body = submission_body(spec, job_id)
+        cluster = self.get(RAYCLUSTER, meta["namespace"], job["status"]["rayClusterName"])
+        if cluster is not None:
+            body = self.drivers.submission(body, cluster, lambda name: self._read_secret(meta["namespace"], name))
+        response = self.dashboard.post("/api/jobs/", json=body)
+        text = redact_text(response.text)  # Ray may echo the runtime_env, which holds the container env
+        if response.is_success or "already exists" in text:
             log.info("submitted %s/%s as Ray job %s", meta["namespace"], meta["name"], job_id)
         elif response.status_code < 500:
-            self._finish(job, "Failed", reason="SubmissionFailed", message=response.text[:500])
+            self._finish(job, "Failed", reason="SubmissionFailed", message=text[:500])
         else:
-            log.warning("submitting %s failed (HTTP %s), retrying: %s", job_id, response.status_code, response.text[:200])
+            log.warning("submitting %s failed (HTTP %s), retrying: %s", job_id, response.status_code, text[:200])
+
+    def _read_secret(self, namespace: str, name: str) -> dict | None:
+        try:
+            return json_body(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
+        except kubernetes.client.exceptions.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
 
     def _finish(self, job: dict, phase: str, *, job_status: str | None = None, reason: str = "", message: str = "") -> None:
         meta, status = job["metadata"], job.get("status") or {}

@@ -1,0 +1,131 @@
+"""The sandbox's emulation of a head container for drivers on the shared Ray head (driver_env)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import stat
+import subprocess
+
+import pytest
+import yaml
+
+from nrl_k8s.kinds import rayjob
+from nrl_k8s.sandbox.driver_env import INJECTED_KEY, DriverEnv
+
+RUN = "train-0123abcd"
+INFRA = {
+    "namespace": "ns1",
+    "launch": {
+        # only shell builtins and a redirect: the user's PATH must not matter to the delivery
+        "entrypoint": 'read -r first < "$NRL_K8S_RECIPE"; [ "$first" = "grpo:" ] && [ "$HF_TOKEN" = hf_s3cr3t ] '
+                      '&& [ "$NRL_K8S_RUN_ID" = train-0123abcd ] && [ "$PATH" = /nowhere ]',
+        "env": {"HF_TOKEN": "hf_s3cr3t", "PATH": "/nowhere", "MODEL": "qwen"},
+    },
+    "kuberay": {"training": {"name": "train", "spec": {"workerGroupSpecs": [{"groupName": "w", "replicas": 1}]}}},
+}
+RECIPE = {"grpo": {"max_num_steps": 1}, "logger": {"wandb": {"api_key": "k"}}}
+
+
+def stored(obj: dict) -> dict:
+    """A Secret as the API server returns it (stringData folded into base64 data)."""
+    data = {k: base64.b64encode(v.encode()).decode() for k, v in obj["stringData"].items()}
+    return {**{k: v for k, v in obj.items() if k != "stringData"}, "data": data}
+
+
+@pytest.fixture
+def cluster() -> dict:
+    spec = rayjob.render(INFRA, RUN)["spec"]["rayClusterSpec"]
+    return {"metadata": {"namespace": "ns1", "name": "train-abcde"}, "spec": spec}
+
+
+@pytest.fixture
+def secrets() -> dict:
+    return {RUN: stored(rayjob.render_secret(INFRA, RECIPE, RUN))}
+
+
+def test_a_driver_sees_its_head_containers_env_and_recipe(tmp_path, cluster, secrets):
+    body = DriverEnv(tmp_path / "volumes").submission({"entrypoint": "x", "submission_id": "j1"}, cluster, secrets.get)
+    env = body["runtime_env"]["env_vars"]
+    recipe_file = tmp_path / "volumes/ns1/train-abcde/nrl-k8s-run/recipe.yaml"
+    assert env == {"NRL_K8S_RUN_ID": RUN, "NRL_K8S_RECIPE": str(recipe_file), "HF_TOKEN": "hf_s3cr3t",
+                   "PATH": "/nowhere", "MODEL": "qwen"}
+    assert yaml.safe_load(recipe_file.read_text()) == RECIPE
+    assert stat.S_IMODE(recipe_file.stat().st_mode) == 0o600
+    for directory in recipe_file.parents[:4]:  # the volume, cluster, namespace and root directories
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+    assert body["metadata"] == {INJECTED_KEY: "NRL_K8S_RUN_ID,NRL_K8S_RECIPE,HF_TOKEN,PATH,MODEL"}
+    assert (body["entrypoint"], body["submission_id"]) == ("x", "j1")
+
+    # the RayJob's entrypoint, run as Ray runs it (a shell) with exactly that environment
+    done = subprocess.run(["/bin/sh", "-c", rayjob.render(INFRA, RUN)["spec"]["entrypoint"]], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_submitters_own_env_vars_win_and_are_not_marked(tmp_path, cluster, secrets):
+    body = {"entrypoint": "x", "runtime_env": {"env_vars": {"MODEL": "mine"}, "pip": ["a"]}, "metadata": {"k": "v"}}
+    out = DriverEnv(tmp_path).submission(body, cluster, secrets.get)
+    assert out["runtime_env"]["env_vars"]["MODEL"] == "mine" and out["runtime_env"]["pip"] == ["a"]
+    assert out["metadata"]["k"] == "v" and "MODEL" not in out["metadata"][INJECTED_KEY].split(",")
+    assert body == {"entrypoint": "x", "runtime_env": {"env_vars": {"MODEL": "mine"}, "pip": ["a"]}, "metadata": {"k": "v"}}
+
+
+def test_a_missing_secret_leaves_its_values_out(tmp_path, cluster):
+    env = DriverEnv(tmp_path).submission({"entrypoint": "x"}, cluster, lambda name: None)["runtime_env"]["env_vars"]
+    assert set(env) == {"NRL_K8S_RUN_ID", "NRL_K8S_RECIPE"}
+    assert not (tmp_path / "ns1/train-abcde/nrl-k8s-run/recipe.yaml").exists()
+
+
+def test_item_paths_that_leave_the_volume_are_refused(tmp_path, cluster, secrets):
+    pod = cluster["spec"]["headGroupSpec"]["template"]["spec"]
+    pod["volumes"][-1]["secret"]["items"] = [{"key": "recipe.yaml", "path": "../../escape.yaml"},
+                                             {"key": "HF_TOKEN", "path": "sub/token"}]
+    DriverEnv(tmp_path / "v").submission({"entrypoint": "x"}, cluster, secrets.get)
+    assert not list(tmp_path.rglob("escape.yaml"))
+    assert (tmp_path / "v/ns1/train-abcde/nrl-k8s-run/sub/token").read_text() == "hf_s3cr3t"
+
+
+def test_forget_removes_the_clusters_files(tmp_path, cluster, secrets):
+    drivers = DriverEnv(tmp_path)
+    drivers.submission({"entrypoint": "x"}, cluster, secrets.get)
+    drivers.forget("ns1", "train-abcde")
+    assert not (tmp_path / "ns1/train-abcde").exists()
+
+
+HEAD_SERVICE = {"metadata": {"name": "train-abcde-head-svc", "namespace": "ns1", "labels": {"ray.io/cluster": "train-abcde"}}}
+
+
+def test_the_proxy_gives_a_submission_its_head_containers_env(tmp_path, cluster, secrets):
+    store = {("ray.io", "rayclusters", "train-abcde"): cluster, ("", "secrets", RUN): secrets[RUN]}
+
+    def lookup(group, version, plural, namespace, name):
+        assert namespace == "ns1"
+        return store.get((group, plural, name))
+
+    drivers = DriverEnv(tmp_path)
+    raw = json.dumps({"entrypoint": "x", "submission_id": "j1"}).encode()
+    out = json.loads(drivers.proxied_request(HEAD_SERVICE, "POST", "/api/jobs/", raw, lookup))
+    assert out["runtime_env"]["env_vars"]["HF_TOKEN"] == "hf_s3cr3t"
+    for method, path, service in [("GET", "/api/jobs/", HEAD_SERVICE), ("POST", "/api/jobs/j1/stop", HEAD_SERVICE),
+                                  ("POST", "/api/jobs/", {"metadata": {"name": "other", "namespace": "ns1"}})]:
+        assert drivers.proxied_request(service, method, path, raw, lookup) == raw
+
+
+def test_job_details_through_the_proxy_hide_what_was_added():
+    injected = {"submission_id": "j1", "runtime_env": {"env_vars": {"HF_TOKEN": "hf_s3cr3t", "MINE": "1"}},
+                "metadata": {INJECTED_KEY: "HF_TOKEN", "k": "v"}}
+    only_ours = {"submission_id": "j2", "runtime_env": {"env_vars": {"HF_TOKEN": "hf_s3cr3t"}}, "metadata": {INJECTED_KEY: "HF_TOKEN"}}
+    foreign = {"submission_id": "j3", "runtime_env": {"env_vars": {"A": "1"}}, "metadata": {}}
+    listing = json.loads(DriverEnv.proxied_response(HEAD_SERVICE, "/api/jobs/", json.dumps([injected, only_ours, foreign]).encode()))
+    assert listing == [
+        {"submission_id": "j1", "runtime_env": {"env_vars": {"MINE": "1"}}, "metadata": {"k": "v"}},
+        {"submission_id": "j2", "runtime_env": {}, "metadata": {}},
+        foreign,
+    ]
+    one = DriverEnv.proxied_response(HEAD_SERVICE, "/api/jobs/j1", json.dumps(injected).encode())
+    assert "hf_s3cr3t" not in one.decode()
+    logs = json.dumps({"logs": "x"}).encode()
+    assert DriverEnv.proxied_response(HEAD_SERVICE, "/api/jobs/j1/logs", logs) == logs
+    assert DriverEnv.proxied_response({"metadata": {"name": "f"}}, "/api/jobs/", json.dumps([injected]).encode()) \
+        == json.dumps([injected]).encode()
