@@ -39,6 +39,14 @@ class ConfigError(NrlK8sError):
     exit_code = 2
 
 
+def dotted(path: tuple | list) -> str:
+    """A key path as messages show it (``a.b.0``); a very deep one keeps its ends."""
+    parts = [str(p) for p in path]
+    if len(parts) > 12:
+        parts = [*parts[:4], f"...({len(parts) - 8} more)...", *parts[-4:]]
+    return ".".join(parts)
+
+
 class ApiError(NrlK8sError):
     def __init__(self, message: str, hint: str | None = None, status: int | None = None):
         super().__init__(message, hint)

@@ -45,8 +45,8 @@ def test_load_picks_first_dgd_of_multidoc():
 
 LOAD_ERRORS = [
     ("missing file", "does_not_exist.yaml", "infra.dynamo.gen.manifest: DGD manifest .*does_not_exist.yaml not found"),
-    ("directory", ".", "infra.dynamo.gen.manifest: cannot read DGD manifest"),
-    ("malformed yaml", "dgd_malformed.yaml", r"dgd_malformed\.yaml:6: malformed YAML"),
+    ("directory", ".", "render: is a directory, expected a YAML file"),
+    ("malformed yaml", "dgd_malformed.yaml", r"dgd_malformed\.yaml:6: metadata\.labels: invalid YAML: did not find expected"),
     ("no DGD document", "dgd_nodgd.yaml", r"dgd_nodgd\.yaml has no DynamoGraphDeployment document \(found: Deployment, Pod\)"),
     ("unsupported apiVersion", "dgd_v1beta1.yaml", r"dgd_v1beta1\.yaml uses apiVersion 'nvidia\.com/v1beta1'"),
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.safe_yaml import resolve
 
 from . import kubeconfig
 from .files import Layer, block_layers, file_layers, merge_layers
@@ -51,7 +52,7 @@ def load_config(
     """Load, merge, override, interpolate and validate a recipe + infra pair."""
     env = os.environ if env is None else env
     recipe_overrides, infra_overrides = split_overrides(overrides)
-    recipe_path = Path(recipe).expanduser().resolve()
+    recipe_path = resolve(recipe)
 
     recipe_layers = file_layers(recipe_path)
     infra_path, declared = _declared_infra(recipe_path, recipe_layers, infra)
@@ -94,7 +95,7 @@ def _declared_infra(recipe_path: Path, recipe_layers: list[Layer], infra: str | 
         if not bundled:
             raise ConfigError(f"{recipe_path}: no infra given", hint="pass --infra INFRA.yaml, or add an 'infra:' block to the recipe")
         return recipe_path, bundled
-    infra_path = Path(infra).expanduser().resolve()
+    infra_path = resolve(infra)
     if bundled:
         raise ConfigError(
             f"{recipe_path}: has an 'infra:' block and --infra {infra_path} was also given",
@@ -111,10 +112,10 @@ def shipped_defaults_path() -> Path:
 def user_defaults_path(env: Mapping[str, str]) -> Path | None:
     """`$NRL_K8S_DEFAULTS` (must exist), else `~/.config/nrl-k8s/defaults.yaml` when present."""
     if env.get("NRL_K8S_DEFAULTS"):
-        return Path(env["NRL_K8S_DEFAULTS"]).expanduser().resolve()
+        return resolve(env["NRL_K8S_DEFAULTS"])
     home = Path(env["HOME"]) if env.get("HOME") else Path.home()
     path = home / ".config" / "nrl-k8s" / "defaults.yaml"
-    return path.resolve() if path.is_file() else None
+    return resolve(path) if path.is_file() else None
 
 
 def _shipped_defaults() -> list[Layer]:

@@ -10,9 +10,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
-import yaml
-
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.safe_yaml import MAX_DEPTH, parse
 
 Op = Literal["set", "add", "force", "delete"]
 
@@ -83,6 +82,8 @@ def _parse_key(token: str, key: str) -> tuple[str, ...]:
     if not key:
         raise ConfigError(f"override '{token}': empty key", hint=_SYNTAX)
     parts = tuple(key.split("."))
+    if len(parts) > MAX_DEPTH:
+        raise ConfigError(f"override '{token[:60]}...': key is more than {MAX_DEPTH} levels deep", hint=_SYNTAX)
     if any(not p or any(c.isspace() for c in p) for p in parts):
         raise ConfigError(f"override '{token}': malformed key '{key}'", hint="keys are dot-separated names, e.g. launch.env.FOO")
     if any(c in key for c in "+~"):
@@ -93,11 +94,7 @@ def _parse_key(token: str, key: str) -> tuple[str, ...]:
 def _parse_value(token: str, raw: str) -> Any:
     if raw == "":
         return ""
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError as err:
-        problem = getattr(err, "problem", None) or "invalid YAML"
-        raise ConfigError(f"override '{token}': value is not valid YAML: {problem}", hint="quote the value, e.g. key='\"text\"'") from None
+    return parse(raw, f"override '{token}'", lines=False)
 
 
 def _apply(root: dict, o: Override) -> None:

@@ -18,12 +18,13 @@
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from deepmerge import Merger
 
+from .. import safe_yaml
 from ..errors import ConfigError
 from ..names import validate_name
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
@@ -65,19 +66,12 @@ def load_manifest(path: str | Path, *, where: str) -> dict:
     ``where`` names the config key that points at the file (``infra.dynamo.KEY.manifest``).
     """
     path = Path(path)
+    if not os.path.lexists(path):
+        raise ConfigError(f"{where}: DGD manifest {path} not found", hint=f"fix the path in {where}")
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: DGD manifest {path} not found", hint=f"fix the path in {where}") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{where}: cannot read DGD manifest {path}: {err}") from None
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(err, "problem", None) or str(err)
-        raise ConfigError(f"{at}: malformed YAML in the DGD manifest ({problem})", hint=f"referenced by {where}") from None
+        docs = safe_yaml.load_documents(path)
+    except ConfigError as err:
+        raise ConfigError(err.message, hint=f"{err.hint} (the DGD manifest named by {where})") from None
     found = next((d for d in docs if isinstance(d, dict) and d.get("kind") == KIND.kind), None)
     if found is None:
         kinds = sorted({str(d.get("kind")) for d in docs if isinstance(d, dict)})
