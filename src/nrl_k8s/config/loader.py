@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
-from nrl_k8s.errors import ConfigError
+from nrl_k8s.errors import ConfigError, InfraError
 from nrl_k8s.safe_yaml import resolve
 
 from . import kubeconfig
 from .files import Layer, block_layers, file_layers, merge_layers
 from .interpolate import interpolate
-from .overrides import apply_overrides, split_overrides
+from .overrides import apply_overrides, label, split_overrides
 from .provenance import Provenance
 from .schema import validate
 
@@ -30,7 +31,7 @@ class LoadedConfig:
     left as written. `infra`: all layers merged, overrides applied, interpolated, validated,
     defaults and `namespace` filled, every `dynamo.KEY.manifest` an absolute path.
     `infra_path`: the infra file, or the recipe file when the infra is bundled.
-    `sources`: every file read, in load order.
+    `sources`: every file read, in load order. `provenance`: which layer set each infra key.
     """
 
     recipe: dict
@@ -39,6 +40,15 @@ class LoadedConfig:
     infra_path: Path
     sources: tuple[Path, ...]
     namespace_source: NamespaceSource
+    provenance: Provenance = field(default_factory=Provenance, repr=False, compare=False)
+
+    @contextmanager
+    def located(self) -> Iterator[None]:
+        """Turn an InfraError raised inside into a ConfigError naming the file (or override) that set the key."""
+        try:
+            yield
+        except InfraError as err:
+            raise err.located(self.provenance.source(err.key) or self.infra_path) from None
 
 
 def load_config(
@@ -63,7 +73,7 @@ def load_config(
     for path, data in infra_layers:
         provenance.record(data, path)
     for override in infra_overrides:
-        provenance.record(override.value, f"override '{override.token}'", override.path)
+        provenance.record_override(override.value, label(override.token), override.path)
     merged = apply_overrides(merge_layers(infra_layers), infra_overrides)
 
     final = validate(interpolate(merged, env, provenance), provenance)
@@ -80,6 +90,7 @@ def load_config(
         infra_path=infra_path,
         sources=sources,
         namespace_source=namespace_source,
+        provenance=provenance,
     )
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nrl_k8s.errors import dotted
+
+__all__ = ["Provenance", "Source", "dotted"]
+
 Source = Path | str
 """A file path, or a label such as ``override 'infra.image=x'``."""
 
@@ -23,6 +27,12 @@ class Provenance:
             for key, value in data.items():
                 self.record(value, source, (*path, key))
 
+    def record_override(self, value: Any, source: Source, path: tuple) -> None:
+        """Like ``record``; the keys an override creates on its way to ``path`` are its own too."""
+        for end in range(1, len(path)):
+            self._by_path.setdefault(tuple(path[:end]), source)
+        self.record(value, source, path)
+
     def source(self, path: tuple) -> Source | None:
         """The layer that set `path`, or the closest enclosing key that has one."""
         for end in range(len(path), 0, -1):
@@ -35,8 +45,3 @@ class Provenance:
         """A human label for the layer that set `path` (file path or override)."""
         source = self.source(path)
         return "infra" if source is None else str(source)
-
-
-def dotted(path: tuple) -> str:
-    """`("a", "b", 0)` -> `"a.b.0"`."""
-    return ".".join(str(p) for p in path)
