@@ -60,7 +60,7 @@ def dotted(path: tuple | list) -> str:
     """A key path as messages show it (``a.b.0``); a very deep one keeps its ends."""
     parts = [str(p) for p in path]
     if len(parts) > 12:
-        parts = [*parts[:4], f"...({len(parts) - 8} more)...", *parts[-4:]]
+        parts = [*parts[:4], f"<{len(parts) - 8} more>", *parts[-4:]]
     return ".".join(parts)
 
 
