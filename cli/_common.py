@@ -30,14 +30,18 @@ ShowSecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Print env 
 
 
 def load(ctx: typer.Context, recipe: Path, overrides: list[str] | None, infra: Path | None):
-    """Load the run config, applying `--namespace` as the highest-precedence infra override."""
+    """Load the run config (`--namespace` is the highest-precedence infra override) and check
+    that every declared object renders to what Kubernetes accepts."""
     from nrl_k8s.config import load_config
+    from nrl_k8s.targets import check_declared
 
     opts = global_options(ctx)
     tokens = list(overrides or [])
     if opts.namespace:
         tokens.append(f"++infra.namespace={opts.namespace}")
-    return load_config(recipe, tokens, infra, context=opts.context)
+    cfg = load_config(recipe, tokens, infra, context=opts.context)
+    check_declared(cfg)
+    return cfg
 
 
 DashboardUrlOpt = Annotated[

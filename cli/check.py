@@ -33,6 +33,9 @@ def check(
     from ._console import err
     from ._render import render_summary
 
+    if output is not None and (output.is_dir() or not output.parent.is_dir()):
+        problem = "is a directory" if output.is_dir() else f"{output.parent} is not an existing directory"
+        raise ConfigError(f"--output {output}: {problem}", hint="name a file in an existing directory")
     if output is not None and output.suffix not in (".yaml", ".yml", ".json"):
         raise ConfigError(f"--output {output}: unknown format {output.suffix!r}", hint="use a .yaml, .yml or .json file")
     cfg = load(ctx, recipe, overrides, infra)

@@ -2,6 +2,7 @@
 
     NrlK8sError(message, hint)          exit 1 unless stated
     ├── ConfigError                     exit 2: bad config, flags, overrides, names, manifests
+    │   └── InfraError(key)             a bad infra value found while rendering (names the key)
     ├── ApiError(status)                a Kubernetes API call failed
     │   ├── UnauthorizedError           401
     │   ├── ForbiddenError              403 (names the verb and resource refused)
@@ -37,6 +38,30 @@ class ConfigError(NrlK8sError):
     """Bad input: config files, overrides, flags, names, manifests. Nothing is applied."""
 
     exit_code = 2
+
+
+class InfraError(ConfigError):
+    """A bad value at infra ``key`` (a path tuple), found while rendering.
+
+    Renderers see only the merged infra; ``located(source)`` names the file (or override)
+    that set the key, once the caller knows it (``LoadedConfig.located``).
+    """
+
+    def __init__(self, key: tuple, problem: str, hint: str | None = None):
+        self.key = tuple(key)
+        self.problem = problem
+        super().__init__(f"infra.{dotted(self.key)}: {problem}", hint)
+
+    def located(self, source: object) -> ConfigError:
+        return ConfigError(f"{source}: {dotted(self.key)}: {self.problem}", hint=self.hint)
+
+
+def dotted(path: tuple | list) -> str:
+    """A key path as messages show it (``a.b.0``); a very deep one keeps its ends."""
+    parts = [str(p) for p in path]
+    if len(parts) > 12:
+        parts = [*parts[:4], f"<{len(parts) - 8} more>", *parts[-4:]]
+    return ".".join(parts)
 
 
 class ApiError(NrlK8sError):

@@ -22,13 +22,14 @@ from typing import Callable, Iterator
 from urllib.parse import quote
 
 import urllib3
-import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME, InClusterConfigLoader
 
+from nrl_k8s import safe_yaml
 from nrl_k8s import wait as waiting
+from nrl_k8s.config.kubeconfig import KUBECONFIG_MAX_BYTES
 from nrl_k8s.errors import ConfigError, ForbiddenError, NotFoundError
 from nrl_k8s.kinds.base import Kind, Pending, Readiness, Ready
 from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW
@@ -101,9 +102,9 @@ def _load_kubeconfig(configuration: client.Configuration, context: str | None, k
     current, by_name = None, {}
     for path in existing:  # kubectl's merge: the first file setting a value wins
         try:
-            doc = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise NoClusterError(f"cannot read kubeconfig {path}: {exc}", hint="check it with `kubectl config view`") from None
+            doc = safe_yaml.load_file(Path(path).expanduser(), max_bytes=KUBECONFIG_MAX_BYTES) or {}
+        except ConfigError as exc:
+            raise NoClusterError(f"cannot read kubeconfig: {exc.message}", hint="check it with `kubectl config view`") from None
         if not isinstance(doc, dict):
             raise NoClusterError(f"kubeconfig {path} is not a mapping", hint="check it with `kubectl config view`")
         current = current or doc.get("current-context") or None

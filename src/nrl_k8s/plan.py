@@ -37,6 +37,11 @@ class RunPlan:
 
 
 def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
+    with cfg.located():
+        return _plan(cfg, options)
+
+
+def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     dgds = {key: dgd.render(cfg.infra, key) for key in sorted(cfg.infra.get("dynamo") or {})}
     names = [m["metadata"]["name"] for m in dgds.values()]
     job_ns = cfg.infra["namespace"]

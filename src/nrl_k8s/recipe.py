@@ -72,7 +72,7 @@ def run_id(infra: dict, recipe: dict, dgds: list[dict] = ()) -> str:
     name = validate_name(
         role_entry(infra, "training").get("name"),
         what="RayJob name",
-        where="infra.kuberay.training.name",
+        key=("kuberay", "training", "name"),
         max_len=MAX_RAYJOB_NAME_LEN,
     )
     located = {**infra, "dynamo": {k: {**v, "manifest": None} for k, v in (infra.get("dynamo") or {}).items()}}

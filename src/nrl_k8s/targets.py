@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .config import LoadedConfig
 from .errors import ConfigError
 from .kinds import deployment, dgd, raycluster
 
@@ -46,6 +47,16 @@ def parse(infra: dict, specs: list[str]) -> list[Target]:
         if target not in chosen:
             chosen.append(target)
     return chosen
+
+
+def check_declared(cfg: LoadedConfig) -> None:
+    """Render every declared target, so each is checked against Kubernetes before any command acts.
+
+    Problems name the file (or override) that set the bad key.
+    """
+    with cfg.located():
+        for target in available(cfg.infra):
+            render(cfg.infra, target)
 
 
 def render(infra: dict, target: Target) -> dict:

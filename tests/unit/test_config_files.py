@@ -37,9 +37,9 @@ def test_load_yaml_file_parses(tmp_path, text, expected):
     [
         ({}, "missing.yaml", "missing.yaml: file not found"),
         ({"d/x.yaml": "a: 1"}, "d", "is a directory"),
-        ({"bad.yaml": "a: 1\nb: [1, 2\nc: 3\n"}, "bad.yaml", "bad.yaml:3: expected ',' or ']'"),
+        ({"bad.yaml": "a: 1\nb: [1, 2\nc: 3\n"}, "bad.yaml", "bad.yaml:3: b: invalid YAML: did not find expected ',' or ']'"),
         ({"tab.yaml": "a:\n  b: 1\n c: 2\n"}, "tab.yaml", "tab.yaml:3: "),
-        ({"colon.yaml": "x: 1\na: b: c\n"}, "colon.yaml", "colon.yaml:2: mapping values are not allowed here"),
+        ({"colon.yaml": "x: 1\na: b: c\n"}, "colon.yaml", "colon.yaml:2: invalid YAML: mapping values are not allowed"),
     ],
     ids=["missing", "directory", "unclosed-flow-list", "bad-indent", "nested-colon"],
 )

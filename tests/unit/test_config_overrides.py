@@ -63,7 +63,7 @@ def test_parse_override(token, op, path, value, infra):
         ("a b=1", "malformed key 'a b'"),
         ("+++a=1", "malformed key '+a'"),
         ("~~a", "malformed key '~a'"),
-        ("a.b=[1, 2", "value is not valid YAML"),
+        ("a.b=[1, 2", "override 'a.b=[1, 2': invalid YAML: did not find expected"),
         ("infra=1", "address a key under infra"),
         ("~infra", "address a key under infra"),
     ],

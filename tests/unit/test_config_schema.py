@@ -166,8 +166,8 @@ def test_minimal_infra_is_valid():
         ("networking.nccl_ib_disable", True, True),
         ("scheduler", {"kind": "default"}, {"kind": "default"}),
         ("scheduler", {"kind": "kueue", "queue": "q"}, {"kind": "kueue", "queue": "q"}),
-        ("workspace", {"kind": "hostPath", "hostPath": "/data"}, {"kind": "hostPath", "hostPath": "/data"}),
-        ("workspace", {"kind": "emptyDir", "size": "10Gi"}, {"kind": "emptyDir", "size": "10Gi"}),
+        ("workspace", {"kind": "hostPath", "hostPath": "/data", "mountPath": "/ws"}, {"kind": "hostPath", "hostPath": "/data", "mountPath": "/ws"}),
+        ("workspace", {"kind": "emptyDir", "size": "10Gi", "mountPath": "/ws"}, {"kind": "emptyDir", "size": "10Gi", "mountPath": "/ws"}),
         ("launch.codeSource", "image", "image"),
         ("image", None, DELETE),
     ],
@@ -219,7 +219,7 @@ def test_dynamo_entry_gets_default_ready_timeout():
         ("imagePullSecrets", [{"nom": "x"}], "imagePullSecrets.0", "expected a secret name or {name: NAME}"),
         ("launch.rayUploadPaths", ["a", 3], "launch.rayUploadPaths.1", "expected string, got integer 3"),
         ("placement.tolerations", {"key": "k"}, "placement.tolerations", "expected a list, got mapping"),
-        ("placement.nodeSelector", ["a"], "placement.nodeSelector", "expected a mapping, got list"),
+        ("placement.nodeSelector", ["a"], "placement.nodeSelector", "expected a mapping of strings, got list"),
         ("kuberay.training.spec", "spec", "kuberay.training.spec", "expected a mapping, got string"),
         ("dynamo.gen.overrides", [1], "dynamo.gen.overrides", "expected a mapping, got list"),
         ("launch", "single", "launch", "expected a mapping, got string 'single'"),
@@ -233,7 +233,7 @@ def test_dynamo_entry_gets_default_ready_timeout():
         ("dynamo.gen.readyTimeoutS", 0, "dynamo.gen.readyTimeoutS", "expected a number >= 1, got integer 0"),
         ("kuberay.gym.segmentSize", -2, "kuberay.gym.segmentSize", "expected a number >= 1"),
         ("deployments.gym-server.healthCheckTimeoutS", 0, "deployments.gym-server.healthCheckTimeoutS", ">= 1"),
-        ("submit.localDashboardPort", 0, "submit.localDashboardPort", ">= 1"),
+        ("submit.localDashboardPort", 0, "submit.localDashboardPort", "0 is out of range 1..65535"),
         ("resources.gym.worker.gpu", -1, "resources.gym.worker.gpu", "expected a number >= 0"),
         ("namespace", "Team_A", "namespace", "'Team_A' is not a valid Kubernetes name"),
         ("namespace", "x" * 64, "namespace", "is not a valid Kubernetes name"),
@@ -271,6 +271,40 @@ def test_schema_errors_name_key_and_file(path, value, key, message):
     assert f"'{key}'" in text
     assert message in text
     assert "\n" not in text
+    assert err.value.hint
+
+
+KUBERNETES_RULES = {
+    "cpu nan": ("resources.training.head.cpu", float("nan"), "resources.training.head.cpu", "nan is not a quantity"),
+    "memory word": ("resources.training.head.memory", "lots", "resources.training.head.memory", "'lots' is not a quantity"),
+    "negative quantity": ("resources.gym.worker.cpu", "-1", "resources.gym.worker.cpu", "is negative"),
+    "emptyDir size": ("workspace.size", "big", "workspace.size", "'big' is not a quantity"),
+    "port too high": ("submit.localDashboardPort", 99999, "submit.localDashboardPort", "99999 is out of range 1..65535"),
+    "empty image": ("image", "", "image", "image is empty"),
+    "image with space": ("image", "nemo rl:1", "image", "contains whitespace"),
+    "label key": ("labels", {"bad key": "x"}, "labels.bad key", "label key string 'bad key' is invalid"),
+    "label prefix": ("labels", {"Example.com/x": "y"}, "labels.Example.com/x", "is not a DNS subdomain"),
+    "label value": ("kuberay.gym.labels", {"team": "a b"}, "kuberay.gym.labels.team", "label value string 'a b' is invalid"),
+    "label value length": ("dynamo.gen.labels", {"team": "x" * 64}, "dynamo.gen.labels.team", "label value"),
+    "annotations size": ("annotations", {"big": "x" * (256 * 1024)}, "annotations", "more than the 262144 Kubernetes allows"),
+    "annotation key": ("deployments.gym-server.annotations", {"/x": "y"}, "deployments.gym-server.annotations./x", "annotation key"),
+    "node selector": ("placement.nodeSelector", {"pool": "a b"}, "placement.nodeSelector.pool", "label value"),
+    "service account": ("serviceAccount", "Trainer_SA", "serviceAccount", "ServiceAccount name string 'Trainer_SA' is not a valid"),
+    "pvc name": ("hf_cache.pvcName", "HF Cache", "hf_cache.pvcName", "PVC name"),
+    "pull secret": ("imagePullSecrets", ["NGC"], "imagePullSecrets.0", "Secret name string 'NGC' is not a valid"),
+    "timeout too long": ("dynamo.gen.readyTimeoutS", 10**9, "dynamo.gen.readyTimeoutS", "expected a number <= 604800"),
+    "emptyDir without mountPath": ("checkpoints", {"kind": "emptyDir"}, "checkpoints.kind", "'emptyDir' requires 'checkpoints.mountPath'"),
+}
+
+
+@pytest.mark.parametrize("path, value, key, message", KUBERNETES_RULES.values(), ids=KUBERNETES_RULES)
+def test_kubernetes_rules_name_key_and_file(path, value, key, message):
+    with pytest.raises(ConfigError) as err:
+        check(with_value(path, value))
+    text = err.value.message
+    assert text.startswith(f"{SOURCE}: infra key '{key}': "), text
+    assert message in text
+    assert len(text) < 400 and "\n" not in text
     assert err.value.hint
 
 

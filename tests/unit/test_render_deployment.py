@@ -68,9 +68,9 @@ def test_pull_secrets_only_where_unset():
 
 
 ERRORS = [
-    ("not declared", lambda i: i["deployments"].clear(), "infra.deployments.reward is not set"),
+    ("not declared", lambda i: i["deployments"].clear(), "infra.deployments.reward: is not set"),
     ("bad key as name", lambda i: i["deployments"].update(Bad_Key=i["deployments"].pop("reward")), "not a valid Kubernetes name"),
-    ("no containers", lambda i: i["deployments"]["reward"]["spec"]["template"]["spec"].pop("containers"), "containers is empty"),
+    ("no containers", lambda i: i["deployments"]["reward"]["spec"]["template"]["spec"].pop("containers"), "template.spec.containers: is empty"),
     (
         "selector conflicts with template",
         lambda i: i["deployments"]["reward"]["spec"].update(

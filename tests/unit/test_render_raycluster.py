@@ -26,8 +26,18 @@ SPEC = {
 }
 
 
+
+def _node_affinity(key: str, value: str) -> dict:
+    term = {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+GPU_NODES = _node_affinity("pool", "gpu")
+ZONE_A = _node_affinity("zone", "a")
+
+
 def make_infra(**fields) -> dict:
-    infra = {"namespace": "ns", "kuberay": {"training": {"name": "train", "spec": copy.deepcopy(SPEC)}}}
+    infra = {"namespace": "ns", "image": "img:0", "kuberay": {"training": {"name": "train", "spec": copy.deepcopy(SPEC)}}}
     infra.update(copy.deepcopy(fields))
     return infra
 
@@ -79,9 +89,9 @@ FIELD_CASES = [
     ),
     (
         "placement affinity",
-        {"placement": {"affinity": {"nodeAffinity": {"x": 1}}}},
+        {"placement": {"affinity": GPU_NODES}},
         lambda s: [p["affinity"] for p in pods(s)],
-        [{"nodeAffinity": {"x": 1}}] * 2,
+        [GPU_NODES] * 2,
     ),
     (
         "kai scheduler: pod queue label and schedulerName",
@@ -232,10 +242,10 @@ EXPLICIT_CASES = [
     ),
     (
         "explicit affinity kept",
-        {"affinity": {"mine": True}},
-        {"placement": {"affinity": {"infra": True}}},
+        {"affinity": ZONE_A},
+        {"placement": {"affinity": GPU_NODES}},
         lambda p: p["affinity"],
-        {"mine": True},
+        ZONE_A,
     ),
     (
         "explicit schedulerName kept",
@@ -380,7 +390,7 @@ def test_render_object():
 
 
 ERROR_CASES = [
-    ("role not declared", lambda i: i["kuberay"].pop("training"), "infra.kuberay.training is not set"),
+    ("role not declared", lambda i: i["kuberay"].pop("training"), "infra.kuberay.training: is not set"),
     ("name too long", lambda i: i["kuberay"]["training"].update(name="x" * 54), "infra.kuberay.training.name"),
     ("name invalid", lambda i: i["kuberay"]["training"].update(name="Train_1"), "not a valid Kubernetes name"),
     ("name missing", lambda i: i["kuberay"]["training"].pop("name"), "infra.kuberay.training.name"),
@@ -389,7 +399,7 @@ ERROR_CASES = [
     (
         "segment of a nameless group",
         lambda i: (i["kuberay"]["training"].update(segmentSize=1), i["kuberay"]["training"]["spec"]["workerGroupSpecs"][0].pop("groupName")),
-        "no groupName",
+        "workerGroupSpecs.0.groupName: is required to split the group",
     ),
 ]
 

@@ -136,7 +136,7 @@ def test_kueue_label_on_rayjob():
 
 
 ERROR_CASES = [
-    ("no training role", lambda i: i.pop("kuberay"), "infra.kuberay.training is not set", "declare"),
+    ("no training role", lambda i: i.pop("kuberay"), "infra.kuberay.training: is not set", "declare"),
     ("no entrypoint", lambda i: i["launch"].pop("entrypoint"), "infra.launch.entrypoint is not set", "NRL_K8S_RECIPE"),
     ("blank entrypoint", lambda i: i["launch"].update(entrypoint="  \n"), "infra.launch.entrypoint is not set", "training command"),
     ("name over 47", lambda i: i["kuberay"]["training"].update(name="a" * 48), "more than 47", "at most 47"),

@@ -1,49 +1,36 @@
-"""Reading YAML files, following `defaults:` inheritance chains, and deep merging."""
+"""Reading YAML files, following `defaults:` inheritance chains, and deep merging.
+
+A chain is at most ``MAX_DEFAULTS_DEPTH`` files deep and one file's chains read at most
+``MAX_DEFAULTS_READS`` files (a parent listed by several files counts each time).
+"""
 
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 from deepmerge import Merger
 
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.safe_yaml import MAX_BYTES, resolve
+from nrl_k8s.safe_yaml import load_file as load_yaml_file
 
 # Dicts merge key by key; lists and scalars (and type mismatches) are replaced by the top layer.
 _MERGER = Merger([(dict, ["merge"]), (list, ["override"])], ["override"], ["override"])
+
+MAX_DEFAULTS_DEPTH = 16
+MAX_DEFAULTS_READS = 64
+MAX_PATH_CHARS = 1024
 
 Layer = tuple[Path, dict]
 """One file's contribution: the file it came from and its mapping (`defaults:` removed)."""
 
 
-def load_yaml_file(path: Path) -> Any:
-    """Parse one YAML file; missing files and malformed YAML raise one clear ConfigError."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        hint = "check the path (relative paths are resolved from the current directory)"
-        raise ConfigError(f"{path}: file not found", hint=hint) from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, expected a YAML file", hint="pass the path of a .yaml file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read file: {err}", hint="check the file's permissions and encoding (UTF-8)") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = err.problem or err.context or "invalid YAML"
-        raise ConfigError(f"{path}{line}: {problem}", hint="fix the YAML syntax at that line") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML: {err}", hint="fix the YAML syntax") from None
-
-
-def load_mapping(path: Path) -> dict:
+def load_mapping(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
     """Load a YAML file whose top level must be a mapping (an empty file is an empty mapping)."""
-    data = load_yaml_file(path)
+    data = load_yaml_file(path, max_bytes=max_bytes)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -69,7 +56,7 @@ def merge_layers(layers: list[Layer]) -> dict:
 
 def file_layers(path: Path) -> list[Layer]:
     """The layers of one file: its `defaults:` parents (recursively) first, then the file itself."""
-    return _file_layers(Path(path).resolve(), ())
+    return _Inheritance().file(resolve(path), ())
 
 
 def block_layers(block: Any, declared_in: Path, key: str) -> list[Layer]:
@@ -81,29 +68,46 @@ def block_layers(block: Any, declared_in: Path, key: str) -> list[Layer]:
             f"{declared_in}: '{key}' must be a mapping, got {type(block).__name__}",
             hint=f"write '{key}:' as a block of `key: value` pairs",
         )
-    return _expand(dict(block), declared_in, (declared_in,), where=f"{declared_in}: {key}.defaults")
+    return _Inheritance().expand(dict(block), declared_in, (declared_in,), where=f"{declared_in}: {key}.defaults")
 
 
-def _file_layers(path: Path, stack: tuple[Path, ...]) -> list[Layer]:
-    if path in stack:
-        cycle = " -> ".join(str(p) for p in (*stack[stack.index(path):], path))
-        raise ConfigError(f"defaults cycle: {cycle}", hint="remove one of the `defaults:` entries in the cycle")
-    return _expand(load_mapping(path), path, (*stack, path), where=f"{path}: defaults")
+class _Inheritance:
+    """Follows `defaults:` parents, refusing cycles and chains that are too deep or too many."""
 
+    def __init__(self) -> None:
+        self.reads = 0
 
-def _expand(data: dict, declared_in: Path, stack: tuple[Path, ...], where: str) -> list[Layer]:
-    parents = data.pop("defaults", None)
-    layers: list[Layer] = []
-    for entry in _parent_entries(parents, where):
-        parent = (declared_in.parent / Path(entry).expanduser()).resolve()
-        if not parent.is_file():
+    def file(self, path: Path, stack: tuple[Path, ...]) -> list[Layer]:
+        if path in stack:
+            cycle = " -> ".join(str(p) for p in (*stack[stack.index(path):], path))
+            raise ConfigError(f"defaults cycle: {cycle}", hint="remove one of the `defaults:` entries in the cycle")
+        self.reads += 1
+        if self.reads > MAX_DEFAULTS_READS:
             raise ConfigError(
-                f"{where}: parent '{entry}' not found ({parent})",
-                hint=f"`defaults:` paths are relative to {declared_in.parent}",
+                f"{stack[-1]}: defaults: the `defaults:` chains read more than {MAX_DEFAULTS_READS} files",
+                hint="list fewer parents: each parent and its own parents are read again for every file that lists them",
             )
-        layers.extend(_file_layers(parent, stack))
-    layers.append((declared_in, data))
-    return layers
+        return self.expand(load_mapping(path), path, (*stack, path), where=f"{path}: defaults")
+
+    def expand(self, data: dict, declared_in: Path, stack: tuple[Path, ...], where: str) -> list[Layer]:
+        parents = data.pop("defaults", None)
+        entries = _parent_entries(parents, where)
+        if entries and len(stack) >= MAX_DEFAULTS_DEPTH:
+            raise ConfigError(
+                f"{where}: the `defaults:` chain is more than {MAX_DEFAULTS_DEPTH} files deep ({stack[0].name} -> ... -> {declared_in.name})",
+                hint="flatten the chain: one file can list several parents",
+            )
+        layers: list[Layer] = []
+        for entry in entries:
+            parent = resolve(declared_in.parent / Path(entry).expanduser())
+            if not os.path.lexists(parent):
+                raise ConfigError(
+                    f"{where}: parent '{entry}' not found ({parent})",
+                    hint=f"`defaults:` paths are relative to {declared_in.parent}",
+                )
+            layers.extend(self.file(parent, stack))
+        layers.append((declared_in, data))
+        return layers
 
 
 def _parent_entries(parents: Any, where: str) -> list[str]:
@@ -113,7 +117,18 @@ def _parent_entries(parents: Any, where: str) -> list[str]:
         parents = [parents]
     if not isinstance(parents, list) or not all(isinstance(p, str) and p for p in parents):
         raise ConfigError(
-            f"{where}: expected a path or a list of paths, got {parents!r}",
+            f"{where}: expected a path or a list of paths, got {_shown(parents)}",
             hint="e.g. `defaults: base.yaml` or `defaults: [a.yaml, b.yaml]`",
         )
+    for entry in parents:
+        if len(entry) > MAX_PATH_CHARS or any(len(part.encode()) > 255 for part in Path(entry).parts):
+            raise ConfigError(
+                f"{where}: parent path {_shown(entry)} is too long ({len(entry)} characters)",
+                hint="file names are at most 255 bytes and paths at most 1024 characters",
+            )
     return parents
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."

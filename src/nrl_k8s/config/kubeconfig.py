@@ -10,6 +10,7 @@ from nrl_k8s.errors import ConfigError
 
 from .files import load_mapping
 
+KUBECONFIG_MAX_BYTES = 16 << 20  # inline certificates of many clusters add up
 SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -52,7 +53,7 @@ def context_namespace(context: str | None, env: Mapping[str, str]) -> str | None
     current: str | None = None
     contexts: dict[str, dict] = {}
     for path in files:
-        config = load_mapping(path)
+        config = load_mapping(path, max_bytes=KUBECONFIG_MAX_BYTES)
         current = current or config.get("current-context") or None
         for entry in config.get("contexts") or []:
             if isinstance(entry, dict) and isinstance(entry.get("name"), str):

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
-from nrl_k8s.errors import ConfigError
+from nrl_k8s.errors import ConfigError, InfraError
+from nrl_k8s.safe_yaml import resolve
 
 from . import kubeconfig
 from .files import Layer, block_layers, file_layers, merge_layers
 from .interpolate import interpolate
-from .overrides import apply_overrides, split_overrides
+from .overrides import apply_overrides, label, split_overrides
 from .provenance import Provenance
 from .schema import validate
 
@@ -29,7 +31,7 @@ class LoadedConfig:
     left as written. `infra`: all layers merged, overrides applied, interpolated, validated,
     defaults and `namespace` filled, every `dynamo.KEY.manifest` an absolute path.
     `infra_path`: the infra file, or the recipe file when the infra is bundled.
-    `sources`: every file read, in load order.
+    `sources`: every file read, in load order. `provenance`: which layer set each infra key.
     """
 
     recipe: dict
@@ -38,6 +40,15 @@ class LoadedConfig:
     infra_path: Path
     sources: tuple[Path, ...]
     namespace_source: NamespaceSource
+    provenance: Provenance = field(default_factory=Provenance, repr=False, compare=False)
+
+    @contextmanager
+    def located(self) -> Iterator[None]:
+        """Turn an InfraError raised inside into a ConfigError naming the file (or override) that set the key."""
+        try:
+            yield
+        except InfraError as err:
+            raise err.located(self.provenance.source(err.key) or self.infra_path) from None
 
 
 def load_config(
@@ -51,7 +62,7 @@ def load_config(
     """Load, merge, override, interpolate and validate a recipe + infra pair."""
     env = os.environ if env is None else env
     recipe_overrides, infra_overrides = split_overrides(overrides)
-    recipe_path = Path(recipe).expanduser().resolve()
+    recipe_path = resolve(recipe)
 
     recipe_layers = file_layers(recipe_path)
     infra_path, declared = _declared_infra(recipe_path, recipe_layers, infra)
@@ -62,7 +73,7 @@ def load_config(
     for path, data in infra_layers:
         provenance.record(data, path)
     for override in infra_overrides:
-        provenance.record(override.value, f"override '{override.token}'", override.path)
+        provenance.record_override(override.value, label(override.token), override.path)
     merged = apply_overrides(merge_layers(infra_layers), infra_overrides)
 
     final = validate(interpolate(merged, env, provenance), provenance)
@@ -79,6 +90,7 @@ def load_config(
         infra_path=infra_path,
         sources=sources,
         namespace_source=namespace_source,
+        provenance=provenance,
     )
 
 
@@ -94,7 +106,7 @@ def _declared_infra(recipe_path: Path, recipe_layers: list[Layer], infra: str | 
         if not bundled:
             raise ConfigError(f"{recipe_path}: no infra given", hint="pass --infra INFRA.yaml, or add an 'infra:' block to the recipe")
         return recipe_path, bundled
-    infra_path = Path(infra).expanduser().resolve()
+    infra_path = resolve(infra)
     if bundled:
         raise ConfigError(
             f"{recipe_path}: has an 'infra:' block and --infra {infra_path} was also given",
@@ -111,10 +123,10 @@ def shipped_defaults_path() -> Path:
 def user_defaults_path(env: Mapping[str, str]) -> Path | None:
     """`$NRL_K8S_DEFAULTS` (must exist), else `~/.config/nrl-k8s/defaults.yaml` when present."""
     if env.get("NRL_K8S_DEFAULTS"):
-        return Path(env["NRL_K8S_DEFAULTS"]).expanduser().resolve()
+        return resolve(env["NRL_K8S_DEFAULTS"])
     home = Path(env["HOME"]) if env.get("HOME") else Path.home()
     path = home / ".config" / "nrl-k8s" / "defaults.yaml"
-    return path.resolve() if path.is_file() else None
+    return resolve(path) if path.is_file() else None
 
 
 def _shipped_defaults() -> list[Layer]:

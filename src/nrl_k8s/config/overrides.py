@@ -10,9 +10,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
-import yaml
-
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.safe_yaml import MAX_DEPTH, parse
 
 Op = Literal["set", "add", "force", "delete"]
 
@@ -36,13 +35,18 @@ class Override:
         return ".".join(("infra", *self.path) if self.infra else self.path)
 
 
+def label(token: str) -> str:
+    """``override 'TOKEN'`` for messages; a very long token is cut."""
+    return f"override '{token if len(token) <= 100 else token[:96] + '...'}'"
+
+
 def parse_override(token: str) -> Override:
     """Parse one token; bad syntax raises ConfigError naming the token."""
     op: Op
     if token.startswith("~"):
         op, body = "delete", token[1:]
         if "=" in body:
-            raise ConfigError(f"override '{token}': '~' deletes a key and takes no value", hint=f"write '~{body.split('=', 1)[0]}'")
+            raise ConfigError(f"{label(token)}: '~' deletes a key and takes no value", hint=f"write '~{body.split('=', 1)[0]}'")
         key, raw = body, None
     else:
         if token.startswith("++"):
@@ -52,13 +56,13 @@ def parse_override(token: str) -> Override:
         else:
             op, body = "set", token
         if "=" not in body:
-            raise ConfigError(f"override '{token}': missing '=VALUE'", hint=_SYNTAX)
+            raise ConfigError(f"{label(token)}: missing '=VALUE'", hint=_SYNTAX)
         key, raw = body.split("=", 1)
     path = _parse_key(token, key)
     infra = path[0] == "infra"
     if infra:
         if len(path) == 1:
-            raise ConfigError(f"override '{token}': address a key under infra, e.g. 'infra.image=...'", hint=_SYNTAX)
+            raise ConfigError(f"{label(token)}: address a key under infra, e.g. 'infra.image=...'", hint=_SYNTAX)
         path = path[1:]
     value = None if raw is None else _parse_value(token, raw)
     return Override(op=op, path=path, value=value, token=token, infra=infra)
@@ -81,23 +85,21 @@ def apply_overrides(data: dict, overrides: Sequence[Override]) -> dict:
 def _parse_key(token: str, key: str) -> tuple[str, ...]:
     key = key.strip()
     if not key:
-        raise ConfigError(f"override '{token}': empty key", hint=_SYNTAX)
+        raise ConfigError(f"{label(token)}: empty key", hint=_SYNTAX)
     parts = tuple(key.split("."))
+    if len(parts) > MAX_DEPTH:
+        raise ConfigError(f"{label(token)}: key is more than {MAX_DEPTH} levels deep", hint=_SYNTAX)
     if any(not p or any(c.isspace() for c in p) for p in parts):
-        raise ConfigError(f"override '{token}': malformed key '{key}'", hint="keys are dot-separated names, e.g. launch.env.FOO")
+        raise ConfigError(f"{label(token)}: malformed key '{key}'", hint="keys are dot-separated names, e.g. launch.env.FOO")
     if any(c in key for c in "+~"):
-        raise ConfigError(f"override '{token}': malformed key '{key}'", hint=_SYNTAX)
+        raise ConfigError(f"{label(token)}: malformed key '{key}'", hint=_SYNTAX)
     return parts
 
 
 def _parse_value(token: str, raw: str) -> Any:
     if raw == "":
         return ""
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError as err:
-        problem = getattr(err, "problem", None) or "invalid YAML"
-        raise ConfigError(f"override '{token}': value is not valid YAML: {problem}", hint="quote the value, e.g. key='\"text\"'") from None
+    return parse(raw, f"{label(token)}", lines=False)
 
 
 def _apply(root: dict, o: Override) -> None:
@@ -112,7 +114,7 @@ def _apply(root: dict, o: Override) -> None:
             _put(parent, part, child, o, depth)
         elif not isinstance(child, (dict, list)):
             raise ConfigError(
-                f"override '{o.token}': '{_prefix(o, depth)}' is a {type(child).__name__}, not a mapping or list",
+                f"{label(o.token)}: '{_prefix(o, depth)}' is a {type(child).__name__}, not a mapping or list",
                 hint="override the parent key as a whole instead",
             )
         parent = child
@@ -126,7 +128,7 @@ def _apply(root: dict, o: Override) -> None:
         _not_found(o, depth)
     elif o.op == "add" and exists:
         raise ConfigError(
-            f"override '{o.token}': key '{o.key}' already exists",
+            f"{label(o.token)}: key '{o.key}' already exists",
             hint=f"use '{o.key}=VALUE' to change it or '++{o.key}=VALUE' to add or set",
         )
     else:
@@ -152,7 +154,7 @@ def _put(container: Any, part: str, value: Any, o: Override, depth: int) -> None
     else:
         size = len(container)
         raise ConfigError(
-            f"override '{o.token}': list index {index} out of range for '{_prefix(o, depth - 1)}' (length {size})",
+            f"{label(o.token)}: list index {index} out of range for '{_prefix(o, depth - 1)}' (length {size})",
             hint=f"use an index below {size} to replace, or {size} to append",
         )
 
@@ -166,7 +168,7 @@ def _index(container: Any, part: str, o: Override, depth: int) -> Any:
         index = -1
     if index < 0:
         raise ConfigError(
-            f"override '{o.token}': '{_prefix(o, depth - 1)}' is a list; '{part}' is not a list index",
+            f"{label(o.token)}: '{_prefix(o, depth - 1)}' is a list; '{part}' is not a list index",
             hint="use a number, e.g. key.0",
         )
     return index
@@ -180,4 +182,4 @@ def _prefix(o: Override, depth: int) -> str:
 
 def _not_found(o: Override, depth: int) -> None:
     hint = "there is nothing to delete; check the key" if o.op == "delete" else f"use '+{o.key}=VALUE' to add a new key"
-    raise ConfigError(f"override '{o.token}': key '{_prefix(o, depth)}' not found", hint=hint)
+    raise ConfigError(f"{label(o.token)}: key '{_prefix(o, depth)}' not found", hint=hint)

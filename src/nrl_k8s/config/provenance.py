@@ -5,6 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nrl_k8s.errors import dotted
+
+__all__ = ["Provenance", "Source", "dotted"]
+
 Source = Path | str
 """A file path, or a label such as ``override 'infra.image=x'``."""
 
@@ -16,17 +20,23 @@ class Provenance:
         self._by_path: dict[tuple, Source] = {}
 
     def record(self, data: Any, source: Source, path: tuple = ()) -> None:
-        """Attribute `data` (and every key nested in its mappings) at `path` to `source`."""
+        """Attribute `data` (and every key and list item nested in it) at `path` to `source`."""
         if path:
-            self._by_path[path] = source
-        if isinstance(data, dict):
-            for key, value in data.items():
-                self.record(value, source, (*path, key))
+            self._by_path[_key(path)] = source
+        items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+        for key, value in items:
+            self.record(value, source, (*path, key))
+
+    def record_override(self, value: Any, source: Source, path: tuple) -> None:
+        """Like ``record``; the keys an override creates on its way to ``path`` are its own too."""
+        for end in range(1, len(path)):
+            self._by_path.setdefault(_key(path[:end]), source)
+        self.record(value, source, path)
 
     def source(self, path: tuple) -> Source | None:
         """The layer that set `path`, or the closest enclosing key that has one."""
         for end in range(len(path), 0, -1):
-            found = self._by_path.get(tuple(path[:end]))
+            found = self._by_path.get(_key(path[:end]))
             if found is not None:
                 return found
         return None
@@ -37,6 +47,6 @@ class Provenance:
         return "infra" if source is None else str(source)
 
 
-def dotted(path: tuple) -> str:
-    """`("a", "b", 0)` -> `"a.b.0"`."""
-    return ".".join(str(p) for p in path)
+def _key(path: tuple) -> tuple:
+    """List indices as strings, as override paths write them (`containers.0`)."""
+    return tuple(str(part) for part in path)

@@ -2,8 +2,10 @@
 
 `validate(infra, provenance)` checks a merged, interpolated infra mapping and returns a
 normalised copy (string maps coerced to strings, image pull secrets as names, defaults
-filled). Errors name the dotted key and the file that set it. Free-form fields (`spec`,
-`overrides`, `affinity`, `tolerations`, `nodeSelector`) are type-checked but not descended into.
+filled). Errors name the dotted key and the file that set it. Values Kubernetes checks
+(quantities, labels, annotations, images, ports, names) follow its rules (`k8s_rules`). Free-form
+fields (`spec`, `overrides`, `affinity`, `tolerations`) are type-checked here; the renderers check
+what they render from them against Kubernetes.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+from nrl_k8s import k8s_rules
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.k8s_rules import Invalid
 
 from .provenance import Provenance, dotted
 
@@ -63,6 +67,7 @@ class Scalar:
     types: tuple[type, ...] = (str,)
     choices: tuple[str, ...] = ()
     minimum: int | None = None
+    maximum: int | None = None
     dns_label: bool = False
 
     def validate(self, value: Any, path: tuple, ctx: _Context) -> Any:
@@ -73,6 +78,8 @@ class Scalar:
             raise ctx.error(path, problem, f"use one of: {', '.join(self.choices)}")
         if self.minimum is not None and _is(value, float) and value < self.minimum:
             raise ctx.error(path, f"expected a number >= {self.minimum}, got {describe(value)}", f"use a value of at least {self.minimum}")
+        if self.maximum is not None and _is(value, float) and value > self.maximum:
+            raise ctx.error(path, f"expected a number <= {self.maximum}, got {describe(value)}", f"use a value of at most {self.maximum}")
         if self.dns_label and (len(value) > 63 or not _DNS_LABEL.fullmatch(value)):
             hint = "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
             raise ctx.error(path, f"{value!r} is not a valid Kubernetes name", hint)
@@ -80,8 +87,28 @@ class Scalar:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """A value Kubernetes checks: ``check(value)`` is a ``k8s_rules`` function raising Invalid,
+    applied after ``base`` (e.g. the string check, with its hints) when given."""
+
+    check: Callable[[Any], None]
+    base: Any = None
+
+    def validate(self, value: Any, path: tuple, ctx: _Context) -> Any:
+        if self.base is not None:
+            value = self.base.validate(value, path, ctx)
+        try:
+            self.check(value)
+        except Invalid as bad:
+            raise ctx.error((*path, *bad.path), bad.problem, bad.hint) from None
+        return value
+
+
+@dataclass(frozen=True)
 class StrMap:
-    """A mapping of string keys to strings; scalar values are coerced to strings."""
+    """A mapping of string keys to strings; scalar values are coerced to strings, then ``rule`` applies."""
+
+    rule: Callable[[Any], None] | None = None
 
     def validate(self, value: Any, path: tuple, ctx: _Context) -> dict:
         if not isinstance(value, dict):
@@ -95,7 +122,7 @@ class StrMap:
             elif not isinstance(item, str):
                 raise ctx.expected((*path, key), "a string", item)
             result[str(key)] = item
-        return result
+        return Rule(self.rule).validate(result, path, ctx) if self.rule else result
 
 
 @dataclass(frozen=True)
@@ -129,7 +156,7 @@ class SecretName:
             value = value["name"]
         if not isinstance(value, str) or not value:
             raise ctx.expected(path, "a secret name or {name: NAME}", value)
-        return value
+        return _subdomain("Secret name").validate(value, path, ctx)
 
 
 @dataclass(frozen=True)
@@ -202,9 +229,18 @@ def _unknown(key: Any, path: tuple, allowed: Mapping[str, Any], ctx: _Context) -
 
 STR = Scalar((str,))
 BOOL = Scalar((bool,))
-POSITIVE_INT = Scalar((int,), minimum=1)
-QUANTITY = Scalar((str, int, float))
+POSITIVE_INT = Scalar((int,), minimum=1, maximum=k8s_rules.INT32_MAX)
+TIMEOUT_S = Scalar((int,), minimum=1, maximum=7 * 24 * 3600)  # a week; waits take it as a float deadline
+QUANTITY = Rule(k8s_rules.quantity)
+IMAGE = Rule(k8s_rules.image, STR)
+PORT = Rule(k8s_rules.port, Scalar((int,)))
+LABELS = StrMap(k8s_rules.labels)
+ANNOTATIONS = StrMap(k8s_rules.annotations)
 STR_LIST = ListOf(STR)
+
+
+def _subdomain(what: str) -> Rule:
+    return Rule(lambda value: k8s_rules.dns_name(value, what=what, subdomain=True), STR)
 
 _ROLES = ("training", "generation", "gym")
 
@@ -213,25 +249,27 @@ def _volume(kinds: tuple[str, ...], **extra: Any) -> Struct:
     rules = [Requires("kind", ("pvc",), "pvcName")]
     if "hostPath" in extra:
         rules.append(Requires("kind", ("hostPath",), "hostPath"))
-    return Struct({"kind": Scalar(choices=kinds), "pvcName": STR, "mountPath": STR, **extra}, required=("kind",), rules=tuple(rules))
+    rules.append(Requires("kind", kinds, "mountPath"))
+    fields = {"kind": Scalar(choices=kinds), "pvcName": _subdomain("PVC name"), "mountPath": STR, **extra}
+    return Struct(fields, required=("kind",), rules=tuple(rules))
 
 
-_POD_SIZE = Struct({"cpu": QUANTITY, "memory": QUANTITY, "gpu": Scalar((int,), minimum=0)})
+_POD_SIZE = Struct({"cpu": QUANTITY, "memory": QUANTITY, "gpu": Scalar((int,), minimum=0, maximum=k8s_rules.INT32_MAX)})
 
 _DAEMON = Struct({
     "entrypoint": STR,
     "submissionId": STR,
     "env": StrMap(),
     "healthCheckUrl": STR,
-    "healthCheckTimeoutS": POSITIVE_INT,
+    "healthCheckTimeoutS": TIMEOUT_S,
     "rayUploadPaths": STR_LIST,
 })
 
 _KUBERAY_ROLE = Struct({
     "name": STR,
     "spec": Free(dict),
-    "labels": StrMap(),
-    "annotations": StrMap(),
+    "labels": LABELS,
+    "annotations": ANNOTATIONS,
     "segmentSize": POSITIVE_INT,
     "daemon": _DAEMON,
 })
@@ -239,10 +277,10 @@ _KUBERAY_ROLE = Struct({
 _DEPLOYMENT = Struct({
     "name": STR,
     "spec": Free(dict),
-    "labels": StrMap(),
-    "annotations": StrMap(),
+    "labels": LABELS,
+    "annotations": ANNOTATIONS,
     "healthCheckUrl": STR,
-    "healthCheckTimeoutS": POSITIVE_INT,
+    "healthCheckTimeoutS": TIMEOUT_S,
 })
 
 _DYNAMO_GRAPH = Struct(
@@ -251,9 +289,9 @@ _DYNAMO_GRAPH = Struct(
         "name": STR,
         "namespace": Scalar(dns_label=True),
         "overrides": Free(dict),
-        "labels": StrMap(),
-        "annotations": StrMap(),
-        "readyTimeoutS": POSITIVE_INT,
+        "labels": LABELS,
+        "annotations": ANNOTATIONS,
+        "readyTimeoutS": TIMEOUT_S,
     },
     required=("manifest",),
     defaults={"readyTimeoutS": 600},
@@ -261,17 +299,17 @@ _DYNAMO_GRAPH = Struct(
 
 INFRA_SCHEMA = Struct({
     "namespace": Scalar(dns_label=True),
-    "image": STR,
+    "image": IMAGE,
     "imagePullSecrets": ListOf(SecretName()),
-    "serviceAccount": STR,
+    "serviceAccount": _subdomain("ServiceAccount name"),
     "rayVersion": STR,
-    "labels": StrMap(),
-    "annotations": StrMap(),
+    "labels": LABELS,
+    "annotations": ANNOTATIONS,
     "scheduler": Struct(
         {"kind": Scalar(choices=("default", "kai", "kueue")), "queue": STR},
         rules=(Requires("kind", ("kai", "kueue"), "queue"),),
     ),
-    "placement": Struct({"nodeSelector": Free(dict), "tolerations": Free(list), "affinity": Free(dict)}),
+    "placement": Struct({"nodeSelector": LABELS, "tolerations": Free(list), "affinity": Free(dict)}),
     "networking": Struct({
         "hostNetwork": BOOL,
         "gloo_socket_ifname": STR,
@@ -287,7 +325,7 @@ INFRA_SCHEMA = Struct({
         "kind": STR,
         "portForward": BOOL,
         "devPod": STR,
-        "localDashboardPort": Scalar((int,), minimum=1),
+        "localDashboardPort": PORT,
         "submitter": Scalar(choices=("portForward", "exec")),
         "execTmpDir": STR,
     }),

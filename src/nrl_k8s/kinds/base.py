@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import k8s_rules
+from ..errors import InfraError
+
 MANAGED_BY = {"app.kubernetes.io/managed-by": "nrl-k8s"}
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=nrl-k8s"
 
@@ -74,12 +77,30 @@ def str_map(mapping: dict) -> dict:
     return {str(k): k8s_str(v) for k, v in mapping.items()}
 
 
-def object_metadata(name: str, namespace: str, labels: list[dict | None], annotations: list[dict | None]) -> dict:
-    """Metadata with label and annotation layers merged low to high; no empty annotations."""
+def without_nulls(value: object) -> object:
+    """A copy of ``value`` without null mapping entries (Kubernetes reads null as unset)."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+def object_metadata(
+    name: str, namespace: str, labels: list[dict | None], annotations: list[dict | None], *, key: tuple
+) -> dict:
+    """Metadata with label and annotation layers merged low to high; no empty annotations.
+
+    ``key`` is the infra key of the object, named when the merged annotations are too large.
+    """
     metadata = {"name": name, "namespace": namespace, "labels": str_map(_merge(labels))}
     merged = _merge(annotations)
     if merged:
         metadata["annotations"] = str_map(merged)
+        try:
+            k8s_rules.annotations(metadata["annotations"])
+        except k8s_rules.Invalid as bad:
+            raise InfraError((*key, "annotations"), f"together with the inherited ones: {bad.problem}", bad.hint) from None
     return metadata
 
 

@@ -7,11 +7,13 @@ Deployment selects ``nrl-k8s.io/deployment: NAME``.
 
 from __future__ import annotations
 
-import copy
-
-from ..errors import ConfigError
+from .. import k8s_rules as rules
+from ..errors import InfraError
+from ..k8s_rules import Invalid
 from ..names import validate_name
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
+from .base import without_nulls
+from .pod_schema import check_pod_template
 from .raycluster import pull_secret_refs
 
 KIND = Kind("apps", "v1", "deployments", "Deployment")
@@ -20,28 +22,51 @@ SELECTOR_LABEL = "nrl-k8s.io/deployment"
 
 def render(infra: dict, key: str) -> dict:
     """The Deployment for ``infra.deployments.KEY`` (name defaults to KEY)."""
-    where = f"infra.deployments.{key}"
     entry = (infra.get("deployments") or {}).get(key)
     if not entry:
-        raise ConfigError(f"{where} is not set", hint="declare it with a name and a Deployment spec")
-    name = validate_name(entry.get("name") or key, what="Deployment name", where=f"{where}.name")
-    spec = copy.deepcopy(entry.get("spec") or {})
-    template = spec.setdefault("template", {})
+        raise InfraError(("deployments", key), "is not set", hint="declare it with a name and a Deployment spec")
+    name = validate_name(entry.get("name") or key, what="Deployment name", key=("deployments", key, "name"))
+    try:
+        spec = _render_spec(infra, entry, name)
+    except Invalid as bad:
+        raise InfraError(("deployments", key, "spec", *bad.path), bad.problem, bad.hint) from None
+    metadata = object_metadata(
+        name,
+        infra["namespace"],
+        [MANAGED_BY, infra.get("labels"), entry.get("labels")],
+        [infra.get("annotations"), entry.get("annotations")],
+        key=("deployments", key),
+    )
+    return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
+
+
+def _render_spec(infra: dict, entry: dict, name: str) -> dict:
+    spec = without_nulls(rules.expect(entry.get("spec") or {}, dict))
+    if spec.get("replicas") is not None:
+        rules.count(spec["replicas"], ("replicas",), what="a replica count")
+    selector = rules.expect(spec.setdefault("selector", {}), dict, ("selector",))
+    if "matchLabels" in selector:
+        rules.labels(selector["matchLabels"], ("selector", "matchLabels"))
+    template = rules.expect(spec.setdefault("template", {}), dict, ("template",))
+    try:
+        check_pod_template(template, rendered=False)
+    except Invalid as bad:
+        raise bad.within(("template",)) from None
     pod = template.setdefault("spec", {})
     containers = pod.get("containers") or []
     if not containers:
-        raise ConfigError(f"{where}.spec.template.spec.containers is empty", hint="declare at least one container")
+        raise Invalid(("template", "spec", "containers"), "is empty", "declare at least one container")
 
-    selector = spec.setdefault("selector", {})
     match = selector.get("matchLabels")
     if not match and not selector.get("matchExpressions"):
         match = selector["matchLabels"] = {SELECTOR_LABEL: name}
     template_labels = template.setdefault("metadata", {}).setdefault("labels", {})
     for label, value in (match or {}).items():
         if template_labels.setdefault(label, value) != value:
-            raise ConfigError(
-                f"{where}.spec: selector label {label}={value} does not match the pod template's {template_labels[label]}",
-                hint="make spec.selector.matchLabels and spec.template.metadata.labels agree",
+            raise Invalid(
+                ("selector", "matchLabels", label),
+                f"{label}={value} does not match the pod template's {template_labels[label]}",
+                "make spec.selector.matchLabels and spec.template.metadata.labels agree",
             )
 
     if infra.get("image"):
@@ -50,14 +75,11 @@ def render(infra: dict, key: str) -> dict:
                 container["image"] = infra["image"]
     if infra.get("imagePullSecrets") and not pod.get("imagePullSecrets"):
         pod["imagePullSecrets"] = pull_secret_refs(infra["imagePullSecrets"])
-
-    metadata = object_metadata(
-        name,
-        infra["namespace"],
-        [MANAGED_BY, infra.get("labels"), entry.get("labels")],
-        [infra.get("annotations"), entry.get("annotations")],
-    )
-    return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
+    try:
+        check_pod_template(template, rendered=True)
+    except Invalid as bad:
+        raise bad.within(("template",)) from None
+    return spec
 
 
 def readiness(obj: dict) -> Readiness:

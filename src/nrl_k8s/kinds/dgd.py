@@ -18,15 +18,20 @@
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from deepmerge import Merger
 
-from ..errors import ConfigError
+from .. import k8s_rules as rules
+from .. import safe_yaml
+from ..errors import ConfigError, InfraError, dotted
+from ..k8s_rules import Invalid
 from ..names import validate_name
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
+from .base import without_nulls
+from .pod_schema import check_extra_pod_spec, whole_number
 from .raycluster import pull_secret_refs
 
 KIND = Kind("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment")
@@ -63,21 +68,16 @@ def load_manifest(path: str | Path, *, where: str) -> dict:
     """The first DynamoGraphDeployment document of ``path``, without server-assigned fields.
 
     ``where`` names the config key that points at the file (``infra.dynamo.KEY.manifest``).
+    The fields nrl-k8s reads or renders are checked by type (``check_spec``); problems name
+    the manifest file and the key in it.
     """
     path = Path(path)
+    if not os.path.lexists(path):
+        raise ConfigError(f"{where}: DGD manifest {path} not found", hint=f"fix the path in {where}")
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: DGD manifest {path} not found", hint=f"fix the path in {where}") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{where}: cannot read DGD manifest {path}: {err}") from None
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(err, "problem", None) or str(err)
-        raise ConfigError(f"{at}: malformed YAML in the DGD manifest ({problem})", hint=f"referenced by {where}") from None
+        docs = safe_yaml.load_documents(path)
+    except ConfigError as err:
+        raise ConfigError(err.message, hint=f"{err.hint} (the DGD manifest named by {where})") from None
     found = next((d for d in docs if isinstance(d, dict) and d.get("kind") == KIND.kind), None)
     if found is None:
         kinds = sorted({str(d.get("kind")) for d in docs if isinstance(d, dict)})
@@ -92,48 +92,131 @@ def load_manifest(path: str | Path, *, where: str) -> dict:
             f"{where}: {path} uses apiVersion {api_version!r}, which nrl-k8s does not support",
             hint=f"use apiVersion: {KIND.api_version} (served by every Dynamo operator release)",
         )
-    manifest = copy.deepcopy(found)
-    manifest.pop("status", None)
-    metadata = manifest.get("metadata") or {}
+    manifest = {k: v for k, v in found.items() if k != "status"}
+    try:
+        metadata = without_nulls(rules.expect(manifest.get("metadata") or {}, dict, ("metadata",)))
+        for field, rule in (("labels", rules.labels), ("annotations", rules.annotations)):
+            if field in metadata:
+                rule(metadata[field], ("metadata", field))
+        if manifest.get("spec") is None:
+            raise Invalid(("spec",), "is missing", "a DGD declares its services under spec.services")
+        manifest["spec"] = check_spec(manifest["spec"])
+    except Invalid as bad:
+        raise ConfigError(f"{path}: {dotted(bad.path)}: {bad.problem}", hint=f"{bad.hint} (the DGD manifest named by {where})") from None
     for key in _SERVER_METADATA:
         metadata.pop(key, None)
     manifest["metadata"] = metadata
     return manifest
 
 
+def check_spec(spec: object) -> dict:
+    """``spec`` without null entries, if the fields nrl-k8s reads and renders have their types.
+
+    Every service is a mapping; replicas, resources, multinode and ``extraPodSpec`` (a Kubernetes
+    PodSpec plus ``mainContainer``) are checked the way the operator and Kubernetes read them.
+    """
+    spec = without_nulls(rules.expect(spec, dict, ("spec",)))
+    services = spec.get("services")
+    if not services:
+        problem = "is missing" if services is None else "is empty"
+        raise Invalid(("spec", "services"), problem, "declare the graph's services, e.g. a Frontend and a worker")
+    for name, service in rules.expect(services, dict, ("spec", "services")).items():
+        _check_service(service, ("spec", "services", name))
+    return spec
+
+
+def _check_service(service: object, path: tuple) -> None:
+    rules.expect(service, dict, path)
+    if "componentType" in service:
+        rules.expect(service["componentType"], str, (*path, "componentType"))
+    if "replicas" in service:
+        rules.count(service["replicas"], (*path, "replicas"), what="a replica count")
+    resources = rules.expect(service.get("resources", {}), dict, (*path, "resources"))
+    for section in ("requests", "limits"):
+        for name, value in rules.expect(resources.get(section, {}), dict, (*path, "resources", section)).items():
+            at = (*path, "resources", section, name)
+            rules.quantity(value, at)
+            if name == "gpu":
+                whole_number(value, at)
+    multinode = rules.expect(service.get("multinode", {}), dict, (*path, "multinode"))
+    if "nodeCount" in multinode:
+        rules.count(multinode["nodeCount"], (*path, "multinode", "nodeCount"), minimum=1, what="a node count")
+    if "extraPodSpec" in service:
+        try:
+            check_extra_pod_spec(service["extraPodSpec"])
+        except Invalid as bad:
+            raise bad.within((*path, "extraPodSpec")) from None
+
+
 def render(infra: dict, key: str) -> dict:
     """The DGD object for ``infra.dynamo.KEY`` (without ownerReferences)."""
     entry = (infra.get("dynamo") or {}).get(key)
-    where = f"infra.dynamo.{key}"
     if not entry:
-        raise ConfigError(f"{where} is not set", hint="declare it with a manifest path")
+        raise InfraError(("dynamo", key), "is not set", hint="declare it with a manifest path")
     if not entry.get("manifest"):
-        raise ConfigError(f"{where}.manifest is not set", hint="point it at a DGD YAML file")
-    manifest = load_manifest(entry["manifest"], where=f"{where}.manifest")
+        raise InfraError(("dynamo", key, "manifest"), "is not set", hint="point it at a DGD YAML file")
+    manifest = load_manifest(entry["manifest"], where=f"infra.dynamo.{key}.manifest")
     meta = manifest["metadata"]
-
-    spec = copy.deepcopy(manifest.get("spec") or {})
-    if entry.get("overrides"):
-        spec = _SPEC_MERGER.merge(spec, copy.deepcopy(entry["overrides"]))
+    overrides = entry.get("overrides") or {}
+    spec = _merged_spec(manifest["spec"], overrides, key)
 
     if entry.get("name"):
-        name = validate_name(entry["name"], what="DGD name", where=f"{where}.name")
+        name = validate_name(entry["name"], what="DGD name", key=("dynamo", key, "name"))
     elif meta.get("name"):
         name = validate_name(meta["name"], what="DGD name", where=f"{entry['manifest']} metadata.name")
     else:
-        raise ConfigError(f"{where}: the DGD has no name", hint=f"set {where}.name or metadata.name in {entry['manifest']}")
+        raise InfraError(("dynamo", key), "the DGD has no name", hint=f"set dynamo.{key}.name or metadata.name in {entry['manifest']}")
 
     metadata = object_metadata(
         name,
         entry.get("namespace") or infra["namespace"],
         [MANAGED_BY, infra.get("labels"), meta.get("labels"), entry.get("labels")],
         [infra.get("annotations"), meta.get("annotations"), entry.get("annotations")],
+        key=("dynamo", key),
     )
     metadata.update({k: v for k, v in meta.items() if k not in metadata and k not in ("labels", "annotations")})
 
-    for service in (spec.get("services") or {}).values():
+    for service_name, service in spec["services"].items():
         _patch_service(service, infra)
+        if "extraPodSpec" in service:
+            try:
+                check_extra_pod_spec(service["extraPodSpec"])
+            except Invalid as bad:
+                raise _blame(bad.within(("spec", "services", service_name, "extraPodSpec")), overrides, key, entry) from None
     return {"apiVersion": manifest["apiVersion"], "kind": KIND.kind, "metadata": metadata, "spec": spec}
+
+
+def _merged_spec(spec: dict, overrides: dict, key: str) -> dict:
+    """``overrides`` deep-merged onto the manifest's spec; they may only name services it has."""
+    where = ("dynamo", key, "overrides")
+    if "services" in overrides:
+        named = overrides["services"]
+        if not isinstance(named, dict):
+            raise InfraError((*where, "services"), f"expected a mapping of service names, got {rules.describe(named)}",
+                             hint="e.g. services: {VllmDecodeWorker: {replicas: 2}}")
+        for name, service in named.items():
+            if name not in spec["services"]:
+                known = ", ".join(spec["services"])
+                raise InfraError((*where, "services", name), "the DGD manifest has no such service",
+                                 hint=f"its services are: {known}")
+            if not isinstance(service, dict):
+                raise InfraError((*where, "services", name), f"expected a mapping, got {rules.describe(service)}",
+                                 hint="override fields of the service, e.g. replicas: 2")
+    merged = _SPEC_MERGER.merge(copy.deepcopy(spec), copy.deepcopy(overrides))
+    try:
+        return check_spec(merged)
+    except Invalid as bad:
+        raise InfraError((*where, *bad.path[1:]), bad.problem, bad.hint) from None
+
+
+def _blame(bad: Invalid, overrides: dict, key: str, entry: dict) -> ConfigError:
+    """A rendered-spec problem at the override that set it, else in the manifest."""
+    node: object = overrides
+    for part in bad.path[1:]:
+        if not isinstance(node, dict) or part not in node:
+            return ConfigError(f"{entry['manifest']}: {dotted(bad.path)}: {bad.problem}", hint=bad.hint)
+        node = node[part]
+    return InfraError(("dynamo", key, "overrides", *bad.path[1:]), bad.problem, bad.hint)
 
 
 def _patch_service(service: dict, infra: dict) -> None:

@@ -24,10 +24,13 @@ from __future__ import annotations
 import copy
 import math
 
-from ..errors import ConfigError
+from .. import k8s_rules as rules
+from ..errors import InfraError
+from ..k8s_rules import Invalid
 from ..names import MAX_RAYCLUSTER_NAME_LEN, validate_name
+from .pod_schema import check_pod_template
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, condition_true
-from .base import describe_condition, k8s_str, object_metadata, str_map
+from .base import describe_condition, k8s_str, object_metadata, str_map, without_nulls
 
 KIND = Kind("ray.io", "v1", "rayclusters", "RayCluster")
 ROLES = ("training", "generation", "gym")
@@ -52,10 +55,7 @@ def role_entry(infra: dict, role: str) -> dict:
     """``infra.kuberay.ROLE``, or ConfigError when it is not declared."""
     entry = (infra.get("kuberay") or {}).get(role)
     if not entry:
-        raise ConfigError(
-            f"infra.kuberay.{role} is not set",
-            hint=f"declare infra.kuberay.{role} with a name and a RayCluster spec",
-        )
+        raise InfraError(("kuberay", role), "is not set", hint=f"declare kuberay.{role} with a name and a RayCluster spec")
     return entry
 
 
@@ -64,7 +64,7 @@ def cluster_name(infra: dict, role: str) -> str:
     return validate_name(
         role_entry(infra, role).get("name"),
         what="RayCluster name",
-        where=f"infra.kuberay.{role}.name",
+        key=("kuberay", role, "name"),
         max_len=MAX_RAYCLUSTER_NAME_LEN,
     )
 
@@ -88,29 +88,76 @@ def render(infra: dict, role: str) -> dict:
         infra["namespace"],
         [MANAGED_BY, infra.get("labels"), scheduler_labels(infra), entry.get("labels"), {ROLE_LABEL: role}],
         [infra.get("annotations"), entry.get("annotations")],
+        key=("kuberay", role),
     )
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": render_spec(infra, role)}
 
 
 def render_spec(infra: dict, role: str) -> dict:
-    """The RayCluster ``.spec`` for ``role`` with every infra field applied (also used by RayJob)."""
+    """The RayCluster ``.spec`` for ``role`` with every infra field applied (also used by RayJob).
+
+    The fields read here are type-checked first and every pod template is checked against
+    Kubernetes before and after decorating; problems name the key under ``kuberay.ROLE.spec``.
+    """
     entry = role_entry(infra, role)
-    spec = copy.deepcopy(entry.get("spec") or {})
-    if infra.get("rayVersion"):
-        spec.setdefault("rayVersion", str(infra["rayVersion"]))
-    sizes = (infra.get("resources") or {}).get(role) or {}
-    head = spec.setdefault("headGroupSpec", {})
-    head.setdefault("rayStartParams", {})
-    _decorate_pod(infra, head.setdefault("template", {}), sizes.get("head"), "ray-head")
-    if "workerGroupSpecs" in spec:
-        segment_size = _segment_size(entry, role)
-        groups = []
-        for group in spec["workerGroupSpecs"] or []:
-            for piece in _segments(group, segment_size, role):
-                _decorate_pod(infra, piece.setdefault("template", {}), sizes.get("worker"), "ray-worker")
-                groups.append(piece)
-        spec["workerGroupSpecs"] = groups
+    try:
+        spec = without_nulls(_check_spec(entry.get("spec") or {}))
+        if infra.get("rayVersion"):
+            spec.setdefault("rayVersion", str(infra["rayVersion"]))
+        sizes = (infra.get("resources") or {}).get(role) or {}
+        head = spec.setdefault("headGroupSpec", {})
+        head.setdefault("rayStartParams", {})
+        _decorated(infra, head, sizes.get("head"), "ray-head", ("headGroupSpec",))
+        if "workerGroupSpecs" in spec:
+            segment_size = _segment_size(entry, role)
+            groups = []
+            for index, group in enumerate(spec["workerGroupSpecs"] or []):
+                for piece in _segments(group, segment_size, role, index):
+                    _decorated(infra, piece, sizes.get("worker"), "ray-worker", ("workerGroupSpecs", index))
+                    groups.append(piece)
+            spec["workerGroupSpecs"] = groups
+    except Invalid as bad:
+        raise InfraError(("kuberay", role, "spec", *bad.path), bad.problem, bad.hint) from None
     return spec
+
+
+def _check_spec(spec: object) -> dict:
+    """``spec`` if the RayCluster fields nrl-k8s reads have their KubeRay CRD types."""
+    rules.expect(spec, dict)
+    if spec.get("rayVersion") is not None:
+        rules.expect(spec["rayVersion"], str, ("rayVersion",))
+    if "headGroupSpec" in spec:
+        _check_group(spec["headGroupSpec"], ("headGroupSpec",))
+    groups = spec.get("workerGroupSpecs")
+    for index, group in enumerate(rules.expect(groups, list, ("workerGroupSpecs",)) if groups is not None else []):
+        path = ("workerGroupSpecs", index)
+        _check_group(group, path)
+        if group.get("groupName") is not None:
+            rules.dns_name(group["groupName"], (*path, "groupName"), what="group name")
+        for field in ("replicas", "minReplicas", "maxReplicas"):
+            if group.get(field) is not None:
+                rules.count(group[field], (*path, field), what="a replica count")
+    return spec
+
+
+def _check_group(group: object, path: tuple) -> None:
+    rules.expect(group, dict, path)
+    params = group.get("rayStartParams")
+    for key, value in (rules.expect(params, dict, (*path, "rayStartParams")) if params is not None else {}).items():
+        rules.expect(value, str, (*path, "rayStartParams", key), what='a string (KubeRay passes them to `ray start`; quote numbers: "0")')
+    if "template" in group:
+        rules.expect(group["template"], dict, (*path, "template"))
+
+
+def _decorated(infra: dict, group: dict, size: dict | None, default_container: str, path: tuple) -> None:
+    """Apply the infra to ``group.template``, checking the template as written and as rendered."""
+    template = group.setdefault("template", {})
+    try:
+        check_pod_template(template, rendered=False)
+        _decorate_pod(infra, template, size, default_container)
+        check_pod_template(template, rendered=True)
+    except Invalid as bad:
+        raise bad.within((*path, "template")) from None
 
 
 def provisioned(obj: dict) -> bool:
@@ -138,10 +185,10 @@ def _scheduler(infra: dict) -> tuple[str, str | None]:
     sched = infra.get("scheduler") or {}
     kind = sched.get("kind") or "default"
     if kind not in ("default", "kai", "kueue"):
-        raise ConfigError(f"infra.scheduler.kind: unknown scheduler {kind!r}", hint="use default, kai or kueue")
+        raise InfraError(("scheduler", "kind"), f"unknown scheduler {kind!r}", hint="use default, kai or kueue")
     queue = sched.get("queue")
     if kind != "default" and not queue:
-        raise ConfigError(f"infra.scheduler.queue is required with scheduler kind {kind}", hint="set infra.scheduler.queue")
+        raise InfraError(("scheduler", "queue"), f"is required with scheduler kind {kind}", hint="set scheduler.queue")
     return kind, queue
 
 
@@ -150,17 +197,18 @@ def _segment_size(entry: dict, role: str) -> int | None:
     if size is None:
         return None
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ConfigError(f"infra.kuberay.{role}.segmentSize must be a positive integer, got {size!r}")
+        raise InfraError(("kuberay", role, "segmentSize"), f"must be a positive integer, got {size!r}", hint="e.g. segmentSize: 8")
     return size
 
 
-def _segments(group: dict, size: int | None, role: str) -> list[dict]:
+def _segments(group: dict, size: int | None, role: str, index: int) -> list[dict]:
     replicas = group.get("replicas")
     if size is None or replicas is None or replicas <= size:
         return [group]
     base = group.get("groupName")
     if not base:
-        raise ConfigError(f"infra.kuberay.{role}.spec.workerGroupSpecs: a group to segment has no groupName")
+        raise Invalid(("workerGroupSpecs", index, "groupName"), "is required to split the group into segments",
+                      "name the worker group")
     pieces = []
     for i in range(math.ceil(replicas / size)):
         count = min(size, replicas - i * size)
@@ -260,10 +308,10 @@ def storage_volume(infra: dict, field: str, volume_name: str) -> tuple[dict, str
         return None
     mount_path = cfg.get("mountPath")
     if not mount_path:
-        raise ConfigError(f"infra.{field}.mountPath is required with kind {kind}", hint=f"set infra.{field}.mountPath")
+        raise InfraError((field, "mountPath"), f"is required with kind {kind}", hint=f"set {field}.mountPath")
     if kind == "pvc":
         if not cfg.get("pvcName"):
-            raise ConfigError(f"infra.{field}.pvcName is required with kind pvc", hint=f"set infra.{field}.pvcName")
+            raise InfraError((field, "pvcName"), "is required with kind pvc", hint=f"set {field}.pvcName")
         return {"name": volume_name, "persistentVolumeClaim": {"claimName": cfg["pvcName"]}}, mount_path
     if kind == "hostPath":
         path = cfg.get("hostPath") or mount_path
@@ -271,7 +319,7 @@ def storage_volume(infra: dict, field: str, volume_name: str) -> tuple[dict, str
     if kind == "emptyDir":
         empty = {"sizeLimit": str(cfg["size"])} if cfg.get("size") is not None else {}
         return {"name": volume_name, "emptyDir": empty}, mount_path
-    raise ConfigError(f"infra.{field}.kind: unsupported kind {kind!r}", hint="use pvc, hostPath or emptyDir")
+    raise InfraError((field, "kind"), f"unsupported kind {kind!r}", hint="use pvc, hostPath or emptyDir")
 
 
 def _apply_storage(pod: dict, containers: list[dict], infra: dict) -> None:

@@ -30,7 +30,7 @@ def job_name(infra: dict) -> str:
     return validate_name(
         raycluster.role_entry(infra, "training").get("name"),
         what="RayJob name",
-        where="infra.kuberay.training.name",
+        key=("kuberay", "training", "name"),
         max_len=MAX_RAYJOB_NAME_LEN,
     )
 
@@ -57,6 +57,7 @@ def render(
             {raycluster.ROLE_LABEL: "training", RUN_ID_LABEL: run_id},
         ],
         [infra.get("annotations"), entry.get("annotations")],
+        key=("kuberay", "training"),
     )
     spec = {
         "entrypoint": recipe_mod.driver_entrypoint(infra),

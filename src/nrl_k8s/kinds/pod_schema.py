@@ -1,0 +1,179 @@
+"""Pod templates and pod specs checked the way the API server checks them, before anything is applied.
+
+Two layers, both raising ``k8s_rules.Invalid`` with a path relative to the value checked:
+
+1. the Kubernetes OpenAPI schema (types, required fields, no unknown fields), as published by
+   ``kubernetes-validate`` (its "strict" JSON schemas of the newest Kubernetes it ships) and
+   checked with ``jsonschema-rs`` (the pure-Python checker costs about 0.2 s per command);
+2. the value rules the API server adds (``k8s_rules``): container and volume names, images,
+   ports, resource quantities, template labels and annotations.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .. import k8s_rules as rules
+from ..errors import NrlK8sError
+from ..k8s_rules import Invalid
+
+_DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
+_ROOTS = {"PodTemplateSpec": "pod", "PodSpec": "pod.spec", "Container": "pod.spec.containers"}
+_NATIVE_RESOURCE_PREFIXES = ("kubernetes.io/", "requests.", "hugepages-")
+
+
+def check_pod_template(template: Any, *, rendered: bool) -> None:
+    """A PodTemplateSpec. Before rendering (``rendered=False``) containers may be missing and
+    images unset (nrl-k8s fills them in); a rendered template must be complete."""
+    rules.expect(template, dict)
+    spec = rules.expect(template.get("spec") if template.get("spec") is not None else {}, dict, ("spec",))
+    _schema("PodTemplateSpec", template if rendered else {**template, "spec": {"containers": [], **spec}})
+    metadata = template.get("metadata") or {}
+    if metadata.get("labels") is not None:
+        rules.labels(metadata["labels"], ("metadata", "labels"))
+    if metadata.get("annotations") is not None:
+        rules.annotations(metadata["annotations"], ("metadata", "annotations"))
+    try:
+        _pod_rules(spec, image_required=rendered)
+    except Invalid as bad:
+        raise bad.within(("spec",)) from None
+
+
+def check_extra_pod_spec(pod: Any) -> None:
+    """A Dynamo ``extraPodSpec``: PodSpec fields plus ``mainContainer`` (a Container, name optional)."""
+    rules.expect(pod, dict)
+    main = pod.get("mainContainer")
+    rest = {k: v for k, v in pod.items() if k != "mainContainer"}
+    _schema("PodSpec", {"containers": [], **rest})
+    _pod_rules(rest, image_required=False)
+    if main is not None:
+        rules.expect(main, dict, ("mainContainer",))
+        named = {"name": "main", **main}
+        try:
+            _schema("Container", named)
+            _container(named, image_required=False)
+        except Invalid as bad:
+            raise bad.within(("mainContainer",)) from None
+
+
+def _pod_rules(spec: dict, *, image_required: bool) -> None:
+    for field in ("initContainers", "containers"):
+        for index, container in enumerate(spec.get(field) or []):
+            try:
+                _container(container, image_required=image_required)
+            except Invalid as bad:
+                raise bad.within((field, index)) from None
+    for index, volume in enumerate(spec.get("volumes") or []):
+        rules.dns_name(volume.get("name"), ("volumes", index, "name"), what="volume name")
+    if spec.get("nodeSelector"):
+        rules.labels(spec["nodeSelector"], ("nodeSelector",))
+
+
+def _container(container: dict, *, image_required: bool) -> None:
+    rules.dns_name(container.get("name"), ("name",), what="container name")
+    if "image" in container:
+        rules.image(container["image"], ("image",))
+    elif image_required:
+        raise Invalid(("image",), "no image", "set infra.image, or an image on the container")
+    for index, entry in enumerate(container.get("ports") or []):
+        rules.port(entry.get("containerPort"), ("ports", index, "containerPort"))
+        if entry.get("hostPort") is not None:
+            rules.port(entry["hostPort"], ("ports", index, "hostPort"), minimum=0)
+        if entry.get("name") is not None:
+            rules.port_name(entry["name"], ("ports", index, "name"))
+    resources = container.get("resources") or {}
+    for section in ("requests", "limits"):
+        for name, value in (resources.get(section) or {}).items():
+            path = ("resources", section, name)
+            rules.quantity(value, path)
+            if "/" in name and not name.startswith(_NATIVE_RESOURCE_PREFIXES):
+                whole_number(value, path)
+
+
+def whole_number(value: Any, path: tuple) -> None:
+    """Extended resources (GPUs, RDMA devices) are counted in whole units."""
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+        raise Invalid(path, f"{rules.describe(value)} is not a whole number", "devices such as GPUs are counted in whole units")
+
+
+def _schema(definition: str, value: Any) -> None:
+    from jsonschema_rs import ValidationError
+
+    try:
+        _validators()[definition].validate(value)
+    except ValidationError as err:
+        raise _invalid(err, _ROOTS[definition]) from None
+
+
+def _invalid(err: Any, root: str) -> Invalid:
+    path = tuple(err.instance_path)
+    kind = type(err.kind).__name__
+    explain = ".".join([root, *(str(p) for p in path if isinstance(p, str))])
+    if kind == "AdditionalProperties":
+        field = err.kind.unexpected[0]
+        return Invalid((*path, field), "unknown field", f"check the spelling; see `kubectl explain {explain}`")
+    if kind == "Required":
+        field = err.kind.property
+        return Invalid((*path, field), "is required", f"see `kubectl explain {explain}.{field}`")
+    if kind == "Type":
+        wanted = " or ".join(t for t in (str(t).lower().rsplit(".", 1)[-1] for t in err.kind.types) if t != "null")
+        return Invalid(path, f"expected {wanted}, got {rules.describe(err.instance)}", f"see `kubectl explain {explain}`")
+    message = re.sub(r"\s+", " ", err.message)
+    return Invalid(path, message if len(message) <= 160 else message[:157] + "...", f"see `kubectl explain {explain}`")
+
+
+@functools.cache
+def _validators() -> dict[str, Any]:
+    import jsonschema_rs
+
+    document = json.loads((_schema_dir() / "_definitions.json").read_text(encoding="utf-8"))
+    needed = _reachable(document["$defs"], "io.k8s.api.core.v1.PodTemplateSpec")
+    registry = jsonschema_rs.Registry([(_DEFINITIONS_ID, {"$defs": needed})])  # a seventh of the file: faster
+    return {
+        name: jsonschema_rs.validator_for(
+            {"$schema": document["$schema"], "$ref": f"{_DEFINITIONS_ID}#/$defs/io.k8s.api.core.v1.{name}"},
+            registry=registry,
+        )
+        for name in _ROOTS
+    }
+
+
+def _reachable(definitions: dict, root: str) -> dict:
+    """The definitions ``root`` refers to, directly or not, without their descriptions."""
+    found: dict = {}
+    todo = [root]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found[name] = _strip(definitions[name], todo)
+    return found
+
+
+def _strip(node: Any, refs: list) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            refs.append(node["$ref"].rsplit("/", 1)[-1])
+        return {k: _strip(v, refs) for k, v in node.items() if not (k == "description" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_strip(v, refs) for v in node]
+    return node
+
+
+def _schema_dir() -> Path:
+    """The strict schemas of the newest Kubernetes version kubernetes-validate ships.
+
+    Found without importing the package (its ``__init__`` imports the pure-Python jsonschema).
+    """
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or not spec.submodule_search_locations:
+        raise NrlK8sError("kubernetes-validate is not installed", hint="reinstall nrl-k8s: pip install nrl-k8s")
+    root = Path(next(iter(spec.submodule_search_locations))) / "kubernetes-json-schema"
+    versions = [p for p in root.glob("v*-local-strict") if (p / "_definitions.json").is_file()]
+    if not versions:
+        raise NrlK8sError(f"no Kubernetes schemas under {root}", hint="reinstall kubernetes-validate")
+    return max(versions, key=lambda p: tuple(int(n) for n in re.findall(r"\d+", p.name)))
