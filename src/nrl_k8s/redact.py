@@ -52,8 +52,10 @@ _TEXT_RULES = [
     # --flag value | --flag=value
     re.compile(rf"(?P<keep>(?<![\w-])--(?P<name>[A-Za-z][\w-]*)(?:=|[ \t]+))"
                rf"(?P<value>{_QUOTED}|[^\s'\"-][^\s'\";&|)]*|(?<==)[^\s'\";&|)]+)"),
-    # "name": "value" | name: 'value' | "name": 123
-    re.compile(rf"(?P<keep>(?P<q>[\"']?)(?P<name>[A-Za-z_][\w.-]*)(?P=q)\s*:\s*)(?P<value>{_QUOTED}|-?\d[\w.+-]*)"),
+    # "name": "value" | "name":123 (quoted name) | name: 'value' (a bare name needs the space
+    # YAML needs, so a file:line like ``infra_key.yaml:6:`` is not taken for one)
+    re.compile(rf"(?P<keep>(?P<q>[\"'])(?P<name>[A-Za-z_][\w.-]*)(?P=q)\s*:\s*)(?P<value>{_QUOTED}|-?\d[\w.+-]*)"),
+    re.compile(rf"(?P<keep>(?<![\w./-])(?P<name>[A-Za-z_][\w.-]*):[ \t]+)(?P<value>{_QUOTED}|-?\d[\w.+-]*)"),
     # [export] NAME=value, a.b.NAME=value
     re.compile(rf"(?P<keep>(?:^|(?<=[\s;&|(`'\"{{\[,+?]))(?:export\s+)?(?P<name>[A-Za-z_][\w.]*)=)"
                rf"(?P<value>(?:{_QUOTED}|[^\s;&|'\"()]+)+)", re.MULTILINE),

@@ -16,6 +16,7 @@ from nrl_k8s.sandbox.driver_env import INJECTED_KEY, DriverEnv
 RUN = "train-0123abcd"
 INFRA = {
     "namespace": "ns1",
+    "image": "nvcr.io/nvidia/nemo-rl:v0.4.0",
     "launch": {
         # only shell builtins and a redirect: the user's PATH must not matter to the delivery
         "entrypoint": 'read -r first < "$NRL_K8S_RECIPE"; [ "$first" = "grpo:" ] && [ "$HF_TOKEN" = hf_s3cr3t ] '
