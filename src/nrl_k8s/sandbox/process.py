@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ import yaml
 from nrl_k8s.errors import ConfigError, SandboxError
 
 from . import faults as fault_rules
+from .ray_head import temp_dir_for
 from .pids import MARKER, group_members, marked, open_private, read_pid, recorded, start_time, terminate, write_pid
 
 CONTEXT = "nrl-k8s-sandbox"
@@ -247,6 +249,9 @@ def _cleanup(paths: Paths) -> list[str]:
         lines.append(f"{len(rest)} other processes started by the sandbox (Ray workers, job drivers): {rest}")
     for path in paths.owned_files():
         path.unlink(missing_ok=True)
+    # Ray's logs and the drivers' Secret volumes hold secret values: nothing of them outlives the sandbox.
+    for tree in (temp_dir_for(paths.dir).parent, paths.dir / "volumes"):
+        shutil.rmtree(tree, ignore_errors=True)
     return lines
 
 

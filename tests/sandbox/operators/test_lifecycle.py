@@ -16,6 +16,7 @@ from sandbox_harness import DEADLINE_S, eventually, nrl_k8s, observe, unique
 
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.pids import alive, group_members, marked, read_pid, start_time, wait_gone
+from nrl_k8s.sandbox.ray_head import temp_dir_for
 
 
 def test_starting_twice_is_refused(sandbox):
@@ -112,6 +113,8 @@ def test_down_stops_every_process_it_started(separate_sandbox, tmp_path, kill_da
         assert marked(box.dir) == []
         assert not any((box.dir / f).exists() for f in ("daemon.pid", "ray-head.pid", "sandbox.json"))
         assert (box.dir / "kubeconfig").exists() and (box.dir / "daemon.log").exists()
+        # Ray's logs and the drivers' Secret volumes can hold secret values: they go with the sandbox
+        assert not temp_dir_for(box.dir).parent.exists() and not (box.dir / "volumes").exists()
 
 
 def test_no_dgd_crd_fault_serves_no_dgd_path(separate_sandbox):
