@@ -11,17 +11,15 @@ what they render from them against Kubernetes.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from nrl_k8s import k8s_rules
 from nrl_k8s.errors import ConfigError
-from nrl_k8s.k8s_rules import Invalid
+from nrl_k8s.k8s_rules import DNS_LABEL, Invalid, describe
 
 from .provenance import Provenance, dotted
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "list", dict: "mapping"}
 
 
@@ -38,18 +36,6 @@ class _Context:
         else:
             hint = f"set '{dotted(path)}' to {expected}"
         return self.error(path, f"expected {expected}, got {describe(value)}", hint)
-
-
-def describe(value: Any) -> str:
-    """`"string 'x'"`, `"integer 3"`, `"mapping"`, … for error messages."""
-    if value is None:
-        return "null"
-    name = _TYPE_NAMES.get(type(value), type(value).__name__)
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, (str, int, float)):
-        return f"{name} {value!r}"
-    return name
 
 
 def _is(value: Any, kind: type) -> bool:
@@ -80,7 +66,7 @@ class Scalar:
             raise ctx.error(path, f"expected a number >= {self.minimum}, got {describe(value)}", f"use a value of at least {self.minimum}")
         if self.maximum is not None and _is(value, float) and value > self.maximum:
             raise ctx.error(path, f"expected a number <= {self.maximum}, got {describe(value)}", f"use a value of at most {self.maximum}")
-        if self.dns_label and (len(value) > 63 or not _DNS_LABEL.fullmatch(value)):
+        if self.dns_label and (len(value) > 63 or not DNS_LABEL.fullmatch(value)):
             hint = "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
             raise ctx.error(path, f"{value!r} is not a valid Kubernetes name", hint)
         return value

@@ -24,7 +24,6 @@ from ..k8s_rules import Invalid
 
 _DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
 _ROOTS = {"PodTemplateSpec": "pod", "PodSpec": "pod.spec", "Container": "pod.spec.containers"}
-_NATIVE_RESOURCE_PREFIXES = ("kubernetes.io/", "requests.", "hugepages-")
 
 
 def check_pod_template(template: Any, *, rendered: bool) -> None:
@@ -91,7 +90,7 @@ def _container(container: dict, *, image_required: bool) -> None:
         for name, value in (resources.get(section) or {}).items():
             path = ("resources", section, name)
             rules.quantity(value, path)
-            if "/" in name and not name.startswith(_NATIVE_RESOURCE_PREFIXES):
+            if "/" in name and not name.startswith("kubernetes.io/"):  # an extended resource
                 whole_number(value, path)
 
 
