@@ -62,7 +62,7 @@ def _probe_cluster(ctx: typer.Context, cfg) -> None:
 
     try:
         kube = Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
-                            tuning=Tuning(attempts=2, retry_budget_s=5, request_timeout_s=5))
+                            tuning=Tuning(retry_budget_s=5, request_timeout_s=5))
         results = probe(kube, cfg.infra)
     except (NoClusterError, ApiError) as error:
         out.print(f"\n[bold]CLUSTER[/]\n  skipped: {error.message}", markup=True)
