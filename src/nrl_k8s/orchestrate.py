@@ -1,10 +1,17 @@
 """`run --rayjob`: the ordering that matters (SPEC "run --rayjob").
 
-1. every DGD applied (or reused when an identical one already exists) and awaited in parallel;
-2. the RayJob applied; 3. its RayCluster followed and each DGD this run created back-patched
-with a non-controlling ownerReference to it (GC then deletes the DGDs with the cluster);
-4. the stalled-driver rescue; 5. optionally follow the job to its end.
-Any failure or Ctrl-C before the driver is running deletes what this run created, nothing else.
+0. preflight: every permission the run needs, DGD drift, a RayJob of the same name (a finished
+   one nrl-k8s created is replaced, a live one refused) — before anything is created;
+1. every DGD applied (or reused when an identical one already exists, adding this run to its
+   users) and awaited in parallel; 2. the RayJob applied; 3. its RayCluster followed and each
+   DGD back-patched with a non-controlling ownerReference to it (GC then deletes the DGDs with
+   the cluster); 4. the stalled-driver rescue; 5. optionally follow the job to its end.
+
+Rollback (any failure or Ctrl-C before the driver is submitted) deletes what this run created
+(its ledger, any kind) except a DGD another live run uses, and removes this run from the users
+of the DGDs it reused. Whatever it cannot delete is reported with the command that removes it.
+While it runs, Ctrl-C only warns; the next one aborts it and reports what is left. Once the
+driver is submitted nothing is rolled back.
 """
 
 from __future__ import annotations
@@ -15,17 +22,32 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from . import usage
 from .dashboard import Dashboard
 from .drift import spec_drift
-from .errors import ConfigError, ConflictError, NrlK8sError, ResourceFailed, SubmissionExists, WaitTimeout
-from .events import Applied, Became, Emit, RolledBack, Waiting, Warning
+from .errors import (
+    ApiError,
+    ConfigError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    NrlK8sError,
+    ResourceFailed,
+    SubmissionExists,
+    UnauthorizedError,
+    WaitTimeout,
+)
+from .events import Applied, Became, Emit, LeftBehind, RolledBack, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob
-from .kinds.base import Pending, Ready
+from .kinds.base import MANAGED_BY, Failed, Kind, Pending, Ready
+from .kube_errors import resource_name
 from .plan import RunPlan
-from .serving import present, wait_serving
+from .probe import missing_permissions, run_permissions
+from .serving import wait_serving
 
 _CLUSTER_NAME_TIMEOUT_S = 300
 _PROVISION_TIMEOUT_S = 1800
+_GONE_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -49,10 +71,23 @@ class RunResult:
     succeeded: bool | None = None
 
 
+@dataclass(frozen=True)
+class Created:
+    """One ledger entry: an object this run created (rollback deletes it)."""
+
+    kind: Kind
+    name: str
+    label: str
+
+
 class Interrupted(NrlK8sError):
     """Ctrl-C / SIGTERM during the bring-up."""
 
     exit_code = 130
+
+
+def delete_command(kind: Kind, name: str, namespace: str) -> str:
+    return f"kubectl -n {namespace} delete {resource_name(kind)} {name}"
 
 
 @contextmanager
@@ -72,16 +107,68 @@ def _interrupts_raise():
         signal.signal(signal.SIGTERM, previous)
 
 
+class _RollbackInterrupts:
+    """While rolling back, the first Ctrl-C (or SIGTERM) only warns; the next one aborts."""
+
+    def __init__(self, emit: Emit):
+        self.emit, self.count, self.abortable = emit, 0, True
+        self._previous: list = []
+
+    def _handle(self, signum, frame) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.emit(Warning("rolling back, Ctrl-C again to abort (what is not deleted yet is left behind)"))
+        elif self.abortable:
+            self.abortable = False
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> "_RollbackInterrupts":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = [(s, signal.signal(s, self._handle)) for s in (signal.SIGINT, signal.SIGTERM)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous:
+            signal.signal(signum, handler)
+
+
 class _Run:
     def __init__(self, kube, plan: RunPlan, options: LiveOptions, emit: Emit):
         self.kube, self.plan, self.options, self.emit = kube, plan, options, emit
         self.ns = plan.rayjob["metadata"]["namespace"]
         self.result = RunResult(rayjob=plan.rayjob["metadata"]["name"], namespace=self.ns)
-        self.created: list[tuple] = []  # (kind, name, label) in creation order
+        self.created: list[Created] = []  # in creation order
+        self.claimed: list[str] = []  # reused DGDs this run added itself to as a user
+        self.submitted = False  # the driver exists: from now on nothing is rolled back
 
-    # -- bring-up --------------------------------------------------------------------------
+    # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> dict[str, dict | None]:
-        """Refuse before applying anything when a name is taken by something we cannot reuse."""
+        """Refuse before creating anything: missing permissions, a taken name we cannot reuse."""
+        self.check_permissions()
+        self.check_dgds()
+        job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
+        if job is not None:
+            self.replace_finished(job)
+        return self.check_dgds()
+
+    def check_permissions(self) -> None:
+        proxy = not self.kube.in_cluster and not self.options.dashboard_url
+        needed = run_permissions(dynamo=bool(self.plan.dgds), proxy=proxy)
+        try:
+            missing = missing_permissions(self.kube, needed, self.ns)
+        except UnauthorizedError:
+            raise
+        except ApiError as err:
+            self.emit(Warning(f"cannot verify permissions before starting ({err.message}); going ahead"))
+            return
+        if missing:
+            raise ForbiddenError(
+                f"missing permissions in namespace {self.ns}: {', '.join(map(str, missing))}; nothing was created",
+                hint="ask your cluster admin for a Role (and RoleBinding) granting them; "
+                "`nrl-k8s check` lists every permission a run needs",
+            )
+
+    def check_dgds(self) -> dict[str, dict | None]:
         existing = {}
         for key, manifest in self.plan.dgds.items():
             name = manifest["metadata"]["name"]
@@ -95,33 +182,66 @@ class _Run:
                     f"`nrl-k8s cluster up --target dynamo.{key} --recreate`",
                 )
             existing[key] = found
-        if self.kube.find(rayjob.KIND, self.result.rayjob, self.ns) is not None:
-            raise ConfigError(
-                f"RayJob {self.result.rayjob} already exists in namespace {self.ns}",
-                hint=f"delete it first: kubectl -n {self.ns} delete rayjob {self.result.rayjob}",
-            )
         return existing
 
-    def _create(self, kind, manifest: dict, label: str) -> None:
+    def replace_finished(self, job: dict) -> None:
+        """A finished RayJob nrl-k8s created is deleted (with its cluster and the DGDs only it owned)."""
+        name = self.result.rayjob
+        labels = job["metadata"].get("labels") or {}
+        if not rayjob.terminal(job) or any(labels.get(k) != v for k, v in MANAGED_BY.items()):
+            state = "is still running" if not rayjob.terminal(job) else "was not created by nrl-k8s"
+            raise ConfigError(
+                f"RayJob {name} already exists in namespace {self.ns} and {state}",
+                hint=f"wait for it to finish, or delete it: kubectl -n {self.ns} delete rayjob {name}",
+            )
+        status = job.get("status") or {}
+        self.emit(Warning(f"RayJob {name} from an earlier run has finished ({status.get('jobDeploymentStatus')}, "
+                          f"job {status.get('jobStatus') or 'never ran'}); deleting it to start this run"))
+        cluster = rayjob.cluster_name(job) and self.kube.find(raycluster.KIND, rayjob.cluster_name(job), self.ns)
+        self.kube.delete(rayjob.KIND, name, self.ns)
+        self.kube.wait_gone(rayjob.KIND, name, self.ns, timeout_s=_GONE_TIMEOUT_S)
+        if cluster:
+            uid = cluster["metadata"]["uid"]
+            self.kube.wait_gone(raycluster.KIND, cluster["metadata"]["name"], self.ns, timeout_s=_GONE_TIMEOUT_S)
+            for manifest in self.plan.dgds.values():  # GC takes the DGDs that cluster alone owned
+                live = self.kube.find(dgd.KIND, manifest["metadata"]["name"], self.ns)
+                owners = (live or {}).get("metadata", {}).get("ownerReferences") or []
+                if owners and all(o.get("uid") == uid for o in owners):
+                    self.kube.wait_gone(dgd.KIND, manifest["metadata"]["name"], self.ns, timeout_s=_GONE_TIMEOUT_S)
+        self.emit(Became("rayjob", f"finished {name} deleted"))
+
+    # -- bring-up --------------------------------------------------------------------------
+    def _create(self, kind: Kind, manifest: dict, label: str) -> None:
         """Create and remember it for rollback; remembered first, so Ctrl-C mid-request still rolls it back."""
-        entry = (kind, manifest["metadata"]["name"], label)
+        entry = Created(kind, manifest["metadata"]["name"], label)
         self.created.append(entry)
         try:
             self.kube.create(kind, manifest)
         except ConflictError as err:
             self.created.remove(entry)  # someone else's object: never ours to delete
-            raise ResourceFailed(f"{kind.kind} {entry[1]} appeared while this run was starting", hint=err.hint) from None
+            raise ResourceFailed(f"{kind.kind} {entry.name} appeared while this run was starting", hint=err.hint) from None
 
     def apply_dgds(self, existing: dict[str, dict | None]) -> None:
         for key, manifest in self.plan.dgds.items():
             name, label = manifest["metadata"]["name"], f"dynamo.{key}"
             if existing[key] is not None:
+                self.claim(name)
                 self.result.dgds[name] = "reused"
                 self.emit(Applied(label, name, "reused"))
                 continue
             self._create(dgd.KIND, manifest, label)
             self.result.dgds[name] = "created"
             self.emit(Applied(label, name, "created"))
+
+    def claim(self, name: str) -> None:
+        """List this run among the users of a DGD it reuses, so no other run's rollback deletes it."""
+        self.claimed.append(name)
+        try:
+            self.kube.modify(dgd.KIND, name, lambda obj: dgd.users_patch(obj, add=self.result.rayjob), self.ns)
+        except NotFoundError:
+            self.claimed.remove(name)
+            raise ResourceFailed(f"DGD {name} was deleted while this run was starting to reuse it",
+                                 hint="run again: this run creates it") from None
 
     def wait_dgds(self) -> None:
         """Wait for every DGD in parallel; the first failure wins (daemon threads, so Ctrl-C is immediate)."""
@@ -154,88 +274,130 @@ class _Run:
         self._create(rayjob.KIND, self.plan.rayjob, "rayjob")
         self.emit(Applied("rayjob", self.result.rayjob, "created"))
 
-    def follow_cluster(self) -> dict:
+    def _job_over(self) -> bool:
+        job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
+        return job is None or rayjob.terminal(job)
+
+    def follow_cluster(self) -> dict | None:
+        """The RayCluster KubeRay made for the job; None when it is already gone with its finished job."""
         def named(obj):
             if obj is None:
-                return Pending("not found")
-            return Ready() if rayjob.cluster_name(obj) else Pending("waiting for KubeRay to name the RayCluster")
+                return Failed("the RayJob was deleted")
+            if rayjob.cluster_name(obj) or rayjob.terminal(obj):
+                return Ready()
+            return Pending("waiting for KubeRay to name the RayCluster")
 
         job = self.kube.wait(rayjob.KIND, named, name=self.result.rayjob, namespace=self.ns,
                              timeout_s=_CLUSTER_NAME_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("rayjob", r)),
                              what=f"RayJob {self.result.rayjob}")
         self.result.raycluster = rayjob.cluster_name(job)
-        # KubeRay names the cluster in the RayJob status before it creates it.
-        return self.kube.wait(raycluster.KIND, lambda o: Pending("not created yet") if o is None else Ready(),
-                              name=self.result.raycluster, namespace=self.ns, timeout_s=_CLUSTER_NAME_TIMEOUT_S,
-                              what=f"RayCluster {self.result.raycluster}")
+        if self.result.raycluster is None:
+            raise ResourceFailed(f"RayJob {self.result.rayjob} ended before KubeRay created its RayCluster: "
+                                 f"{rayjob.readiness(job).reason}")
 
-    def link_owners(self, cluster: dict) -> None:
+        # KubeRay names the cluster in the RayJob status before it creates it. Absent while the
+        # job is over means it came and went unseen (a wait that polls can miss it).
+        def exists(obj):
+            if obj is not None:
+                return Ready()
+            return Ready("gone") if self._job_over() else Pending("not created yet")
+
+        return self.kube.wait(raycluster.KIND, exists, name=self.result.raycluster, namespace=self.ns,
+                              timeout_s=_CLUSTER_NAME_TIMEOUT_S, what=f"RayCluster {self.result.raycluster}")
+
+    def link_owners(self, cluster: dict | None) -> None:
+        if cluster is None:
+            return  # reported by report_unlinked
         ref = dgd.owner_reference(cluster)
         for name, action in self.result.dgds.items():
-            current = self.kube.get(dgd.KIND, name, self.ns)
-            owners = current["metadata"].get("ownerReferences") or []
-            names = [o.get("name") for o in owners]
-            if action == "reused" and not owners:
+            seen: dict = {}
+
+            def change(current: dict) -> dict | None:
+                owners = seen["owners"] = current["metadata"].get("ownerReferences") or []
+                seen["shared"] = any(user != self.result.rayjob for user in dgd.users(current))
+                if any(o.get("uid") == ref["uid"] for o in owners) or (action == "reused" and not owners
+                                                                        and not seen["shared"]):
+                    return None
+                return {"metadata": {"ownerReferences": [*owners, ref]}}
+
+            updated = self.kube.modify(dgd.KIND, name, change, self.ns)
+            names = [o.get("name") for o in seen["owners"]]
+            if action == "reused" and not seen["owners"] and not seen["shared"]:
                 self.emit(Warning(f"DGD {name} existed before this run and has no owner: it is not linked to "
                                   f"{cluster['metadata']['name']} and will keep running after the job"))
                 self.result.owners[name] = []
                 continue
-            if any(o.get("uid") == ref["uid"] for o in owners):
+            if any(o.get("uid") == ref["uid"] for o in seen["owners"]):
                 self.result.owners[name] = names
                 continue
-            if owners:
+            if seen["owners"]:
                 self.emit(Warning(f"DGD {name} already has owner(s) {', '.join(names)}; adding "
                                   f"{ref['name']} as a second owner (GC deletes it once every owner is gone)"))
-            patch = {"metadata": {"ownerReferences": [*owners, ref],
-                                  "resourceVersion": current["metadata"]["resourceVersion"]}}
-            self.kube.patch(dgd.KIND, name, patch, namespace=self.ns)
-            self.result.owners[name] = [*names, ref["name"]]
+            self.result.owners[name] = [o.get("name") for o in updated["metadata"]["ownerReferences"]]
             self.emit(Became(f"dgd {name}", f"owned by RayCluster {ref['name']}"))
 
     # -- stalled-driver rescue -------------------------------------------------------------
     def rescue_driver(self) -> None:
         cluster = self.result.raycluster
-        self.kube.wait(raycluster.KIND, present(raycluster.readiness), name=cluster, namespace=self.ns,
-                       timeout_s=_PROVISION_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("raycluster", r)),
-                       what=f"RayCluster {cluster}")
-        self.emit(Became("raycluster", "provisioned"))
+
+        def provisioned(obj):  # gone: the job is over or someone deleted it; the RayJob tells which
+            return Ready("gone") if obj is None else raycluster.readiness(obj)
+
+        if self.kube.wait(raycluster.KIND, provisioned, name=cluster, namespace=self.ns,
+                          timeout_s=_PROVISION_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("raycluster", r)),
+                          what=f"RayCluster {cluster}") is not None:
+            self.emit(Became("raycluster", "provisioned"))
 
         def submitted(obj):
             if obj is None:
-                return Pending("RayJob deleted")
-            if (obj.get("status") or {}).get("jobStatus"):
+                return Failed("the RayJob was deleted")
+            if rayjob.driver_submitted(obj):
                 return Ready()
+            if rayjob.terminal(obj):
+                return Failed(f"it ended before the driver was submitted: {rayjob.readiness(obj).reason}")
             return Pending("waiting for KubeRay to submit the driver")
 
-        job = self.kube.get(rayjob.KIND, self.result.rayjob, self.ns)
-        self.result.job_id = rayjob.job_id(job)
+        self.result.job_id = rayjob.job_id(self.kube.get(rayjob.KIND, self.result.rayjob, self.ns))
         try:
             # KubeRay only fills jobStatus from the dashboard's record of the job: once it is set,
             # the driver exists and there is nothing to rescue.
             self.kube.wait(rayjob.KIND, submitted, name=self.result.rayjob, namespace=self.ns,
                            timeout_s=self.options.driver_grace_s,
-                           on_progress=lambda r: self.emit(Waiting("rayjob", r)), what="driver submission")
-            self.emit(Became("driver", f"submitted by KubeRay (job {self.result.job_id})"))
+                           on_progress=lambda r: self.emit(Waiting("rayjob", r)), what=f"RayJob {self.result.rayjob}")
+            self._submitted(f"submitted by KubeRay (job {self.result.job_id})")
             return
         except WaitTimeout:
             pass
         with self._dashboard() as dash:
             job_id = self.result.job_id
             if any(j.submission_id == job_id for j in dash.list_jobs()):
-                self.emit(Became("driver", f"submitted by KubeRay (job {job_id})"))
+                self._submitted(f"submitted by KubeRay (job {job_id})")
                 return
             try:
                 dash.submit(self.plan.rayjob["spec"]["entrypoint"], submission_id=job_id)
                 self.result.rescued = True
+                self.submitted = True
                 self.emit(Warning(f"KubeRay did not submit the driver within {self.options.driver_grace_s:g}s; "
                                   f"nrl-k8s submitted it as job {job_id}"))
             except SubmissionExists:
-                self.emit(Became("driver", f"submitted by KubeRay (job {job_id})"))
+                self._submitted(f"submitted by KubeRay (job {job_id})")
+
+    def _submitted(self, how: str) -> None:
+        self.submitted = True
+        self.emit(Became("driver", how))
 
     def _dashboard(self) -> Dashboard:
         return Dashboard.for_cluster(cluster_name=self.result.raycluster, namespace=self.ns,
                                      configuration=self.kube.configuration, in_cluster=self.kube.in_cluster,
                                      url=self.options.dashboard_url)
+
+    def report_unlinked(self) -> None:
+        """DGDs this run created that no RayCluster owns: nothing deletes them when the job ends."""
+        for name, action in self.result.dgds.items():
+            if action == "created" and not self.result.owners.get(name):
+                cluster = self.result.raycluster or "(not created)"
+                self.emit(LeftBehind(f"{dgd.KIND.kind} {name}", f"not linked to RayCluster {cluster}, so it outlives "
+                                     f"the job", delete_command(dgd.KIND, name, self.ns)))
 
     # -- follow ----------------------------------------------------------------------------
     def follow_job(self) -> None:
@@ -243,7 +405,7 @@ class _Run:
             if obj is None:
                 return Ready("RayJob deleted")
             status = obj.get("status") or {}
-            if status.get("jobDeploymentStatus") in rayjob.TERMINAL_DEPLOYMENT_STATUSES:
+            if rayjob.terminal(obj):
                 return Ready()
             return Pending(f"{status.get('jobDeploymentStatus') or 'New'}  job {status.get('jobStatus') or 'PENDING'}")
 
@@ -254,18 +416,112 @@ class _Run:
         self.result.job_status = status.get("jobStatus")
         self.result.succeeded = status.get("jobStatus") == "SUCCEEDED"
 
+    def running_hint(self) -> str:
+        job = self.result.rayjob
+        return (f"RayJob {job} keeps running (nothing was rolled back once its driver was submitted): "
+                f"follow it with `kubectl -n {self.ns} get rayjob {job} -w`; stop it and remove its cluster and "
+                f"DGDs with `{delete_command(rayjob.KIND, job, self.ns)}`")
+
+    # -- failure ---------------------------------------------------------------------------
+    def driver_started(self) -> bool | None:
+        """Whether the driver is submitted: True, False, or None when the API cannot tell."""
+        if self.submitted or not any(entry.kind == rayjob.KIND for entry in self.created):
+            return self.submitted
+        try:
+            job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
+        except ApiError:
+            return None
+        return job is not None and rayjob.driver_submitted(job)
+
+    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
+        """Roll back unless the driver started; the error to raise (``error`` None: interrupted)."""
+        if not self.created and not self.claimed:
+            return error or Interrupted("interrupted before anything was created")
+        with _RollbackInterrupts(self.emit) as interrupts:
+            try:
+                started = self.driver_started()
+            except KeyboardInterrupt:
+                started = None
+            if started is False:
+                aborted = self.rollback(interrupts)
+                if error is not None:
+                    return error
+                if aborted:
+                    return Interrupted("interrupted during bring-up; the rollback was aborted: see what is left above")
+                return Interrupted("interrupted during bring-up; rolled back what this run created")
+            interrupts.abortable = False
+            if started is None:  # it may be running: deleting it could kill a live job
+                for entry in self.created:
+                    self.emit(LeftBehind(f"{entry.kind.kind} {entry.name}", "not rolled back: could not tell whether "
+                                         "the driver started", delete_command(entry.kind, entry.name, self.ns)))
+            else:
+                self.report_unlinked()
+        failure = error or Interrupted("interrupted after the driver was submitted")
+        if started:
+            failure.hint = self.running_hint()
+        return failure
+
     # -- rollback --------------------------------------------------------------------------
-    def rollback(self) -> None:
-        deleted = []
-        # Creation order: the DGDs go before the RayJob, whose deletion would let GC take them
-        # (and leave the report unsure whether they were deleted).
-        for kind, name, label in self.created:
-            if self.kube.delete(kind, name, self.ns):
-                deleted.append(f"{kind.kind} {name}")
-        kept = tuple(f"DynamoGraphDeployment {n} (existed before this run)"
-                     for n, action in self.result.dgds.items() if action == "reused")
+    def rollback(self, interrupts: _RollbackInterrupts) -> bool:
+        """Undo the ledger in creation order; True when a further Ctrl-C aborted it."""
+        deleted: list[str] = []
+        kept = [f"DynamoGraphDeployment {n} (existed before this run)" for n, a in self.result.dgds.items()
+                if a == "reused"]
+        left: list[LeftBehind] = []
+        todo = list(self.created)
+        try:
+            # Creation order: the DGDs go before the RayJob, whose deletion would let GC take
+            # them (and leave the report unsure whether they were deleted).
+            while todo:
+                entry = todo[0]
+                try:
+                    outcome = self._undo(entry)
+                except ApiError as err:
+                    left.append(LeftBehind(f"{entry.kind.kind} {entry.name}", f"delete failed: {err.message}",
+                                           delete_command(entry.kind, entry.name, self.ns)))
+                else:
+                    if outcome:
+                        (kept if outcome.startswith("kept:") else deleted).append(outcome.removeprefix("kept:"))
+                todo.pop(0)
+            for name in list(self.claimed):
+                self._unclaim(name)
+        except KeyboardInterrupt:
+            left += [LeftBehind(f"{e.kind.kind} {e.name}", "rollback aborted", delete_command(e.kind, e.name, self.ns))
+                     for e in todo]
+        interrupts.abortable = False
         self.created.clear()
-        self.emit(RolledBack(tuple(deleted), kept))
+        self.emit(RolledBack(tuple(deleted), tuple(kept), aborted=bool(todo)))
+        for leftover in left:
+            self.emit(leftover)
+        return bool(todo)
+
+    def _undo(self, entry: Created) -> str | None:
+        """Delete one ledger entry: its description, "kept:<why>", or None when it was already gone."""
+        if entry.kind != dgd.KIND:
+            return f"{entry.kind.kind} {entry.name}" if self.kube.delete(entry.kind, entry.name, self.ns) else None
+        while True:  # a DGD: only when no other live run uses it; the delete is guarded by the version we judged
+            current = self.kube.find(dgd.KIND, entry.name, self.ns)
+            if current is None:
+                return None
+            others = [u for u in usage.users(self.kube, current, self.ns) if u != self.result.rayjob]
+            others = usage.live(self.kube, others, self.ns, starting_is_live=True)
+            if others:
+                return f"kept:DynamoGraphDeployment {entry.name} (run {', '.join(others)} uses it too)"
+            try:
+                self.kube.delete(dgd.KIND, entry.name, self.ns, resource_version=current["metadata"]["resourceVersion"])
+                return f"DynamoGraphDeployment {entry.name}"
+            except ConflictError:
+                continue  # changed since we looked (maybe a new user): judge again
+
+    def _unclaim(self, name: str) -> None:
+        try:
+            self.kube.modify(dgd.KIND, name, lambda obj: dgd.users_patch(obj, remove=self.result.rayjob), self.ns)
+        except NotFoundError:
+            pass
+        except ApiError as err:
+            self.emit(Warning(f"could not remove run {self.result.rayjob} from the users of DGD {name} "
+                              f"({err.message}): other runs' rollbacks will keep it"))
+        self.claimed.remove(name)
 
 
 def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResult:
@@ -276,14 +532,18 @@ def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResu
             run.apply_dgds(existing)
             run.wait_dgds()
             run.apply_rayjob()
-            run.link_owners(run.follow_cluster())
+            cluster = run.follow_cluster()
+            run.link_owners(cluster)
+            if cluster is None:
+                run.report_unlinked()
             run.rescue_driver()
         except KeyboardInterrupt:
-            run.rollback()
-            raise Interrupted("interrupted during bring-up; rolled back what this run created") from None
-        except NrlK8sError:
-            run.rollback()
-            raise
-    if options.wait:
-        run.follow_job()
+            raise run.fail(None) from None
+        except NrlK8sError as err:
+            raise run.fail(err) from None
+        if options.wait:
+            try:
+                run.follow_job()
+            except KeyboardInterrupt:
+                raise Interrupted("stopped following the job", hint=run.running_hint()) from None
     return run.result
