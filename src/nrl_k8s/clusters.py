@@ -9,7 +9,7 @@ from .drift import spec_drift
 from .errors import ConfigError
 from .events import Applied, Became, Emit, Waiting, Warning
 from .kinds import deployment, dgd, raycluster, rayjob
-from .kinds.base import MANAGED_BY, MANAGED_BY_SELECTOR
+from .kinds.base import MANAGED_BY_SELECTOR, managed
 from .serving import present, wait_serving
 
 KINDS = {"kuberay": raycluster.KIND, "dynamo": dgd.KIND, "deployments": deployment.KIND}
@@ -20,11 +20,6 @@ _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
 class UpOptions:
     recreate: bool = False
     wait: bool = True
-
-
-def _managed(obj: dict) -> bool:
-    labels = obj["metadata"].get("labels") or {}
-    return all(labels.get(k) == v for k, v in MANAGED_BY.items())
 
 
 def up(kube, infra: dict, chosen: list[targets.Target], options: UpOptions, emit: Emit) -> None:
@@ -41,7 +36,7 @@ def up(kube, infra: dict, chosen: list[targets.Target], options: UpOptions, emit
                 emit(Warning(f"{target} ({name}) differs from the live object, keeping it (--recreate replaces it): "
                              + "; ".join(changed)))
                 manifest = live  # wait for what is actually running
-            elif not _managed(live):
+            elif not managed(live):
                 raise ConfigError(f"{target} ({name}) exists but was not created by nrl-k8s; refusing to replace it",
                                   hint=f"delete it yourself: kubectl -n {ns} delete {kind.plural} {name}")
             else:
@@ -79,12 +74,12 @@ def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: 
         found += [(target, kind, name, kube.find(kind, name, ns)) for kind in _kinds(target)]
     busy = [f"{target} ({kind.kind} {name}) is used by running RayJob {', '.join(runs)}"
             for target, kind, name, live in found
-            if live is not None and _managed(live) and (runs := _live_users(kube, kind, live, ns))]
+            if live is not None and managed(live) and (runs := _live_users(kube, kind, live, ns))]
     if busy and not force:
         raise ConfigError("refusing to delete what a running job uses: " + "; ".join(busy),
                           hint="wait for the job to finish, or pass --force to delete it anyway (stops the job)")
     for target, kind, name, live in found:
-        if live is not None and not _managed(live):
+        if live is not None and not managed(live):
             emit(Warning(f"{target} ({kind.kind} {name}) was not created by nrl-k8s; leaving it alone"))
             continue
         if live is None or not kube.delete(kind, name, ns):

@@ -39,7 +39,7 @@ from .errors import (
 )
 from .events import Applied, Became, Emit, LeftBehind, RolledBack, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob
-from .kinds.base import MANAGED_BY, Failed, Kind, Pending, Ready
+from .kinds.base import Failed, Kind, Pending, Ready, managed
 from .kube_errors import resource_name
 from .plan import RunPlan
 from .probe import missing_permissions, run_permissions
@@ -187,8 +187,7 @@ class _Run:
     def replace_finished(self, job: dict) -> None:
         """A finished RayJob nrl-k8s created is deleted (with its cluster and the DGDs only it owned)."""
         name = self.result.rayjob
-        labels = job["metadata"].get("labels") or {}
-        if not rayjob.terminal(job) or any(labels.get(k) != v for k, v in MANAGED_BY.items()):
+        if not rayjob.terminal(job) or not managed(job):
             state = "is still running" if not rayjob.terminal(job) else "was not created by nrl-k8s"
             raise ConfigError(
                 f"RayJob {name} already exists in namespace {self.ns} and {state}",
@@ -474,6 +473,7 @@ class _Run:
             # them (and leave the report unsure whether they were deleted).
             while todo:
                 entry = todo[0]
+                self.emit(Waiting("rollback", f"deleting {entry.kind.kind} {entry.name}"))
                 try:
                     outcome = self._undo(entry)
                 except ApiError as err:

@@ -9,6 +9,12 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "nrl-k8s"}
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=nrl-k8s"
 
 
+def managed(obj: dict) -> bool:
+    """Whether nrl-k8s created ``obj`` (it carries the managed-by label)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in MANAGED_BY.items())
+
+
 @dataclass(frozen=True)
 class Kind:
     """A Kubernetes resource kind as data (group "" is the core API)."""
