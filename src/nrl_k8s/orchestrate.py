@@ -140,6 +140,7 @@ class _Run:
         self.created: list[Created] = []  # in creation order
         self.claimed: list[str] = []  # reused DGDs this run added itself to as a user
         self.submitted = False  # the driver exists: from now on nothing is rolled back
+        self.cluster_uid: str | None = None  # the RayCluster this run's DGDs were linked to
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> dict[str, dict | None]:
@@ -308,6 +309,7 @@ class _Run:
         if cluster is None:
             return  # reported by report_unlinked
         ref = dgd.owner_reference(cluster)
+        self.cluster_uid = ref["uid"]
         for name, action in self.result.dgds.items():
             seen: dict = {}
 
@@ -463,12 +465,16 @@ class _Run:
     # -- rollback --------------------------------------------------------------------------
     def rollback(self, interrupts: _RollbackInterrupts) -> bool:
         """Undo the ledger in creation order; True when a further Ctrl-C aborted it."""
-        deleted: list[str] = []
-        kept = [f"DynamoGraphDeployment {n} (existed before this run)" for n, a in self.result.dgds.items()
-                if a == "reused"]
+        done: dict[str, list[str]] = {"deleted": [], "kept": [f"DynamoGraphDeployment {n} (existed before this run)"
+                                                              for n, a in self.result.dgds.items() if a == "reused"]}
         left: list[LeftBehind] = []
         todo = list(self.created)
         try:
+            # Reused DGDs first: off with this run (users and owners) before its RayJob goes, so
+            # GC cannot take them with this run's RayCluster.
+            for name in list(self.claimed):
+                self._release(name, unclaim=True)
+                self.claimed.remove(name)
             # Creation order: the DGDs go before the RayJob, whose deletion would let GC take
             # them (and leave the report unsure whether they were deleted).
             while todo:
@@ -481,24 +487,23 @@ class _Run:
                                            delete_command(entry.kind, entry.name, self.ns)))
                 else:
                     if outcome:
-                        (kept if outcome.startswith("kept:") else deleted).append(outcome.removeprefix("kept:"))
+                        done[outcome[0]].append(outcome[1])
                 todo.pop(0)
-            for name in list(self.claimed):
-                self._unclaim(name)
         except KeyboardInterrupt:
             left += [LeftBehind(f"{e.kind.kind} {e.name}", "rollback aborted", delete_command(e.kind, e.name, self.ns))
                      for e in todo]
         interrupts.abortable = False
         self.created.clear()
-        self.emit(RolledBack(tuple(deleted), tuple(kept), aborted=bool(todo)))
+        self.emit(RolledBack(tuple(done["deleted"]), tuple(done["kept"]), aborted=bool(todo)))
         for leftover in left:
             self.emit(leftover)
         return bool(todo)
 
-    def _undo(self, entry: Created) -> str | None:
-        """Delete one ledger entry: its description, "kept:<why>", or None when it was already gone."""
+    def _undo(self, entry: Created) -> tuple[str, str] | None:
+        """Delete one ledger entry: ("deleted"|"kept", description), or None when it was already gone."""
+        what = f"{entry.kind.kind} {entry.name}"
         if entry.kind != dgd.KIND:
-            return f"{entry.kind.kind} {entry.name}" if self.kube.delete(entry.kind, entry.name, self.ns) else None
+            return ("deleted", what) if self.kube.delete(entry.kind, entry.name, self.ns) else None
         while True:  # a DGD: only when no other live run uses it; the delete is guarded by the version we judged
             current = self.kube.find(dgd.KIND, entry.name, self.ns)
             if current is None:
@@ -506,22 +511,30 @@ class _Run:
             others = [u for u in usage.users(self.kube, current, self.ns) if u != self.result.rayjob]
             others = usage.live(self.kube, others, self.ns, starting_is_live=True)
             if others:
-                return f"kept:DynamoGraphDeployment {entry.name} (run {', '.join(others)} uses it too)"
+                self._release(entry.name, unclaim=False)
+                return "kept", f"{what} (run {', '.join(others)} uses it too)"
             try:
                 self.kube.delete(dgd.KIND, entry.name, self.ns, resource_version=current["metadata"]["resourceVersion"])
-                return f"DynamoGraphDeployment {entry.name}"
+                return "deleted", what
             except ConflictError:
                 continue  # changed since we looked (maybe a new user): judge again
 
-    def _unclaim(self, name: str) -> None:
+    def _release(self, name: str, *, unclaim: bool) -> None:
+        """Take this run's RayCluster off a kept DGD's owners (and, ``unclaim``, this run off its users)."""
+        def change(obj: dict) -> dict | None:
+            patch = (dgd.users_patch(obj, remove=self.result.rayjob) if unclaim else None) or {"metadata": {}}
+            owners = obj["metadata"].get("ownerReferences") or []
+            if any(o.get("uid") == self.cluster_uid for o in owners):
+                patch["metadata"]["ownerReferences"] = [o for o in owners if o.get("uid") != self.cluster_uid] or None
+            return patch if patch["metadata"] else None
+
         try:
-            self.kube.modify(dgd.KIND, name, lambda obj: dgd.users_patch(obj, remove=self.result.rayjob), self.ns)
+            self.kube.modify(dgd.KIND, name, change, self.ns)
         except NotFoundError:
             pass
         except ApiError as err:
-            self.emit(Warning(f"could not remove run {self.result.rayjob} from the users of DGD {name} "
-                              f"({err.message}): other runs' rollbacks will keep it"))
-        self.claimed.remove(name)
+            self.emit(Warning(f"could not take run {self.result.rayjob} off DGD {name} ({err.message}); if this "
+                              f"run's RayCluster still owns it, GC deletes it with that cluster"))
 
 
 def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResult:

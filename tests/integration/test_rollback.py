@@ -328,6 +328,50 @@ def test_rollback_keeps_a_dgd_another_live_run_uses(env):
     assert users(env.get(NVIDIA, env.dgd)) == [env.job]  # the second run took itself off
 
 
+def test_rollback_unlinks_a_kept_dgd_so_gc_cannot_take_it(env):
+    """A linked its DGD to its RayCluster; B reuses it and is still starting when A rolls back."""
+    other = f"{env.job}-b"
+    with env.sandbox.fault("miss-driver-submission"):
+        first = env.start("run", "--wait", "--driver-grace", "3600")
+        first.wait_line("waiting for KubeRay to submit the driver")
+        cluster = env.get(RAY, env.job)["status"]["rayClusterName"]
+        assert [o["name"] for o in env.get(NVIDIA, env.dgd)["metadata"]["ownerReferences"]] == [cluster]
+        with env.sandbox.fault("api-errors", "create:rayjobs:503:100000"):  # B stays without a RayJob
+            second = env.start("run", "--wait", job=other)
+            env.wait_for(NVIDIA, env.dgd, lambda o: o is not None and other in users(o))
+            first.proc.send_signal(signal.SIGINT)
+            code, _, stderr = first.finish()
+            assert code == 130, stderr
+            assert f"kept: DynamoGraphDeployment {env.dgd} (run {other} uses it too)" in stderr
+            assert f"rolled back: deleted RayJob {env.job}" in stderr
+            kept = env.get(NVIDIA, env.dgd)
+            assert not kept["metadata"].get("ownerReferences")  # nothing left for GC to follow
+    code, stdout, stderr = second.finish()
+    assert code == 0, stderr
+    second_cluster = env.get(RAY, other)["status"]["rayClusterName"]
+    assert f"dgd (reused)   {env.dgd}  owner: {second_cluster}" in stdout
+
+
+def test_ctrl_c_after_the_driver_is_submitted_leaves_the_job_running(env):
+    entrypoint, release = env.held_driver()
+    try:
+        run = env.start("run", "--wait", extra=(entrypoint,))
+        run.wait_line("submitted by KubeRay")
+        run.proc.send_signal(signal.SIGINT)
+        code, _, stderr = run.finish()
+        assert code == 130, stderr
+        assert f"RayJob {env.job} keeps running" in stderr and "rolled back:" not in stderr
+        assert rayjob_live(env.get(RAY, env.job))
+    finally:
+        release.touch()
+    done = env.wait_for(RAY, env.job, lambda o: o and o.get("status", {}).get("jobDeploymentStatus") == "Complete")
+    assert done["status"]["jobStatus"] == "SUCCEEDED"
+
+
+def rayjob_live(obj) -> bool:
+    return obj is not None and obj.get("status", {}).get("jobDeploymentStatus") not in ("Complete", "Failed")
+
+
 # -- cluster down, status and what a dead run left ------------------------------------------------
 def test_cluster_down_refuses_while_the_job_runs_unless_forced(env):
     entrypoint, release = env.held_driver()
