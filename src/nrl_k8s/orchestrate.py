@@ -48,6 +48,7 @@ from .serving import wait_serving
 _CLUSTER_NAME_TIMEOUT_S = 300
 _PROVISION_TIMEOUT_S = 1800
 _GONE_TIMEOUT_S = 600
+_DASHBOARD_RETRIES = 8
 
 
 @dataclass(frozen=True)
@@ -146,11 +147,12 @@ class _Run:
     def preflight(self) -> dict[str, dict | None]:
         """Refuse before creating anything: missing permissions, a taken name we cannot reuse."""
         self.check_permissions()
-        self.check_dgds()
+        existing = self.check_dgds()
         job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
         if job is not None:
             self.replace_finished(job)
-        return self.check_dgds()
+            existing = self.check_dgds()  # GC may have taken DGDs the finished job's cluster owned
+        return existing
 
     def check_permissions(self) -> None:
         proxy = not self.kube.in_cluster and not self.options.dashboard_url
@@ -388,9 +390,11 @@ class _Run:
         self.emit(Became("driver", how))
 
     def _dashboard(self) -> Dashboard:
+        # 8 retries back off for about a minute, like the API calls: a short outage of the API
+        # server (which proxies the dashboard) must not fail the rescue.
         return Dashboard.for_cluster(cluster_name=self.result.raycluster, namespace=self.ns,
                                      configuration=self.kube.configuration, in_cluster=self.kube.in_cluster,
-                                     url=self.options.dashboard_url)
+                                     url=self.options.dashboard_url, retries=_DASHBOARD_RETRIES)
 
     def report_unlinked(self) -> None:
         """DGDs this run created that no RayCluster owns: nothing deletes them when the job ends."""

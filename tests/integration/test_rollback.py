@@ -306,6 +306,19 @@ def test_a_short_api_outage_is_survived(env):
     assert "job status     SUCCEEDED" in stdout
 
 
+def test_a_short_api_outage_during_the_driver_rescue_is_survived(env):
+    with env.sandbox.fault("miss-driver-submission"):
+        run = env.start("run", "--wait", "--driver-grace", "2")
+        run.wait_line("waiting for KubeRay to submit the driver")
+        env.sandbox.set_fault("api-outage", "15")
+        try:
+            code, stdout, stderr = run.finish()
+        finally:
+            env.sandbox.clear_fault("api-outage")
+    assert code == 0, stderr
+    assert "nrl-k8s submitted it" in stderr and "job status     SUCCEEDED" in stdout
+
+
 # -- a DGD shared by two runs -------------------------------------------------------------------
 def test_rollback_keeps_a_dgd_another_live_run_uses(env):
     other = f"{env.job}-b"
