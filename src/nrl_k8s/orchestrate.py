@@ -7,11 +7,9 @@
    DGD back-patched with a non-controlling ownerReference to it (GC then deletes the DGDs with
    the cluster); 4. the stalled-driver rescue; 5. optionally follow the job to its end.
 
-Rollback (any failure or Ctrl-C before the driver is submitted) deletes what this run created
-(its ledger, any kind) except a DGD another live run uses, and removes this run from the users
-of the DGDs it reused. Whatever it cannot delete is reported with the command that removes it.
-While it runs, Ctrl-C only warns; the next one aborts it and reports what is left. Once the
-driver is submitted nothing is rolled back.
+Any failure or Ctrl-C before the driver is submitted rolls back what the run's ledger holds
+(see ``rollback``). Once the driver is submitted nothing is rolled back: the error says the
+RayJob keeps running and how to stop it.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import usage
 from .dashboard import Dashboard
 from .drift import spec_drift
 from .errors import (
@@ -37,12 +34,12 @@ from .errors import (
     UnauthorizedError,
     WaitTimeout,
 )
-from .events import Applied, Became, Emit, LeftBehind, RolledBack, Waiting, Warning
+from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob
 from .kinds.base import Failed, Kind, Pending, Ready, managed
-from .kube_errors import resource_name
 from .plan import RunPlan
 from .probe import missing_permissions, run_permissions
+from .rollback import Created, Ledger, RollbackInterrupts, delete_command
 from .serving import wait_serving
 
 _CLUSTER_NAME_TIMEOUT_S = 300
@@ -72,23 +69,10 @@ class RunResult:
     succeeded: bool | None = None
 
 
-@dataclass(frozen=True)
-class Created:
-    """One ledger entry: an object this run created (rollback deletes it)."""
-
-    kind: Kind
-    name: str
-    label: str
-
-
 class Interrupted(NrlK8sError):
     """Ctrl-C / SIGTERM during the bring-up."""
 
     exit_code = 130
-
-
-def delete_command(kind: Kind, name: str, namespace: str) -> str:
-    return f"kubectl -n {namespace} delete {resource_name(kind)} {name}"
 
 
 @contextmanager
@@ -108,40 +92,13 @@ def _interrupts_raise():
         signal.signal(signal.SIGTERM, previous)
 
 
-class _RollbackInterrupts:
-    """While rolling back, the first Ctrl-C (or SIGTERM) only warns; the next one aborts."""
-
-    def __init__(self, emit: Emit):
-        self.emit, self.count, self.abortable = emit, 0, True
-        self._previous: list = []
-
-    def _handle(self, signum, frame) -> None:
-        self.count += 1
-        if self.count == 1:
-            self.emit(Warning("rolling back, Ctrl-C again to abort (what is not deleted yet is left behind)"))
-        elif self.abortable:
-            self.abortable = False
-            raise KeyboardInterrupt
-
-    def __enter__(self) -> "_RollbackInterrupts":
-        if threading.current_thread() is threading.main_thread():
-            self._previous = [(s, signal.signal(s, self._handle)) for s in (signal.SIGINT, signal.SIGTERM)]
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for signum, handler in self._previous:
-            signal.signal(signum, handler)
-
-
 class _Run:
     def __init__(self, kube, plan: RunPlan, options: LiveOptions, emit: Emit):
         self.kube, self.plan, self.options, self.emit = kube, plan, options, emit
         self.ns = plan.rayjob["metadata"]["namespace"]
         self.result = RunResult(rayjob=plan.rayjob["metadata"]["name"], namespace=self.ns)
-        self.created: list[Created] = []  # in creation order
-        self.claimed: list[str] = []  # reused DGDs this run added itself to as a user
+        self.ledger = Ledger(kube, self.ns, self.result.rayjob, emit)
         self.submitted = False  # the driver exists: from now on nothing is rolled back
-        self.cluster_uid: str | None = None  # the RayCluster this run's DGDs were linked to
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> dict[str, dict | None]:
@@ -216,12 +173,16 @@ class _Run:
     def _create(self, kind: Kind, manifest: dict, label: str) -> None:
         """Create and remember it for rollback; remembered first, so Ctrl-C mid-request still rolls it back."""
         entry = Created(kind, manifest["metadata"]["name"], label)
-        self.created.append(entry)
+        self.ledger.created.append(entry)
         try:
             self.kube.create(kind, manifest)
-        except ConflictError as err:
-            self.created.remove(entry)  # someone else's object: never ours to delete
-            raise ResourceFailed(f"{kind.kind} {entry.name} appeared while this run was starting", hint=err.hint) from None
+        except ConflictError:
+            self.ledger.created.remove(entry)  # someone else's object: never ours to delete
+            raise ResourceFailed(
+                f"{kind.kind} {entry.name} appeared while this run was starting",
+                hint="another run may be starting the same config; if not (a create of this run that timed out "
+                f"can land late), remove it: {delete_command(kind, entry.name, self.ns)}",
+            ) from None
 
     def apply_dgds(self, existing: dict[str, dict | None]) -> None:
         for key, manifest in self.plan.dgds.items():
@@ -237,11 +198,11 @@ class _Run:
 
     def claim(self, name: str) -> None:
         """List this run among the users of a DGD it reuses, so no other run's rollback deletes it."""
-        self.claimed.append(name)
+        self.ledger.claimed.append(name)
         try:
             self.kube.modify(dgd.KIND, name, lambda obj: dgd.users_patch(obj, add=self.result.rayjob), self.ns)
         except NotFoundError:
-            self.claimed.remove(name)
+            self.ledger.claimed.remove(name)
             raise ResourceFailed(f"DGD {name} was deleted while this run was starting to reuse it",
                                  hint="run again: this run creates it") from None
 
@@ -308,10 +269,11 @@ class _Run:
                               timeout_s=_CLUSTER_NAME_TIMEOUT_S, what=f"RayCluster {self.result.raycluster}")
 
     def link_owners(self, cluster: dict | None) -> None:
-        if cluster is None:
-            return  # reported by report_unlinked
+        if cluster is None:  # came and went with its finished job
+            self.report_unlinked()
+            return
         ref = dgd.owner_reference(cluster)
-        self.cluster_uid = ref["uid"]
+        self.ledger.cluster_uid = ref["uid"]
         for name, action in self.result.dgds.items():
             seen: dict = {}
 
@@ -430,7 +392,7 @@ class _Run:
     # -- failure ---------------------------------------------------------------------------
     def driver_started(self) -> bool | None:
         """Whether the driver is submitted: True, False, or None when the API cannot tell."""
-        if self.submitted or not any(entry.kind == rayjob.KIND for entry in self.created):
+        if self.submitted or not any(entry.kind == rayjob.KIND for entry in self.ledger.created):
             return self.submitted
         try:
             job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
@@ -440,15 +402,15 @@ class _Run:
 
     def fail(self, error: NrlK8sError | None) -> NrlK8sError:
         """Roll back unless the driver started; the error to raise (``error`` None: interrupted)."""
-        if not self.created and not self.claimed:
+        if not self.ledger.created and not self.ledger.claimed:
             return error or Interrupted("interrupted before anything was created")
-        with _RollbackInterrupts(self.emit) as interrupts:
+        with RollbackInterrupts(self.emit) as interrupts:
             try:
                 started = self.driver_started()
             except KeyboardInterrupt:
                 started = None
             if started is False:
-                aborted = self.rollback(interrupts)
+                aborted = self.ledger.rollback(interrupts)
                 if error is not None:
                     return error
                 if aborted:
@@ -456,89 +418,14 @@ class _Run:
                 return Interrupted("interrupted during bring-up; rolled back what this run created")
             interrupts.abortable = False
             if started is None:  # it may be running: deleting it could kill a live job
-                for entry in self.created:
-                    self.emit(LeftBehind(f"{entry.kind.kind} {entry.name}", "not rolled back: could not tell whether "
-                                         "the driver started", delete_command(entry.kind, entry.name, self.ns)))
+                for entry in self.ledger.created:
+                    self.emit(entry.left(self.ns, "not rolled back: could not tell whether the driver started"))
             else:
                 self.report_unlinked()
         failure = error or Interrupted("interrupted after the driver was submitted")
         if started:
             failure.hint = self.running_hint()
         return failure
-
-    # -- rollback --------------------------------------------------------------------------
-    def rollback(self, interrupts: _RollbackInterrupts) -> bool:
-        """Undo the ledger in creation order; True when a further Ctrl-C aborted it."""
-        done: dict[str, list[str]] = {"deleted": [], "kept": [f"DynamoGraphDeployment {n} (existed before this run)"
-                                                              for n, a in self.result.dgds.items() if a == "reused"]}
-        left: list[LeftBehind] = []
-        todo = list(self.created)
-        try:
-            # Reused DGDs first: off with this run (users and owners) before its RayJob goes, so
-            # GC cannot take them with this run's RayCluster.
-            for name in list(self.claimed):
-                self._release(name, unclaim=True)
-                self.claimed.remove(name)
-            # Creation order: the DGDs go before the RayJob, whose deletion would let GC take
-            # them (and leave the report unsure whether they were deleted).
-            while todo:
-                entry = todo[0]
-                self.emit(Waiting("rollback", f"deleting {entry.kind.kind} {entry.name}"))
-                try:
-                    outcome = self._undo(entry)
-                except ApiError as err:
-                    left.append(LeftBehind(f"{entry.kind.kind} {entry.name}", f"delete failed: {err.message}",
-                                           delete_command(entry.kind, entry.name, self.ns)))
-                else:
-                    if outcome:
-                        done[outcome[0]].append(outcome[1])
-                todo.pop(0)
-        except KeyboardInterrupt:
-            left += [LeftBehind(f"{e.kind.kind} {e.name}", "rollback aborted", delete_command(e.kind, e.name, self.ns))
-                     for e in todo]
-        interrupts.abortable = False
-        self.created.clear()
-        self.emit(RolledBack(tuple(done["deleted"]), tuple(done["kept"]), aborted=bool(todo)))
-        for leftover in left:
-            self.emit(leftover)
-        return bool(todo)
-
-    def _undo(self, entry: Created) -> tuple[str, str] | None:
-        """Delete one ledger entry: ("deleted"|"kept", description), or None when it was already gone."""
-        what = f"{entry.kind.kind} {entry.name}"
-        if entry.kind != dgd.KIND:
-            return ("deleted", what) if self.kube.delete(entry.kind, entry.name, self.ns) else None
-        while True:  # a DGD: only when no other live run uses it; the delete is guarded by the version we judged
-            current = self.kube.find(dgd.KIND, entry.name, self.ns)
-            if current is None:
-                return None
-            others = [u for u in usage.users(self.kube, current, self.ns) if u != self.result.rayjob]
-            others = usage.live(self.kube, others, self.ns, starting_is_live=True)
-            if others:
-                self._release(entry.name, unclaim=False)
-                return "kept", f"{what} (run {', '.join(others)} uses it too)"
-            try:
-                self.kube.delete(dgd.KIND, entry.name, self.ns, resource_version=current["metadata"]["resourceVersion"])
-                return "deleted", what
-            except ConflictError:
-                continue  # changed since we looked (maybe a new user): judge again
-
-    def _release(self, name: str, *, unclaim: bool) -> None:
-        """Take this run's RayCluster off a kept DGD's owners (and, ``unclaim``, this run off its users)."""
-        def change(obj: dict) -> dict | None:
-            patch = (dgd.users_patch(obj, remove=self.result.rayjob) if unclaim else None) or {"metadata": {}}
-            owners = obj["metadata"].get("ownerReferences") or []
-            if any(o.get("uid") == self.cluster_uid for o in owners):
-                patch["metadata"]["ownerReferences"] = [o for o in owners if o.get("uid") != self.cluster_uid] or None
-            return patch if patch["metadata"] else None
-
-        try:
-            self.kube.modify(dgd.KIND, name, change, self.ns)
-        except NotFoundError:
-            pass
-        except ApiError as err:
-            self.emit(Warning(f"could not take run {self.result.rayjob} off DGD {name} ({err.message}); if this "
-                              f"run's RayCluster still owns it, GC deletes it with that cluster"))
 
 
 def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResult:
@@ -549,10 +436,7 @@ def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResu
             run.apply_dgds(existing)
             run.wait_dgds()
             run.apply_rayjob()
-            cluster = run.follow_cluster()
-            run.link_owners(cluster)
-            if cluster is None:
-                run.report_unlinked()
+            run.link_owners(run.follow_cluster())
             run.rescue_driver()
         except KeyboardInterrupt:
             raise run.fail(None) from None
