@@ -424,7 +424,7 @@ class _Run:
                 self.report_unlinked()
         failure = error or Interrupted("interrupted after the driver was submitted")
         if started:
-            failure.hint = self.running_hint()
+            failure.hint = "; ".join(filter(None, [failure.hint, self.running_hint()]))
         return failure
 
 
