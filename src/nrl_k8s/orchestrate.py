@@ -36,10 +36,10 @@ from .errors import (
 )
 from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob
-from .kinds.base import Failed, Kind, Pending, Ready, managed
+from .kinds.base import Failed, Kind, Pending, Ready, delete_command, managed
 from .plan import RunPlan
 from .probe import missing_permissions, run_permissions
-from .rollback import Created, Ledger, RollbackInterrupts, delete_command
+from .rollback import Created, Ledger, RollbackInterrupts
 from .serving import wait_serving
 
 _CLUSTER_NAME_TIMEOUT_S = 300

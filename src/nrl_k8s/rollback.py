@@ -24,12 +24,7 @@ from . import usage
 from .errors import ApiError, ConflictError, NotFoundError
 from .events import Emit, LeftBehind, RolledBack, Waiting, Warning
 from .kinds import dgd
-from .kinds.base import Kind
-from .kube_errors import resource_name
-
-
-def delete_command(kind: Kind, name: str, namespace: str) -> str:
-    return f"kubectl -n {namespace} delete {resource_name(kind)} {name}"
+from .kinds.base import Kind, delete_command
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import usage
 from .errors import ApiError
 from .kinds import dgd, pod, raycluster, rayjob
-from .kinds.base import condition_true
+from .kinds.base import condition_true, delete_command
 from .serving import probe_frontend
 
 
@@ -100,11 +100,11 @@ def _left(kube, job: dict | None, dynamo: list[dict]) -> list[dict]:
                   f"made by run {', '.join(row['users'])}, which is not running; no RayCluster owns it, so "
                   "nothing deletes it")
         left.append({"what": f"DynamoGraphDeployment {row['name']}", "reason": reason,
-                     "remove": f"kubectl -n {row['namespace']} delete dynamographdeployments.nvidia.com {row['name']}"})
+                     "remove": delete_command(dgd.KIND, row["name"], row["namespace"])})
     if job is not None and job["deployment_status"] == "Running" and not job["job_status"]:
         left.append({"what": f"RayJob {job['name']}", "reason": "running without a driver: if no `nrl-k8s run` is "
-                     "waiting to rescue it, nothing submits it", "remove": f"kubectl -n {job['namespace']} delete "
-                     f"rayjobs.ray.io {job['name']}   (or: nrl-k8s cluster down ... -t kuberay.training --force)"})
+                     "waiting to rescue it, nothing submits it", "remove": delete_command(rayjob.KIND, job["name"],
+                     job["namespace"]) + "   (or: nrl-k8s cluster down RECIPE -t kuberay.training --force)"})
     return left
 
 

@@ -30,6 +30,16 @@ class Kind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
+def resource_name(kind: Kind) -> str:
+    """``rayjobs.ray.io`` for grouped kinds, ``pods`` for the core group (as kubectl names them)."""
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def delete_command(kind: Kind, name: str, namespace: str) -> str:
+    """The kubectl command that deletes one object (printed for what a run leaves behind)."""
+    return f"kubectl -n {namespace} delete {resource_name(kind)} {name}"
+
+
 @dataclass(frozen=True)
 class Ready:
     reason: str = ""
