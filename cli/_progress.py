@@ -9,7 +9,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from nrl_k8s.events import Applied, Became, Event, RolledBack, Waiting, Warning
+from nrl_k8s.events import Applied, Became, Event, LeftBehind, RolledBack, Waiting, Warning
 from nrl_k8s.redact import redact_text
 
 from ._console import err
@@ -22,7 +22,7 @@ class Progress:
         self.start = time.monotonic()
         self.rows: dict[str, tuple[str, str]] = {}  # resource -> (phase, reason)
         self.events: list[Event] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a signal handler may report while an event prints
         self._live = Live(self._table(), console=err, refresh_per_second=4, transient=False) if err.is_terminal else None
 
     def __enter__(self) -> "Progress":
@@ -75,6 +75,8 @@ class Progress:
                 self._note("yellow", f"warning: {event.message}")
             elif isinstance(event, RolledBack):
                 deleted = ", ".join(event.deleted) or "nothing"
-                self._note("red", f"rolled back: deleted {deleted}")
+                self._note("red", f"{'rollback aborted' if event.aborted else 'rolled back'}: deleted {deleted}")
                 for kept in event.kept:
                     self._note("red", f"kept: {kept}")
+            elif isinstance(event, LeftBehind):
+                self._note("red", f"left behind: {event.what} ({event.reason}); remove it: {event.command}")

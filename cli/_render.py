@@ -103,6 +103,12 @@ def render_status(s: dict) -> None:
         if d["state"] != "not found":
             owners = ", ".join(d["owners"]) or "no owner: will not be cleaned up automatically"
             out.print(f"    owner     {escape(owners)}")
+            out.print(f"    users     {escape(', '.join(d['users']) or '-')}")
+    if s["left"]:
+        out.print("\n[bold]LEFT BEHIND[/] (nothing will remove these)")
+        for item in s["left"]:
+            out.print(f"  {escape(item['what'])}: {escape(item['reason'])}")
+            out.print(f"    remove: {escape(item['remove'])}")
 
 
 def render_run_result(r) -> None:

@@ -61,8 +61,13 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def _probe_cluster(ctx: typer.Context, cfg) -> None:
-    """Namespace, CRDs and RBAC when a kubeconfig is usable; otherwise say the checks were skipped."""
+    """Namespace, CRDs and RBAC when a kubeconfig is usable; otherwise say the checks were skipped.
+
+    Credentials the API server rejects fail the check (exit 1); an unreachable server skips it.
+    """
     from nrl_k8s.config.kubeconfig import has_cluster_config
+
+    from rich.markup import escape
 
     from ._common import global_options
     from ._console import out
@@ -71,20 +76,22 @@ def _probe_cluster(ctx: typer.Context, cfg) -> None:
     if not has_cluster_config():
         out.print("\n[bold]CLUSTER[/]\n  skipped: no kubeconfig and not running in a pod")
         return
-    from rich.markup import escape
-
-    from nrl_k8s.errors import ApiError
+    from nrl_k8s.errors import ApiError, ForbiddenError, ServerError, UnauthorizedError
     from nrl_k8s.kube import Kube, NoClusterError, Tuning
-    from nrl_k8s.probe import probe
+    from nrl_k8s.probe import Probe, probe
     from nrl_k8s.redact import redact_text
 
     try:
         kube = Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
-                            tuning=Tuning(attempts=2, retry_budget_s=5, request_timeout_s=5))
+                            tuning=Tuning(retry_budget_s=5, request_timeout_s=5))
         results = probe(kube, cfg.infra)
-    except (NoClusterError, ApiError) as error:
-        out.print(f"\n[bold]CLUSTER[/]\n  skipped: {escape(redact_text(error.message))}", markup=True)
+    except (NoClusterError, ServerError) as error:
+        out.print(f"\n[bold]CLUSTER[/]\n  skipped: {escape(redact_text(error.message))}")
         return
+    except (UnauthorizedError, ForbiddenError) as error:
+        results = [Probe("credentials", False, error.message, error.hint or "")]
+    except ApiError as error:
+        results = [Probe("cluster", False, error.message, error.hint or "")]
     render_probes(results)
     if not all(r.ok for r in results):
         raise typer.Exit(1)

@@ -53,8 +53,12 @@ def down(
     infra: InfraOpt = None,
     target: TargetOpt = None,
     wait: WaitOpt = True,
+    force: Annotated[bool, typer.Option("--force", help="Delete even what a running RayJob uses.")] = False,
 ) -> None:
-    """Delete the chosen targets (only objects nrl-k8s created) and wait until they are gone."""
+    """Delete the chosen targets (only objects nrl-k8s created) and wait until they are gone.
+
+    kuberay.training also deletes the run's RayJob (with its cluster and the DGDs it owns).
+    """
     from nrl_k8s import clusters, targets
 
     from ._progress import Progress
@@ -63,7 +67,7 @@ def down(
     chosen = targets.parse(cfg.infra, target or [])
     kube = connect(ctx, cfg.infra["namespace"])
     with Progress() as progress:
-        clusters.down(kube, cfg.infra, chosen, wait=wait, emit=progress)
+        clusters.down(kube, cfg.infra, chosen, wait=wait, force=force, emit=progress)
 
 
 @app.command("list")

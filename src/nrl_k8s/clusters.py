@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import targets
+from . import targets, usage
 from .drift import spec_drift
 from .errors import ConfigError
 from .events import Applied, Became, Emit, Waiting, Warning
 from .kinds import deployment, dgd, raycluster, rayjob
-from .kinds.base import MANAGED_BY, MANAGED_BY_SELECTOR
+from .kinds.base import MANAGED_BY_SELECTOR, managed
 from .serving import present, wait_serving
 
 KINDS = {"kuberay": raycluster.KIND, "dynamo": dgd.KIND, "deployments": deployment.KIND}
@@ -20,11 +20,6 @@ _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
 class UpOptions:
     recreate: bool = False
     wait: bool = True
-
-
-def _managed(obj: dict) -> bool:
-    labels = obj["metadata"].get("labels") or {}
-    return all(labels.get(k) == v for k, v in MANAGED_BY.items())
 
 
 def up(kube, infra: dict, chosen: list[targets.Target], options: UpOptions, emit: Emit) -> None:
@@ -41,7 +36,7 @@ def up(kube, infra: dict, chosen: list[targets.Target], options: UpOptions, emit
                 emit(Warning(f"{target} ({name}) differs from the live object, keeping it (--recreate replaces it): "
                              + "; ".join(changed)))
                 manifest = live  # wait for what is actually running
-            elif not _managed(live):
+            elif not managed(live):
                 raise ConfigError(f"{target} ({name}) exists but was not created by nrl-k8s; refusing to replace it",
                                   hint=f"delete it yourself: kubectl -n {ns} delete {kind.plural} {name}")
             else:
@@ -67,21 +62,48 @@ def _wait_ready(kube, infra: dict, target: targets.Target, manifest: dict, emit:
     emit(Became(label, "ready"))
 
 
-def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, emit: Emit) -> None:
+def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: bool = False, emit: Emit) -> None:
+    """Delete the chosen targets nrl-k8s created; ``kuberay.training`` also takes the run's RayJob.
+
+    Refuses (before deleting anything) while a live RayJob uses what would be deleted, unless ``force``.
+    """
+    ns = infra["namespace"]
+    found = []
     for target in chosen:
-        manifest = targets.render(infra, target)
-        kind, name, ns = KINDS[target.kind], manifest["metadata"]["name"], manifest["metadata"]["namespace"]
-        live = kube.find(kind, name, ns)
-        if live is None:
-            emit(Became(str(target), f"{name} already gone"))
+        name = targets.render(infra, target)["metadata"]["name"]
+        found += [(target, kind, name, kube.find(kind, name, ns)) for kind in _kinds(target)]
+    busy = [f"{target} ({kind.kind} {name}) is used by running RayJob {', '.join(runs)}"
+            for target, kind, name, live in found
+            if live is not None and managed(live) and (runs := _live_users(kube, kind, live, ns))]
+    if busy and not force:
+        raise ConfigError("refusing to delete what a running job uses: " + "; ".join(busy),
+                          hint="wait for the job to finish, or pass --force to delete it anyway (stops the job)")
+    for target, kind, name, live in found:
+        if live is not None and not managed(live):
+            emit(Warning(f"{target} ({kind.kind} {name}) was not created by nrl-k8s; leaving it alone"))
             continue
-        if not _managed(live):
-            emit(Warning(f"{target} ({name}) was not created by nrl-k8s; leaving it alone"))
+        if live is None or not kube.delete(kind, name, ns):
+            emit(Became(str(target), f"{kind.kind} {name} already gone"))
             continue
-        kube.delete(kind, name, ns)
         if wait:
             kube.wait_gone(kind, name, ns, timeout_s=_WAIT_S.get(target.kind, 600.0))
-        emit(Became(str(target), f"{name} deleted"))
+        emit(Became(str(target), f"{kind.kind} {name} deleted"))
+
+
+def _kinds(target: targets.Target) -> list:
+    """The run's RayJob (same name as the training RayCluster) goes first: GC then takes its cluster and DGDs."""
+    if target == targets.Target("kuberay", "training"):
+        return [rayjob.KIND, raycluster.KIND]
+    return [KINDS[target.kind]]
+
+
+def _live_users(kube, kind, obj: dict, ns: str) -> list[str]:
+    """The live RayJobs that deleting ``obj`` would stop or strip of inference."""
+    if kind == rayjob.KIND:
+        return [obj["metadata"]["name"]] if rayjob.live(obj) else []
+    if kind == dgd.KIND:
+        return usage.live(kube, usage.users(kube, obj, ns), ns)
+    return []
 
 
 def inventory(kube, namespace: str) -> list[dict]:

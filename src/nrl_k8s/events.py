@@ -38,10 +38,20 @@ class Warning:
 @dataclass(frozen=True)
 class RolledBack:
     deleted: tuple[str, ...]
-    kept: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()  # what this run did not delete on purpose, and why
+    aborted: bool = False  # a further Ctrl-C stopped the rollback
 
 
-Event = Union[Applied, Waiting, Became, Warning, RolledBack]
+@dataclass(frozen=True)
+class LeftBehind:
+    """An object a run leaves running that nothing will remove: why, and the command that removes it."""
+
+    what: str
+    reason: str
+    command: str
+
+
+Event = Union[Applied, Waiting, Became, Warning, RolledBack, LeftBehind]
 Emit = Callable[[Event], None]
 
 

@@ -3,9 +3,10 @@
 Every request goes through ``Kube._call`` on the official client's ``ApiClient``; paths come
 from a ``Kind`` descriptor, so there is no per-kind code. Failures become typed errors in
 ``kube_errors.api_error`` (the only adapter); waits are ``wait.wait`` (watch + deadline).
-Only 429 (honouring Retry-After), 5xx, connection errors and timeouts are retried, with
-exponential backoff and jitter bounded by attempts and total time (``Tuning``); a create
-that timed out may have landed, so its retry can raise ConflictError. Live commands only:
+Only 429 (honouring Retry-After), 5xx, connection errors and timeouts are retried, with capped
+exponential backoff and jitter for up to ``Tuning.retry_budget_s`` (a minute: a short API
+outage is survived); a create that timed out may have landed, so its retry can raise
+ConflictError. Live commands only:
 offline code must not import this module (it imports ``kubernetes``).
 """
 
@@ -30,7 +31,7 @@ from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME, InClusterC
 from nrl_k8s import safe_yaml
 from nrl_k8s import wait as waiting
 from nrl_k8s.config.kubeconfig import KUBECONFIG_MAX_BYTES
-from nrl_k8s.errors import ConfigError, ForbiddenError, NotFoundError
+from nrl_k8s.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
 from nrl_k8s.kinds.base import Kind, Pending, Readiness, Ready
 from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW
 from nrl_k8s.kinds.service import KIND as SERVICE
@@ -67,10 +68,9 @@ _PROXY_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", 
 class Tuning:
     """Retry, timeout and wait knobs (tests shrink them)."""
 
-    attempts: int = 5
     backoff_s: float = 0.25
     backoff_cap_s: float = 5.0
-    retry_budget_s: float = 30.0
+    retry_budget_s: float = 60.0  # how long one request keeps retrying transient failures
     request_timeout_s: float = 30.0
     watch_window_s: float = 300.0
     poll_interval_s: float = 2.0
@@ -201,8 +201,9 @@ class Kube:
         )
         t = self.tuning
         started = time.monotonic()
-        for attempt in range(t.attempts):
-            delay = min(t.backoff_cap_s, t.backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
+        attempt = 0
+        while True:
+            delay = min(t.backoff_cap_s, t.backoff_s * 2 ** min(attempt, 30)) * random.uniform(0.5, 1.0)
             try:
                 response = self._api.call_api(*request, _request_timeout=timeout or t.request_timeout_s)
             except urllib3.exceptions.HTTPError as exc:
@@ -217,9 +218,10 @@ class Kube:
                 if not retryable(response.status):
                     raise api_error(error, op, self.configuration.host) from None
                 delay = max(delay, retry_after(error) or 0.0)
-            if not retry or attempt + 1 == t.attempts or time.monotonic() - started + delay > t.retry_budget_s:
+            if not retry or time.monotonic() - started + delay > t.retry_budget_s:
                 break
             time.sleep(delay)
+            attempt += 1
         raise api_error(error, op, self.configuration.host) from None
 
     def _json(self, method: str, path: str, op: Op, **kwargs) -> dict:
@@ -320,10 +322,44 @@ class Kube:
         path = kind_path(kind, ns, name, subresource)
         return self._json("PATCH", path, op, query=query, body=patch, content_type=PATCH_TYPES[patch_type])
 
-    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, propagation: str = "Background") -> bool:
-        """Delete (dependents per ``propagation``); False when it was already gone."""
+    def modify(self, kind: Kind, name: str, change: Callable[[dict], dict | None], namespace: str | None = None) -> dict:
+        """Read, merge-patch ``change(current)`` guarded by its resourceVersion, re-read on conflict.
+
+        ``change`` returns the merge patch for the object it is given, or None when nothing needs
+        to change. Conflicts are retried for ``Tuning.retry_budget_s``; NotFoundError propagates.
+        """
+        started = time.monotonic()
+        while True:
+            current = self.get(kind, name, namespace)
+            patch = change(current)
+            if patch is None:
+                return current
+            guarded = {**patch, "metadata": {**(patch.get("metadata") or {}),
+                                             "resourceVersion": current["metadata"]["resourceVersion"]}}
+            try:
+                return self.patch(kind, name, guarded, namespace=namespace)
+            except ConflictError:
+                if time.monotonic() - started > self.tuning.retry_budget_s:
+                    raise
+                time.sleep(min(self.tuning.backoff_s, self.tuning.backoff_cap_s) * random.uniform(0.5, 1.0))
+
+    def delete(
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str = "Background",
+        resource_version: str | None = None,
+    ) -> bool:
+        """Delete (dependents per ``propagation``); False when it was already gone.
+
+        With ``resource_version``, only that version is deleted (ConflictError once it changed).
+        """
         ns = self._ns(kind, namespace)
-        options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        options: dict = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if resource_version:
+            options["preconditions"] = {"resourceVersion": resource_version}
         try:
             self._call("DELETE", kind_path(kind, ns, name), Op("delete", kind, ns, name), body=options).read()
         except KindNotServedError:

@@ -23,7 +23,7 @@ from nrl_k8s.errors import (
     ServerError,
     UnauthorizedError,
 )
-from nrl_k8s.kinds.base import Kind
+from nrl_k8s.kinds.base import Kind, resource_name
 
 
 class NoClusterError(NrlK8sError):
@@ -36,11 +36,6 @@ class KindNotServedError(NotFoundError):
 
 class GoneError(ApiError):
     """410: the resourceVersion a watch started from is too old; list again."""
-
-
-def resource_name(kind: Kind) -> str:
-    """``rayjobs.ray.io`` for grouped kinds, ``pods`` for the core group (as kubectl names them)."""
-    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,16 @@
 """`run --rayjob`: the ordering that matters (SPEC "run --rayjob").
 
-1. every DGD applied (or reused when an identical one already exists) and awaited in parallel;
-2. the run Secret and the RayJob applied, the RayJob made the Secret's owner; 3. its RayCluster
-followed and each DGD this run created back-patched with a non-controlling ownerReference to it
-(GC then deletes the DGDs with the cluster);
-4. the stalled-driver rescue; 5. optionally follow the job to its end.
-Any failure or Ctrl-C before the driver is running deletes what this run created, nothing else.
+0. preflight: every permission the run needs, DGD drift, a RayJob of the same name (a finished
+   one nrl-k8s created is replaced, a live one refused) — before anything is created;
+1. every DGD applied (or reused when an identical one already exists, adding this run to its
+   users) and awaited in parallel; 2. the run Secret (recipe and launch.env) and the RayJob
+   applied, the RayJob made the Secret's owner; 3. its RayCluster followed and each
+   DGD back-patched with a non-controlling ownerReference to it (GC then deletes the DGDs with
+   the cluster); 4. the stalled-driver rescue; 5. optionally follow the job to its end.
+
+Any failure or Ctrl-C before the driver is submitted rolls back what the run's ledger holds
+(see ``rollback``). Once the driver is submitted nothing is rolled back: the error says the
+RayJob keeps running and how to stop it.
 """
 
 from __future__ import annotations
@@ -18,15 +23,30 @@ from dataclasses import dataclass, field
 
 from .dashboard import Dashboard
 from .drift import spec_drift
-from .errors import ConfigError, ConflictError, NrlK8sError, ResourceFailed, SubmissionExists, WaitTimeout
-from .events import Applied, Became, Emit, RolledBack, Waiting, Warning
+from .errors import (
+    ApiError,
+    ConfigError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    NrlK8sError,
+    ResourceFailed,
+    SubmissionExists,
+    UnauthorizedError,
+    WaitTimeout,
+)
+from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob, secret
-from .kinds.base import Pending, Ready
+from .kinds.base import Failed, Kind, Pending, Ready, delete_command, managed
 from .plan import RunPlan
-from .serving import present, wait_serving
+from .probe import missing_permissions, run_permissions
+from .rollback import Created, Ledger, RollbackInterrupts
+from .serving import wait_serving
 
 _CLUSTER_NAME_TIMEOUT_S = 300
 _PROVISION_TIMEOUT_S = 1800
+_GONE_TIMEOUT_S = 600
+_DASHBOARD_RETRIES = 8
 
 
 @dataclass(frozen=True)
@@ -78,11 +98,50 @@ class _Run:
         self.kube, self.plan, self.options, self.emit = kube, plan, options, emit
         self.ns = plan.rayjob["metadata"]["namespace"]
         self.result = RunResult(rayjob=plan.rayjob["metadata"]["name"], namespace=self.ns)
-        self.created: list[tuple] = []  # (kind, name, label) in creation order
+        self.ledger = Ledger(kube, self.ns, self.result.rayjob, emit)
+        self.submitted = False  # the driver exists: from now on nothing is rolled back
 
-    # -- bring-up --------------------------------------------------------------------------
+    # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> dict[str, dict | None]:
-        """Refuse before applying anything when a name is taken by something we cannot reuse."""
+        """Refuse before creating anything: missing permissions, a taken name we cannot reuse."""
+        self.check_permissions()
+        existing = self.check_dgds()
+        job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
+        if job is not None:
+            self.replace_finished(job)
+            existing = self.check_dgds()  # GC may have taken DGDs the finished job's cluster owned
+        self.check_secret()
+        return existing
+
+    def check_secret(self) -> None:
+        name = self.plan.secret["metadata"]["name"]
+        found = self.kube.find(secret.KIND, name, self.ns)
+        if found is not None:
+            owned = found["metadata"].get("ownerReferences")
+            raise ConfigError(
+                f"Secret {name} (this run's recipe and launch.env) already exists in namespace {self.ns}",
+                hint="its RayJob was deleted and garbage collection has not removed it yet: retry in a moment" if owned
+                else f"an interrupted start of this same run left it: {delete_command(secret.KIND, name, self.ns)}",
+            )
+
+    def check_permissions(self) -> None:
+        proxy = not self.kube.in_cluster and not self.options.dashboard_url
+        needed = run_permissions(dynamo=bool(self.plan.dgds), proxy=proxy)
+        try:
+            missing = missing_permissions(self.kube, needed, self.ns)
+        except UnauthorizedError:
+            raise
+        except ApiError as err:
+            self.emit(Warning(f"cannot verify permissions before starting ({err.message}); going ahead"))
+            return
+        if missing:
+            raise ForbiddenError(
+                f"missing permissions in namespace {self.ns}: {', '.join(map(str, missing))}; nothing was created",
+                hint="ask your cluster admin for a Role (and RoleBinding) granting them; "
+                "`nrl-k8s check` lists every permission a run needs",
+            )
+
+    def check_dgds(self) -> dict[str, dict | None]:
         existing = {}
         for key, manifest in self.plan.dgds.items():
             name = manifest["metadata"]["name"]
@@ -96,42 +155,74 @@ class _Run:
                     f"`nrl-k8s cluster up --target dynamo.{key} --recreate`",
                 )
             existing[key] = found
-        if self.kube.find(rayjob.KIND, self.result.rayjob, self.ns) is not None:
-            raise ConfigError(
-                f"RayJob {self.result.rayjob} already exists in namespace {self.ns}",
-                hint=f"delete it first: kubectl -n {self.ns} delete rayjob {self.result.rayjob}",
-            )
-        run_secret = self.plan.secret["metadata"]["name"]
-        found = self.kube.find(secret.KIND, run_secret, self.ns)
-        if found is not None:
-            owned = found["metadata"].get("ownerReferences")
-            raise ConfigError(
-                f"Secret {run_secret} (this run's recipe and launch.env) already exists in namespace {self.ns}",
-                hint="its RayJob was deleted and garbage collection has not removed it yet: retry in a moment" if owned
-                else f"an interrupted start of this same run left it: kubectl -n {self.ns} delete secret {run_secret}",
-            )
         return existing
 
-    def _create(self, kind, manifest: dict, label: str) -> dict:
+    def replace_finished(self, job: dict) -> None:
+        """A finished RayJob nrl-k8s created is deleted (with its cluster and the DGDs only it owned)."""
+        name = self.result.rayjob
+        if not rayjob.terminal(job) or not managed(job):
+            state = "is still running" if not rayjob.terminal(job) else "was not created by nrl-k8s"
+            raise ConfigError(
+                f"RayJob {name} already exists in namespace {self.ns} and {state}",
+                hint=f"wait for it to finish, or delete it: kubectl -n {self.ns} delete rayjob {name}",
+            )
+        status = job.get("status") or {}
+        self.emit(Warning(f"RayJob {name} from an earlier run has finished ({status.get('jobDeploymentStatus')}, "
+                          f"job {status.get('jobStatus') or 'never ran'}); deleting it to start this run"))
+        cluster = rayjob.cluster_name(job) and self.kube.find(raycluster.KIND, rayjob.cluster_name(job), self.ns)
+        old_secret = self.kube.find(secret.KIND, self.plan.secret["metadata"]["name"], self.ns)
+        self.kube.delete(rayjob.KIND, name, self.ns)
+        self.kube.wait_gone(rayjob.KIND, name, self.ns, timeout_s=_GONE_TIMEOUT_S)
+        job_uid = job["metadata"].get("uid")
+        if old_secret and any(o.get("uid") == job_uid for o in old_secret["metadata"].get("ownerReferences") or []):
+            # the same config makes the same Secret name: GC must have taken the old one first
+            self.kube.wait_gone(secret.KIND, old_secret["metadata"]["name"], self.ns, timeout_s=_GONE_TIMEOUT_S)
+        if cluster:
+            uid = cluster["metadata"]["uid"]
+            self.kube.wait_gone(raycluster.KIND, cluster["metadata"]["name"], self.ns, timeout_s=_GONE_TIMEOUT_S)
+            for manifest in self.plan.dgds.values():  # GC takes the DGDs that cluster alone owned
+                live = self.kube.find(dgd.KIND, manifest["metadata"]["name"], self.ns)
+                owners = (live or {}).get("metadata", {}).get("ownerReferences") or []
+                if owners and all(o.get("uid") == uid for o in owners):
+                    self.kube.wait_gone(dgd.KIND, manifest["metadata"]["name"], self.ns, timeout_s=_GONE_TIMEOUT_S)
+        self.emit(Became("rayjob", f"finished {name} deleted"))
+
+    # -- bring-up --------------------------------------------------------------------------
+    def _create(self, kind: Kind, manifest: dict, label: str) -> dict:
         """Create and remember it for rollback; remembered first, so Ctrl-C mid-request still rolls it back."""
-        entry = (kind, manifest["metadata"]["name"], label)
-        self.created.append(entry)
+        entry = Created(kind, manifest["metadata"]["name"], label)
+        self.ledger.created.append(entry)
         try:
             return self.kube.create(kind, manifest)
-        except ConflictError as err:
-            self.created.remove(entry)  # someone else's object: never ours to delete
-            raise ResourceFailed(f"{kind.kind} {entry[1]} appeared while this run was starting", hint=err.hint) from None
+        except ConflictError:
+            self.ledger.created.remove(entry)  # someone else's object: never ours to delete
+            raise ResourceFailed(
+                f"{kind.kind} {entry.name} appeared while this run was starting",
+                hint="another run may be starting the same config; if not (a create of this run that timed out "
+                f"can land late), remove it: {delete_command(kind, entry.name, self.ns)}",
+            ) from None
 
     def apply_dgds(self, existing: dict[str, dict | None]) -> None:
         for key, manifest in self.plan.dgds.items():
             name, label = manifest["metadata"]["name"], f"dynamo.{key}"
             if existing[key] is not None:
+                self.claim(name)
                 self.result.dgds[name] = "reused"
                 self.emit(Applied(label, name, "reused"))
                 continue
             self._create(dgd.KIND, manifest, label)
             self.result.dgds[name] = "created"
             self.emit(Applied(label, name, "created"))
+
+    def claim(self, name: str) -> None:
+        """List this run among the users of a DGD it reuses, so no other run's rollback deletes it."""
+        self.ledger.claimed.append(name)
+        try:
+            self.kube.modify(dgd.KIND, name, lambda obj: dgd.users_patch(obj, add=self.result.rayjob), self.ns)
+        except NotFoundError:
+            self.ledger.claimed.remove(name)
+            raise ResourceFailed(f"DGD {name} was deleted while this run was starting to reuse it",
+                                 hint="run again: this run creates it") from None
 
     def wait_dgds(self) -> None:
         """Wait for every DGD in parallel; the first failure wins (daemon threads, so Ctrl-C is immediate)."""
@@ -167,90 +258,138 @@ class _Run:
         self.emit(Applied("secret", name, "created"))
         job = self._create(rayjob.KIND, self.plan.rayjob, "rayjob")
         self.emit(Applied("rayjob", self.result.rayjob, "created"))
-        self.kube.patch(secret.KIND, name, {"metadata": {"ownerReferences": [dgd.owner_reference(job)]}}, namespace=self.ns)
+        self.kube.modify(secret.KIND, name, lambda live: {"metadata": {
+            "ownerReferences": [*(live["metadata"].get("ownerReferences") or []), dgd.owner_reference(job)]}},
+            namespace=self.ns)
 
-    def follow_cluster(self) -> dict:
+    def _job_over(self) -> bool:
+        job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
+        return job is None or rayjob.terminal(job)
+
+    def follow_cluster(self) -> dict | None:
+        """The RayCluster KubeRay made for the job; None when it is already gone with its finished job."""
         def named(obj):
             if obj is None:
-                return Pending("not found")
-            return Ready() if rayjob.cluster_name(obj) else Pending("waiting for KubeRay to name the RayCluster")
+                return Failed("the RayJob was deleted")
+            if rayjob.cluster_name(obj) or rayjob.terminal(obj):
+                return Ready()
+            return Pending("waiting for KubeRay to name the RayCluster")
 
         job = self.kube.wait(rayjob.KIND, named, name=self.result.rayjob, namespace=self.ns,
                              timeout_s=_CLUSTER_NAME_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("rayjob", r)),
                              what=f"RayJob {self.result.rayjob}")
         self.result.raycluster = rayjob.cluster_name(job)
-        # KubeRay names the cluster in the RayJob status before it creates it.
-        return self.kube.wait(raycluster.KIND, lambda o: Pending("not created yet") if o is None else Ready(),
-                              name=self.result.raycluster, namespace=self.ns, timeout_s=_CLUSTER_NAME_TIMEOUT_S,
-                              what=f"RayCluster {self.result.raycluster}")
+        if self.result.raycluster is None:
+            raise ResourceFailed(f"RayJob {self.result.rayjob} ended before KubeRay created its RayCluster: "
+                                 f"{rayjob.readiness(job).reason}")
 
-    def link_owners(self, cluster: dict) -> None:
+        # KubeRay names the cluster in the RayJob status before it creates it. Absent while the
+        # job is over means it came and went unseen (a wait that polls can miss it).
+        def exists(obj):
+            if obj is not None:
+                return Ready()
+            return Ready("gone") if self._job_over() else Pending("not created yet")
+
+        return self.kube.wait(raycluster.KIND, exists, name=self.result.raycluster, namespace=self.ns,
+                              timeout_s=_CLUSTER_NAME_TIMEOUT_S, what=f"RayCluster {self.result.raycluster}")
+
+    def link_owners(self, cluster: dict | None) -> None:
+        if cluster is None:  # came and went with its finished job
+            self.report_unlinked()
+            return
         ref = dgd.owner_reference(cluster)
+        self.ledger.cluster_uid = ref["uid"]
         for name, action in self.result.dgds.items():
-            current = self.kube.get(dgd.KIND, name, self.ns)
-            owners = current["metadata"].get("ownerReferences") or []
-            names = [o.get("name") for o in owners]
-            if action == "reused" and not owners:
+            seen: dict = {}
+
+            def change(current: dict) -> dict | None:
+                owners = seen["owners"] = current["metadata"].get("ownerReferences") or []
+                seen["shared"] = any(user != self.result.rayjob for user in dgd.users(current))
+                if any(o.get("uid") == ref["uid"] for o in owners) or (action == "reused" and not owners
+                                                                        and not seen["shared"]):
+                    return None
+                return {"metadata": {"ownerReferences": [*owners, ref]}}
+
+            updated = self.kube.modify(dgd.KIND, name, change, self.ns)
+            names = [o.get("name") for o in seen["owners"]]
+            if action == "reused" and not seen["owners"] and not seen["shared"]:
                 self.emit(Warning(f"DGD {name} existed before this run and has no owner: it is not linked to "
                                   f"{cluster['metadata']['name']} and will keep running after the job"))
                 self.result.owners[name] = []
                 continue
-            if any(o.get("uid") == ref["uid"] for o in owners):
+            if any(o.get("uid") == ref["uid"] for o in seen["owners"]):
                 self.result.owners[name] = names
                 continue
-            if owners:
+            if seen["owners"]:
                 self.emit(Warning(f"DGD {name} already has owner(s) {', '.join(names)}; adding "
                                   f"{ref['name']} as a second owner (GC deletes it once every owner is gone)"))
-            patch = {"metadata": {"ownerReferences": [*owners, ref],
-                                  "resourceVersion": current["metadata"]["resourceVersion"]}}
-            self.kube.patch(dgd.KIND, name, patch, namespace=self.ns)
-            self.result.owners[name] = [*names, ref["name"]]
+            self.result.owners[name] = [o.get("name") for o in updated["metadata"]["ownerReferences"]]
             self.emit(Became(f"dgd {name}", f"owned by RayCluster {ref['name']}"))
 
     # -- stalled-driver rescue -------------------------------------------------------------
     def rescue_driver(self) -> None:
         cluster = self.result.raycluster
-        self.kube.wait(raycluster.KIND, present(raycluster.readiness), name=cluster, namespace=self.ns,
-                       timeout_s=_PROVISION_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("raycluster", r)),
-                       what=f"RayCluster {cluster}")
-        self.emit(Became("raycluster", "provisioned"))
+
+        def provisioned(obj):  # gone: the job is over or someone deleted it; the RayJob tells which
+            return Ready("gone") if obj is None else raycluster.readiness(obj)
+
+        if self.kube.wait(raycluster.KIND, provisioned, name=cluster, namespace=self.ns,
+                          timeout_s=_PROVISION_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("raycluster", r)),
+                          what=f"RayCluster {cluster}") is not None:
+            self.emit(Became("raycluster", "provisioned"))
 
         def submitted(obj):
             if obj is None:
-                return Pending("RayJob deleted")
-            if (obj.get("status") or {}).get("jobStatus"):
+                return Failed("the RayJob was deleted")
+            if rayjob.driver_submitted(obj):
                 return Ready()
+            if rayjob.terminal(obj):
+                return Failed(f"it ended before the driver was submitted: {rayjob.readiness(obj).reason}")
             return Pending("waiting for KubeRay to submit the driver")
 
-        job = self.kube.get(rayjob.KIND, self.result.rayjob, self.ns)
-        self.result.job_id = rayjob.job_id(job)
+        self.result.job_id = rayjob.job_id(self.kube.get(rayjob.KIND, self.result.rayjob, self.ns))
         try:
             # KubeRay only fills jobStatus from the dashboard's record of the job: once it is set,
             # the driver exists and there is nothing to rescue.
             self.kube.wait(rayjob.KIND, submitted, name=self.result.rayjob, namespace=self.ns,
                            timeout_s=self.options.driver_grace_s,
-                           on_progress=lambda r: self.emit(Waiting("rayjob", r)), what="driver submission")
-            self.emit(Became("driver", f"submitted by KubeRay (job {self.result.job_id})"))
+                           on_progress=lambda r: self.emit(Waiting("rayjob", r)), what=f"RayJob {self.result.rayjob}")
+            self._submitted(f"submitted by KubeRay (job {self.result.job_id})")
             return
         except WaitTimeout:
             pass
         with self._dashboard() as dash:
             job_id = self.result.job_id
             if any(j.submission_id == job_id for j in dash.list_jobs()):
-                self.emit(Became("driver", f"submitted by KubeRay (job {job_id})"))
+                self._submitted(f"submitted by KubeRay (job {job_id})")
                 return
             try:
                 dash.submit(self.plan.rayjob["spec"]["entrypoint"], submission_id=job_id)
                 self.result.rescued = True
+                self.submitted = True
                 self.emit(Warning(f"KubeRay did not submit the driver within {self.options.driver_grace_s:g}s; "
                                   f"nrl-k8s submitted it as job {job_id}"))
             except SubmissionExists:
-                self.emit(Became("driver", f"submitted by KubeRay (job {job_id})"))
+                self._submitted(f"submitted by KubeRay (job {job_id})")
+
+    def _submitted(self, how: str) -> None:
+        self.submitted = True
+        self.emit(Became("driver", how))
 
     def _dashboard(self) -> Dashboard:
+        # 8 retries back off for about a minute, like the API calls: a short outage of the API
+        # server (which proxies the dashboard) must not fail the rescue.
         return Dashboard.for_cluster(cluster_name=self.result.raycluster, namespace=self.ns,
                                      configuration=self.kube.configuration, in_cluster=self.kube.in_cluster,
-                                     url=self.options.dashboard_url)
+                                     url=self.options.dashboard_url, retries=_DASHBOARD_RETRIES)
+
+    def report_unlinked(self) -> None:
+        """DGDs this run created that no RayCluster owns: nothing deletes them when the job ends."""
+        for name, action in self.result.dgds.items():
+            if action == "created" and not self.result.owners.get(name):
+                cluster = self.result.raycluster or "(not created)"
+                self.emit(LeftBehind(f"{dgd.KIND.kind} {name}", f"not linked to RayCluster {cluster}, so it outlives "
+                                     f"the job", delete_command(dgd.KIND, name, self.ns)))
 
     # -- follow ----------------------------------------------------------------------------
     def follow_job(self) -> None:
@@ -258,7 +397,7 @@ class _Run:
             if obj is None:
                 return Ready("RayJob deleted")
             status = obj.get("status") or {}
-            if status.get("jobDeploymentStatus") in rayjob.TERMINAL_DEPLOYMENT_STATUSES:
+            if rayjob.terminal(obj):
                 return Ready()
             return Pending(f"{status.get('jobDeploymentStatus') or 'New'}  job {status.get('jobStatus') or 'PENDING'}")
 
@@ -269,18 +408,49 @@ class _Run:
         self.result.job_status = status.get("jobStatus")
         self.result.succeeded = status.get("jobStatus") == "SUCCEEDED"
 
-    # -- rollback --------------------------------------------------------------------------
-    def rollback(self) -> None:
-        deleted = []
-        # Creation order: the DGDs go before the RayJob, whose deletion would let GC take them
-        # (and leave the report unsure whether they were deleted).
-        for kind, name, label in self.created:
-            if self.kube.delete(kind, name, self.ns):
-                deleted.append(f"{kind.kind} {name}")
-        kept = tuple(f"DynamoGraphDeployment {n} (existed before this run)"
-                     for n, action in self.result.dgds.items() if action == "reused")
-        self.created.clear()
-        self.emit(RolledBack(tuple(deleted), kept))
+    def running_hint(self) -> str:
+        job = self.result.rayjob
+        return (f"RayJob {job} keeps running (nothing was rolled back once its driver was submitted): "
+                f"follow it with `kubectl -n {self.ns} get rayjob {job} -w`; stop it and remove its cluster and "
+                f"DGDs with `{delete_command(rayjob.KIND, job, self.ns)}`")
+
+    # -- failure ---------------------------------------------------------------------------
+    def driver_started(self) -> bool | None:
+        """Whether the driver is submitted: True, False, or None when the API cannot tell."""
+        if self.submitted or not any(entry.kind == rayjob.KIND for entry in self.ledger.created):
+            return self.submitted
+        try:
+            job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
+        except ApiError:
+            return None
+        return job is not None and rayjob.driver_submitted(job)
+
+    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
+        """Roll back unless the driver started; the error to raise (``error`` None: interrupted)."""
+        if not self.ledger.created and not self.ledger.claimed:
+            return error or Interrupted("interrupted before anything was created")
+        with RollbackInterrupts(self.emit) as interrupts:
+            try:
+                started = self.driver_started()
+            except KeyboardInterrupt:
+                started = None
+            if started is False:
+                aborted = self.ledger.rollback(interrupts)
+                if error is not None:
+                    return error
+                if aborted:
+                    return Interrupted("interrupted during bring-up; the rollback was aborted: see what is left above")
+                return Interrupted("interrupted during bring-up; rolled back what this run created")
+            interrupts.abortable = False
+            if started is None:  # it may be running: deleting it could kill a live job
+                for entry in self.ledger.created:
+                    self.emit(entry.left(self.ns, "not rolled back: could not tell whether the driver started"))
+            else:
+                self.report_unlinked()
+        failure = error or Interrupted("interrupted after the driver was submitted")
+        if started:
+            failure.hint = "; ".join(filter(None, [failure.hint, self.running_hint()]))
+        return failure
 
 
 def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResult:
@@ -294,11 +464,12 @@ def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResu
             run.link_owners(run.follow_cluster())
             run.rescue_driver()
         except KeyboardInterrupt:
-            run.rollback()
-            raise Interrupted("interrupted during bring-up; rolled back what this run created") from None
-        except NrlK8sError:
-            run.rollback()
-            raise
-    if options.wait:
-        run.follow_job()
+            raise run.fail(None) from None
+        except NrlK8sError as err:
+            raise run.fail(err) from None
+        if options.wait:
+            try:
+                run.follow_job()
+            except KeyboardInterrupt:
+                raise Interrupted("stopped following the job", hint=run.running_hint()) from None
     return run.result

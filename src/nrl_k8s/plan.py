@@ -26,7 +26,7 @@ class RunPlan:
     run_id: str
     recipe: dict  # the final recipe the driver reads
     notes: tuple[str, ...]  # what happened to the recipe (injected / left alone and why)
-    dgds: dict[str, dict]  # infra.dynamo key -> DGD manifest (no ownerReference yet)
+    dgds: dict[str, dict]  # infra.dynamo key -> DGD manifest (no ownerReference yet; lists this run as its user)
     secret: dict  # the run's recipe and launch.env (owned by the RayJob once both exist)
     rayjob: dict
     ready_timeouts: dict[str, float]  # infra.dynamo key -> readyTimeoutS
@@ -61,6 +61,7 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
         ttl_seconds=options.ttl_seconds,
         active_deadline_seconds=options.active_deadline_seconds,
     )
+    dgds = {key: dgd.with_user(manifest, job["metadata"]["name"]) for key, manifest in dgds.items()}
     timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
                    secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts)

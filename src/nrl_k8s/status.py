@@ -1,10 +1,15 @@
-"""`nrl-k8s status`: what is running for a run config, as plain data (the CLI renders it)."""
+"""`nrl-k8s status`: what is running for a run config, as plain data (the CLI renders it).
+
+``left`` lists what a run that died (SIGKILL, lost laptop) can leave running with nothing to
+remove it, each with the command that does.
+"""
 
 from __future__ import annotations
 
+from . import usage
 from .errors import ApiError
 from .kinds import dgd, pod, raycluster, rayjob
-from .kinds.base import condition_true
+from .kinds.base import condition_true, delete_command
 from .serving import probe_frontend
 
 
@@ -40,6 +45,7 @@ def _rayjob(kube, infra: dict, ns: str) -> dict | None:
     status = job.get("status") or {}
     return {
         "name": job["metadata"]["name"],
+        "namespace": ns,
         "deployment_status": status.get("jobDeploymentStatus") or "",
         "job_status": status.get("jobStatus") or "",
         "job_id": status.get("jobId") or "",
@@ -62,7 +68,7 @@ def _frontend(kube, name: str, ns: str) -> dict:
 def _dynamo(kube, key: str, manifest: dict) -> dict:
     name, ns = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
     row = {"key": key, "name": name, "namespace": ns, "state": "not found", "ready": False, "services": [],
-           "frontend": None, "owners": []}
+           "frontend": None, "owners": [], "users": []}
     live = kube.find(dgd.KIND, name, ns)
     if live is None:
         return row
@@ -78,15 +84,38 @@ def _dynamo(kube, key: str, manifest: dict) -> dict:
         ],
         frontend=_frontend(kube, name, ns),
         owners=[f"{o['kind']} {o['name']}" for o in live["metadata"].get("ownerReferences") or []],
+        users=dgd.users(live),
     )
     return row
 
 
+def _left(kube, job: dict | None, dynamo: list[dict]) -> list[dict]:
+    left = []
+    for row in dynamo:
+        if row["owners"] or not row.get("users"):
+            continue  # owned (GC removes it with its cluster) or not made by a run (cluster up)
+        running = usage.live(kube, row["users"], row["namespace"])
+        reason = (f"no RayCluster owns it, so it outlives run {', '.join(running)} (a run that died before "
+                  "linking it leaves this)" if running else
+                  f"made by run {', '.join(row['users'])}, which is not running; no RayCluster owns it, so "
+                  "nothing deletes it")
+        left.append({"what": f"DynamoGraphDeployment {row['name']}", "reason": reason,
+                     "remove": delete_command(dgd.KIND, row["name"], row["namespace"])})
+    if job is not None and job["deployment_status"] == "Running" and not job["job_status"]:
+        left.append({"what": f"RayJob {job['name']}", "reason": "running without a driver: if no `nrl-k8s run` is "
+                     "waiting to rescue it, nothing submits it", "remove": delete_command(rayjob.KIND, job["name"],
+                     job["namespace"]) + "   (or: nrl-k8s cluster down RECIPE -t kuberay.training --force)"})
+    return left
+
+
 def collect(kube, infra: dict) -> dict:
     ns = infra["namespace"]
+    job = _rayjob(kube, infra, ns)
+    dynamo = [_dynamo(kube, key, dgd.render(infra, key)) for key in sorted(infra.get("dynamo") or {})]
     return {
         "namespace": ns,
         "roles": [_role(kube, infra, role, ns) for role in sorted(infra.get("kuberay") or {})],
-        "rayjob": _rayjob(kube, infra, ns),
-        "dynamo": [_dynamo(kube, key, dgd.render(infra, key)) for key in sorted(infra.get("dynamo") or {})],
+        "rayjob": job,
+        "dynamo": dynamo,
+        "left": _left(kube, job, dynamo),
     }

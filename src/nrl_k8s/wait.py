@@ -1,7 +1,9 @@
 """The one wait primitive: list, then watch from that resourceVersion until a deadline.
 
-The watch is re-established when it expires, a 410 Gone re-lists, and polling (still bounded
-by the deadline) is used only when the server refuses to watch (403/405/501). Each state is
+The watch is re-established when it expires, a 410 Gone re-lists, and any other failure to
+watch (refused, 5xx once the request's retries are spent, ...) falls back to polling, still
+bounded by the deadline: only a failure to read at all ends the wait. 401 and a kind the
+server does not serve are raised at once. Each state is
 judged by a readiness function returning ``Ready`` / ``Pending(reason)`` / ``Failed(reason)``.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable
 
-from nrl_k8s.errors import ApiError, ForbiddenError, ResourceFailed, WaitTimeout
+from nrl_k8s.errors import ApiError, NotFoundError, ResourceFailed, UnauthorizedError, WaitTimeout
 from nrl_k8s.kinds.base import Failed, Kind, Readiness, Ready
 from nrl_k8s.kube_errors import GoneError
 
@@ -74,9 +76,9 @@ def wait(
                     return judge.result
         except GoneError:
             version = None
-        except ApiError as exc:
-            if not isinstance(exc, ForbiddenError) and exc.status not in (405, 501):
-                raise
+        except (UnauthorizedError, NotFoundError):
+            raise
+        except ApiError:
             watching, version = False, None
 
 

@@ -12,6 +12,12 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "nrl-k8s"}
 MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=nrl-k8s"
 
 
+def managed(obj: dict) -> bool:
+    """Whether nrl-k8s created ``obj`` (it carries the managed-by label)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in MANAGED_BY.items())
+
+
 @dataclass(frozen=True)
 class Kind:
     """A Kubernetes resource kind as data (group "" is the core API)."""
@@ -25,6 +31,16 @@ class Kind:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def resource_name(kind: Kind) -> str:
+    """``rayjobs.ray.io`` for grouped kinds, ``pods`` for the core group (as kubectl names them)."""
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def delete_command(kind: Kind, name: str, namespace: str) -> str:
+    """The kubectl command that deletes one object (printed for what a run leaves behind)."""
+    return f"kubectl -n {namespace} delete {resource_name(kind)} {name}"
 
 
 @dataclass(frozen=True)

@@ -306,3 +306,33 @@ def pod_selector(name: str) -> str:
 def frontend_service(name: str) -> str:
     """The frontend ClusterIP Service of DGD ``name`` (port ``FRONTEND_PORT``)."""
     return f"{name}-frontend"
+
+
+# -- users: the runs (RayJob names) that use a DGD ------------------------------------------
+# A run that creates a DGD lists itself at creation; a run that reuses one adds itself with a
+# version-guarded patch. Rollback never deletes a DGD that another live run lists.
+USERS_ANNOTATION = "nrl-k8s.io/users"
+
+
+def users(obj: dict) -> list[str]:
+    """The runs listed in ``USERS_ANNOTATION`` (in the order they were added)."""
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(USERS_ANNOTATION) or ""
+    return [name for name in (part.strip() for part in value.split(",")) if name]
+
+
+def with_user(manifest: dict, run: str) -> dict:
+    """``manifest`` listing ``run`` as its (first) user."""
+    metadata = manifest["metadata"]
+    annotations = {**(metadata.get("annotations") or {}), USERS_ANNOTATION: run}
+    return {**manifest, "metadata": {**metadata, "annotations": annotations}}
+
+
+def users_patch(obj: dict, *, add: str | None = None, remove: str | None = None) -> dict | None:
+    """A merge patch adding or removing one user; None when nothing changes."""
+    current = users(obj)
+    wanted = [name for name in current if name != remove]
+    if add and add not in wanted:
+        wanted.append(add)
+    if wanted == current:
+        return None
+    return {"metadata": {"annotations": {USERS_ANNOTATION: ",".join(wanted) or None}}}

@@ -116,6 +116,20 @@ def job_id(obj: dict) -> str | None:
     return (obj.get("status") or {}).get("jobId") or None
 
 
+def terminal(obj: dict) -> bool:
+    return (obj.get("status") or {}).get("jobDeploymentStatus") in TERMINAL_DEPLOYMENT_STATUSES
+
+
+def driver_submitted(obj: dict) -> bool:
+    """KubeRay fills ``jobStatus`` only from the dashboard's record of the job: the driver exists."""
+    return bool((obj.get("status") or {}).get("jobStatus"))
+
+
+def live(obj: dict | None) -> bool:
+    """A RayJob that exists and has not reached a terminal deployment status."""
+    return obj is not None and not terminal(obj)
+
+
 def readiness(obj: dict) -> Readiness:
     """Ready when the job completed with SUCCEEDED; Failed on any other terminal state."""
     status = obj.get("status") or {}

@@ -336,6 +336,8 @@ class ApiServer:
         resource = f"{rtype.plural}/{route.subresource}" if route.subresource else rtype.plural
         with self._counts_lock:
             self._counts[f"{verb} {resource}"] += 1
+        if self.faults.in_outage():
+            raise ApiStatus(503, "injected fault: the API server is unavailable (api-outage)")
         if self.faults.denied(verb, resource) or (resource == "services/proxy" and self.faults.get("proxy-forbidden") is not None):
             raise forbidden(verb, resource, rtype.group, route.namespace, route.name, req.user)
         code = self.faults.take_api_error(verb, resource)

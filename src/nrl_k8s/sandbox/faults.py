@@ -6,17 +6,19 @@ A fault is active when set; its value is ``""`` for plain switches. Values:
     dgd-failed[=MESSAGE]              optional condition message
     frontend-unavailable=SECONDS      number >= 0
     slow=FACTOR                       number > 0
+    api-outage=SECONDS                number > 0: every user request answers 503 for that long
     api-errors=VERB:RESOURCE:CODE:COUNT[;...]   the next COUNT matching calls fail with CODE
     rbac-deny=VERB:RESOURCE[;...]     matching calls are Forbidden
 
 VERB is one of get, list, watch, create, update, patch, delete or ``*``; RESOURCE is a plural
 (``rayjobs``, ``pods``) or ``*``. ``api-errors`` counts down as calls consume it and clears
-itself when every entry is used up.
+itself when every entry is used up; ``api-outage`` clears itself once its time is over.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "*")
 _SWITCHES = ("miss-driver-submission", "dgd-stuck-pending", "proxy-forbidden", "no-dgd-crd")
@@ -65,8 +67,8 @@ def validate(name: str, value: str | None) -> str:
         return ""
     if name == "dgd-failed":
         return value or ""
-    if name in ("frontend-unavailable", "slow"):
-        _number(name, value, positive=name == "slow")
+    if name in ("frontend-unavailable", "slow", "api-outage"):
+        _number(name, value, positive=name != "frontend-unavailable")
         return str(value)
     if name == "api-errors":
         _parse_api_errors(value or "")
@@ -92,12 +94,14 @@ class Faults:
         "slow",
         "no-dgd-crd",
         "rbac-deny",
+        "api-outage",
     )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._active: dict[str, str] = {}
         self._api_errors: list[list] = []
+        self._outage_until = 0.0
 
     def set(self, name: str, value: str | None = None) -> None:
         normalised = validate(name, value)
@@ -105,6 +109,8 @@ class Faults:
             self._active[name] = normalised
             if name == "api-errors":
                 self._api_errors = _parse_api_errors(normalised)
+            if name == "api-outage":
+                self._outage_until = time.monotonic() + float(normalised)
 
     def clear(self, name: str) -> None:
         if name not in self.KNOWN:
@@ -131,6 +137,16 @@ class Faults:
                     self._sync_api_errors()
                     return entry[2]
         return None
+
+    def in_outage(self) -> bool:
+        """True while an ``api-outage`` lasts (it clears itself afterwards)."""
+        with self._lock:
+            if "api-outage" not in self._active:
+                return False
+            if time.monotonic() < self._outage_until:
+                return True
+            self._active.pop("api-outage")
+            return False
 
     def denied(self, verb: str, resource: str) -> bool:
         value = self.get("rbac-deny")

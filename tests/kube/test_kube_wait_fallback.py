@@ -1,0 +1,43 @@
+"""Every wait falls back to polling when watching fails for any reason but 401 or a missing kind."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from test_kube_wait import configmap, phase_readiness, set_phase
+
+from nrl_k8s.errors import ServerError
+from nrl_k8s.kinds.core import CONFIGMAP
+from nrl_k8s.kube import Kube, Tuning
+
+SHORT = Tuning(backoff_s=0.01, backoff_cap_s=0.02, retry_budget_s=0.3, poll_interval_s=0.05)
+
+
+@pytest.mark.parametrize("code", ["500", "503", "429"])
+def test_wait_polls_when_watch_keeps_failing(kubeconfig, kube, sandbox, code):
+    sandbox.server.faults.set("api-errors", f"watch:configmaps:{code}:100000")
+    kube.create(CONFIGMAP, configmap("subject", "starting"))
+    seen = threading.Event()
+    threading.Thread(target=lambda: seen.wait(20) and set_phase(kube, "subject", "ready"), daemon=True).start()
+    with Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=SHORT) as client:
+        obj = client.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=20, on_progress=lambda _: seen.set())
+    assert obj["data"]["phase"] == "ready"
+    stats = sandbox.stats()
+    assert stats["watch configmaps"] >= 1 and stats["list configmaps"] >= 2  # polled after the watch failed
+
+
+def test_wait_survives_a_few_transient_watch_errors(kube, sandbox):
+    sandbox.server.faults.set("api-errors", "watch:configmaps:500:3")
+    kube.create(CONFIGMAP, configmap("subject", "starting"))
+    seen = threading.Event()
+    threading.Thread(target=lambda: seen.wait(20) and set_phase(kube, "subject", "ready"), daemon=True).start()
+    obj = kube.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=20, on_progress=lambda _: seen.set())
+    assert obj["data"]["phase"] == "ready"
+
+
+def test_wait_fails_when_it_cannot_even_list(kubeconfig, kube, sandbox):
+    sandbox.server.faults.set("api-errors", "list:configmaps:500:100000")
+    with Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=SHORT) as client:
+        with pytest.raises(ServerError):
+            client.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=20)

@@ -1,0 +1,96 @@
+"""Pure pieces of run safety: a DGD's users, RayJob states, and the permissions a run needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from nrl_k8s.kinds import dgd, rayjob
+from nrl_k8s.kinds.base import managed
+from nrl_k8s.probe import Permission, run_permissions
+
+
+def with_users(value: str | None) -> dict:
+    annotations = {} if value is None else {dgd.USERS_ANNOTATION: value}
+    return {"metadata": {"name": "d", "annotations": annotations}}
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [(None, []), ("", []), ("a", ["a"]), ("a,b", ["a", "b"]), (" a , ,b ", ["a", "b"])],
+    ids=["absent", "empty", "one", "two", "spaces-and-blanks"],
+)
+def test_users_are_read_from_the_annotation(value, expected):
+    assert dgd.users(with_users(value)) == expected
+
+
+def test_with_user_names_the_run_and_keeps_other_annotations():
+    manifest = {"metadata": {"name": "d", "annotations": {"keep": "me"}}, "spec": {}}
+    marked = dgd.with_user(manifest, "job-a")
+    assert marked["metadata"]["annotations"] == {"keep": "me", dgd.USERS_ANNOTATION: "job-a"}
+    assert manifest["metadata"]["annotations"] == {"keep": "me"}  # the input is not changed
+
+
+@pytest.mark.parametrize(
+    "value, change, patch",
+    [
+        ("a", {"add": "b"}, "a,b"),
+        (None, {"add": "b"}, "b"),
+        ("a,b", {"add": "b"}, None),
+        ("a,b", {"remove": "a"}, "b"),
+        ("a", {"remove": "a"}, "delete"),
+        ("a", {"remove": "z"}, None),
+    ],
+    ids=["add", "add-first", "add-present", "remove", "remove-last", "remove-absent"],
+)
+def test_users_patch(value, change, patch):
+    result = dgd.users_patch(with_users(value), **change)
+    if patch is None:
+        assert result is None
+    else:
+        expected = None if patch == "delete" else patch
+        assert result == {"metadata": {"annotations": {dgd.USERS_ANNOTATION: expected}}}
+
+
+@pytest.mark.parametrize(
+    "status, terminal, live, submitted",
+    [
+        ({}, False, True, False),
+        ({"jobDeploymentStatus": "Initializing", "jobStatus": ""}, False, True, False),
+        ({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, False, True, True),
+        ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, True, False, True),
+        ({"jobDeploymentStatus": "ValidationFailed"}, True, False, False),
+    ],
+    ids=["new", "initializing", "running", "complete", "never-submitted"],
+)
+def test_rayjob_states(status, terminal, live, submitted):
+    job = {"metadata": {"name": "j"}, "status": status}
+    assert (rayjob.terminal(job), rayjob.live(job), rayjob.driver_submitted(job)) == (terminal, live, submitted)
+
+
+def test_a_missing_rayjob_is_not_live():
+    assert rayjob.live(None) is False
+
+
+def test_managed_needs_the_label():
+    assert managed({"metadata": {"labels": {"app.kubernetes.io/managed-by": "nrl-k8s"}}})
+    assert not managed({"metadata": {"labels": {"app.kubernetes.io/managed-by": "helm"}}})
+    assert not managed({"metadata": {}})
+
+
+def test_run_permissions_cover_every_verb_the_run_uses():
+    needed = {str(p) for p in run_permissions(dynamo=True, proxy=True)}
+    assert {"create rayjobs.ray.io", "delete rayjobs.ray.io", "list rayclusters.ray.io", "create secrets",
+            "patch dynamographdeployments.nvidia.com", "delete dynamographdeployments.nvidia.com", "list pods",
+            "get services/proxy", "create services/proxy"} <= needed
+    assert not any(p.startswith("watch ") for p in needed)  # waits poll without it
+
+
+def test_run_permissions_depend_on_dynamo_and_the_proxy():
+    plain = run_permissions(dynamo=False, proxy=False)
+    assert not any(p.group == "nvidia.com" or p.resource in ("pods", "services/proxy") for p in plain)
+    assert Permission("create", "rayjobs", "ray.io") in plain
+
+
+def test_permission_names_read_like_kubectl():
+    assert str(Permission("get", "services/proxy")) == "get services/proxy"
+    assert str(Permission("create", "rayjobs", "ray.io")) == "create rayjobs.ray.io"
