@@ -155,7 +155,7 @@ def test_dgd_failure_exits_1_and_rolls_back(run, fault, extra, mention):
 
 
 def test_rayjob_apply_failure_rolls_back_dgds(run):
-    with run.sandbox.fault("api-errors", "create:rayjobs:500:20"):
+    with run.sandbox.fault("api-errors", "create:rayjobs:422:1"):
         result = run.run("--wait")
     assert result.returncode == 1, result.stderr
     assert "rolled back" in result.stderr
@@ -165,7 +165,7 @@ def test_rayjob_apply_failure_rolls_back_dgds(run):
 def test_pre_existing_dgd_is_reused_and_never_deleted(run):
     up = run.cli("cluster", "up", "--target", "dynamo.serving", *PAIR, *run.overrides())
     assert up.returncode == 0, up.stderr
-    with run.sandbox.fault("api-errors", "create:rayjobs:500:20"):
+    with run.sandbox.fault("api-errors", "create:rayjobs:422:1"):
         result = run.run("--wait")
     assert result.returncode == 1
     assert "reused" in result.stderr and "existed before this run" in result.stderr
