@@ -6,6 +6,7 @@ import json
 
 import pytest
 from kubernetes.client.rest import ApiException
+from sandbox_harness import eventually
 
 
 def test_outage_answers_503_to_users_not_to_the_operator(faults, core, client_for):
@@ -21,10 +22,10 @@ def test_outage_answers_503_to_users_not_to_the_operator(faults, core, client_fo
     core.list_namespace()
 
 
-def test_outage_ends_by_itself(faults, core, eventually):
+def test_outage_ends_by_itself(faults, core):
     faults.set("api-outage", "0.2")
     assert faults.active() == {"api-outage": "0.2"}
-    eventually(lambda: not faults.in_outage(), timeout=30)
+    eventually(lambda: not faults.in_outage(), what="the outage's end")
     assert faults.active() == {}
     core.list_namespace()
 
