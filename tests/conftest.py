@@ -36,9 +36,10 @@ def sandbox(tmp_path_factory) -> Iterator[Sandbox]:
 
 @pytest.fixture
 def separate_sandbox(tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
-    """``with separate_sandbox(*faults, state=None) as box:`` — a sandbox of its own, always stopped."""
+    """``with separate_sandbox(*faults, state=None, env=None) as box:`` — a sandbox of its own, always stopped."""
     counter = iter(range(1000))
-    return lambda *faults, state=None: _separate(Path(tmp_path) / f"sandbox-{next(counter)}", *faults, state=state)
+    return lambda *faults, state=None, env=None: _separate(Path(tmp_path) / f"sandbox-{next(counter)}", *faults,
+                                                           state=state, env=env)
 
 
 @pytest.fixture

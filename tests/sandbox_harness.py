@@ -41,9 +41,10 @@ DEADLINE_S = 300.0
 GATE_LIMIT_S = 900
 
 
-def nrl_k8s(*args: str, check: bool = True, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
-    """Run the installed ``nrl-k8s`` CLI; fail the test with its output when ``check`` fails."""
-    env = {**os.environ, INHERITED_ENV[0]: INHERITED_ENV[1]}
+def nrl_k8s(*args: str, check: bool = True, timeout: float = DEADLINE_S, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the installed ``nrl-k8s`` CLI (``env`` added to this process's); fail the test with
+    its output when ``check`` fails."""
+    env = {**os.environ, INHERITED_ENV[0]: INHERITED_ENV[1], **(env or {})}
     result = subprocess.run([NRL_K8S, *args], capture_output=True, text=True, timeout=timeout, env=env)
     if check and result.returncode != 0:
         pytest.fail(f"nrl-k8s {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
@@ -109,13 +110,13 @@ class Sandbox:
         return result
 
 
-def start_sandbox(directory: Path, *faults: str, state: Path | None = None) -> Sandbox:
+def start_sandbox(directory: Path, *faults: str, state: Path | None = None, env: dict[str, str] | None = None) -> Sandbox:
     args = ["sandbox", "up", "--dir", str(directory)]
     for fault in faults:
         args += ["--fault", fault]
     if state is not None:
         args += ["--state", str(state)]
-    result = nrl_k8s(*args)
+    result = nrl_k8s(*args, env=env)
     assert result.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}", result.stdout
     info = json.loads((directory / "sandbox.json").read_text())
     from nrl_k8s.sandbox.process import parse_faults
@@ -128,9 +129,9 @@ def stop_sandbox(box: Sandbox) -> subprocess.CompletedProcess:
 
 
 @contextlib.contextmanager
-def separate_sandbox(directory: Path, *faults: str, state: Path | None = None) -> Iterator[Sandbox]:
-    """Start a sandbox of its own in ``directory`` (with ``faults``, ``--state``) and always stop it."""
-    box = start_sandbox(directory, *faults, state=state)
+def separate_sandbox(directory: Path, *faults: str, state: Path | None = None, env: dict[str, str] | None = None) -> Iterator[Sandbox]:
+    """Start a sandbox of its own in ``directory`` (with ``faults``, ``--state``, ``env``) and always stop it."""
+    box = start_sandbox(directory, *faults, state=state, env=env)
     try:
         yield box
     finally:

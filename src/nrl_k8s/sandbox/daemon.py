@@ -1,8 +1,8 @@
 """The long-running sandbox process: API server + CRDs + operators + the real Ray head.
 
 Start-up order favours speed: the Ray head (the slow part) is launched first, the API server,
-CRDs and kubeconfig are set up while it boots, then the operators start once the dashboard
-answers. ``ready`` is written to the inherited pipe only when everything answers. SIGTERM or
+CRDs and kubeconfig are set up while it boots, then the operators start once its node is up
+(a head whose start-up Ray aborts is started again). ``ready`` is written to the inherited pipe only when everything answers. SIGTERM or
 SIGINT stops the operators, the stubs, the Ray head (its whole process group) and the API server
 (saving ``--state`` if given), in that order. It runs with umask 077, so every file it, the Ray
 head, Ray's workers and the job drivers create is private to the user.
@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+from nrl_k8s.errors import SandboxError
+
 from . import crds
 from .apiserver import ApiServer
 from .driver_env import DriverEnv
@@ -32,6 +34,7 @@ from .ray_head import RayHead, temp_dir_for
 
 log = logging.getLogger("nrl_k8s.sandbox.daemon")
 RAY_READY_S = 90.0
+RAY_START_ATTEMPTS = 3
 
 
 def ray_environment(sandbox_dir: Path) -> dict[str, str]:
@@ -78,7 +81,7 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
             server.install_crd(crd)
         write_kubeconfig(paths.kubeconfig, api_url, user_token, server.ca_pem)
         log.info("API server at %s (also plain HTTP); waiting for the Ray head", api_url)
-        version = head.wait_ready(RAY_READY_S)
+        version = _wait_ray(head, paths)
         log.info("Ray %s dashboard at %s", version.get("ray_version"), head.dashboard_url)
         timing = Timing(registry, speed)
         operators.append(KubeRay(api_client(http_url, operator_token), timing, registry, head.dashboard_url, drivers))
@@ -114,6 +117,23 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
         log.info("stopped the Ray head (%d processes)", len(stopped))
         if serving:  # stop() saves --state: never over a file that failed to load
             server.stop()
+
+
+def _wait_ray(head: RayHead, paths: Paths) -> dict:
+    """Wait for the Ray head, starting it again when it exits during start-up: its raylet aborts
+    when its agents take more than 15 s to come up (a loaded machine; Ray has no setting for it)."""
+    attempt = 1
+    while True:
+        try:
+            return head.wait_ready(RAY_READY_S)
+        except SandboxError as err:
+            if head.process.poll() is None or attempt == RAY_START_ATTEMPTS:
+                raise
+            log.warning("the Ray head exited during start-up (attempt %d of %d), starting it again: %s",
+                        attempt, RAY_START_ATTEMPTS, err.message)
+            head.stop()
+            write_pid(paths.ray_pid, head.start())
+            attempt += 1
 
 
 def _report_ray_exit(head: RayHead, stopping: threading.Event) -> None:

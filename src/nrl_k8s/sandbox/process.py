@@ -33,7 +33,7 @@ from .ray_head import temp_dir_for
 from .pids import MARKER, group_members, marked, open_private, read_pid, recorded, start_time, terminate, write_pid
 
 CONTEXT = "nrl-k8s-sandbox"
-START_TIMEOUT_S = 120.0
+START_TIMEOUT_S = 300.0  # a loaded machine may need several Ray head starts (daemon._wait_ray)
 DAEMON_STOP_S = 30.0
 PROCESS_STOP_S = 5.0
 COUNTED = {

@@ -120,10 +120,12 @@ class RayHead:
         return self.process.pid
 
     def wait_ready(self, timeout: float) -> dict:
-        """Block until the dashboard answers ``GET /api/version``; return its body.
+        """Block until the dashboard answers and lists this node ALIVE; return ``/api/version``.
 
-        Connection refused is the signal that it is not up yet; the head exiting or the
-        deadline passing raise SandboxError with the tail of the head's log.
+        The dashboard answers before the raylet has registered, and the raylet registers only
+        once its own agents are up (Ray aborts the head if they take too long): the node being
+        ALIVE is what makes jobs runnable. Connection refused means not up yet; the head
+        exiting or the deadline passing raise SandboxError with the tail of the head's log.
         """
         assert self.process is not None, "start() first"
         deadline = time.monotonic() + timeout
@@ -132,14 +134,20 @@ class RayHead:
             if self.process.poll() is not None:
                 raise SandboxError(f"the Ray head exited with code {self.process.returncode}", hint=self._log_tail())
             try:
-                with urllib.request.urlopen(f"{self.dashboard_url}/api/version", timeout=2) as response:
-                    return json.loads(response.read())
+                version = self._get("/api/version")
+                nodes = ((self._get("/api/v0/nodes").get("data") or {}).get("result") or {}).get("result") or []
+                if any(node.get("state") == "ALIVE" for node in nodes):
+                    return version
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() > deadline:
-                raise SandboxError(f"the Ray dashboard did not answer within {timeout:.0f}s", hint=self._log_tail())
+                raise SandboxError(f"the Ray head was not ready within {timeout:.0f}s", hint=self._log_tail())
             time.sleep(pause)
             pause = min(pause * 2, 0.5)
+
+    def _get(self, path: str) -> dict:
+        with urllib.request.urlopen(f"{self.dashboard_url}{path}", timeout=10) as response:
+            return json.loads(response.read())
 
     def stop(self, grace: float = 5.0) -> list[int]:
         """Stop the head and its process group; return the pids that were signalled."""

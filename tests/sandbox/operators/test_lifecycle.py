@@ -117,6 +117,28 @@ def test_down_stops_every_process_it_started(separate_sandbox, tmp_path, kill_da
         assert not temp_dir_for(box.dir).parent.exists() and not (box.dir / "volumes").exists()
 
 
+# Imported by every Python process of the sandbox (PYTHONPATH): the first Ray agent to start
+# stalls 40 s, as on a loaded machine, so Ray's raylet aborts that first head start.
+SLOW_FIRST_AGENT = """
+import os, sys, time
+if sys.argv[:1] and sys.argv[0].endswith(("dashboard/agent.py", "runtime_env/agent/main.py")):
+    try:
+        os.close(os.open(os.environ["NRL_K8S_TEST_SLOW_ONCE"], os.O_CREAT | os.O_EXCL))
+        time.sleep(40)
+    except FileExistsError:
+        pass
+"""
+
+
+def test_a_ray_head_that_aborts_its_start_up_is_started_again(separate_sandbox, tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(SLOW_FIRST_AGENT)
+    env = {"PYTHONPATH": str(tmp_path), "NRL_K8S_TEST_SLOW_ONCE": str(tmp_path / "slowed")}
+    with separate_sandbox(env=env) as box:
+        driver = _running_driver(box, tmp_path)  # jobs run: the head is up, not dying behind a ready dashboard
+        assert alive(driver) and (tmp_path / "slowed").exists()
+        assert "the Ray head exited during start-up (attempt 1 of 3)" in (box.dir / "daemon.log").read_text()
+
+
 def test_no_dgd_crd_fault_serves_no_dgd_path(separate_sandbox):
     with separate_sandbox("no-dgd-crd") as box, box.api_client() as api:
         custom = client.CustomObjectsApi(api)
