@@ -71,6 +71,7 @@ class Tuning:
     backoff_s: float = 0.25
     backoff_cap_s: float = 5.0
     retry_budget_s: float = 60.0  # how long one request keeps retrying transient failures
+    watch_retry_budget_s: float = 10.0  # shorter for a watch: waits poll when they cannot watch
     request_timeout_s: float = 30.0
     watch_window_s: float = 300.0
     poll_interval_s: float = 2.0
@@ -191,8 +192,12 @@ class Kube:
         timeout: float | tuple[float, float] | None = None,
         retry: bool = True,
         raise_for_status: bool = True,
+        budget_s: float | None = None,
     ):
-        """One HTTP request with retries; returns the client's RESTResponse (body not yet read)."""
+        """One HTTP request with retries (for ``budget_s``, default ``Tuning.retry_budget_s``).
+
+        Returns the client's RESTResponse (body not yet read).
+        """
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -218,7 +223,7 @@ class Kube:
                 if not retryable(response.status):
                     raise api_error(error, op, self.configuration.host) from None
                 delay = max(delay, retry_after(error) or 0.0)
-            if not retry or time.monotonic() - started + delay > t.retry_budget_s:
+            if not retry or time.monotonic() - started + delay > (budget_s or t.retry_budget_s):
                 break
             time.sleep(delay)
             attempt += 1
@@ -391,7 +396,8 @@ class Kube:
         if resource_version:
             query["resourceVersion"] = resource_version
         timeout = (min(self.tuning.request_timeout_s, seconds), seconds + 10)
-        response = self._call("GET", kind_path(kind, ns), op, query=query, timeout=timeout).response
+        response = self._call("GET", kind_path(kind, ns), op, query=query, timeout=timeout,
+                              budget_s=self.tuning.watch_retry_budget_s).response
         try:
             for line in response:
                 if not line.strip():

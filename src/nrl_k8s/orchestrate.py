@@ -472,4 +472,7 @@ def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResu
                 run.follow_job()
             except KeyboardInterrupt:
                 raise Interrupted("stopped following the job", hint=run.running_hint()) from None
+            except NrlK8sError as err:
+                err.hint = "; ".join(filter(None, [err.hint, run.running_hint()]))
+                raise
     return run.result

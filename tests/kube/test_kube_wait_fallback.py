@@ -11,7 +11,7 @@ from nrl_k8s.errors import ServerError
 from nrl_k8s.kinds.core import CONFIGMAP
 from nrl_k8s.kube import Kube, Tuning
 
-SHORT = Tuning(backoff_s=0.01, backoff_cap_s=0.02, retry_budget_s=0.3, poll_interval_s=0.05)
+SHORT = Tuning(backoff_s=0.01, backoff_cap_s=0.02, retry_budget_s=0.3, watch_retry_budget_s=0.3, poll_interval_s=0.05)
 
 
 @pytest.mark.parametrize("code", ["500", "503", "429"])
@@ -41,3 +41,16 @@ def test_wait_fails_when_it_cannot_even_list(kubeconfig, kube, sandbox):
     with Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=SHORT) as client:
         with pytest.raises(ServerError):
             client.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=20)
+
+
+def test_a_failing_watch_gives_up_sooner_than_other_requests(kubeconfig, kube, sandbox):
+    """Requests keep retrying for a long budget; a watch only briefly, since polling works too."""
+    sandbox.server.faults.set("api-errors", "watch:configmaps:500:100000")
+    kube.create(CONFIGMAP, configmap("subject", "starting"))
+    seen = threading.Event()
+    threading.Thread(target=lambda: seen.wait(20) and set_phase(kube, "subject", "ready"), daemon=True).start()
+    patient = Tuning(backoff_s=0.01, backoff_cap_s=0.02, retry_budget_s=60, watch_retry_budget_s=0.3,
+                     poll_interval_s=0.05)
+    with Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=patient) as client:
+        obj = client.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=20, on_progress=lambda _: seen.set())
+    assert obj["data"]["phase"] == "ready"
