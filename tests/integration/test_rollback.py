@@ -409,11 +409,11 @@ def test_status_lists_what_a_killed_run_left_and_cluster_down_removes_it(env):
         run.proc.kill()
         run.finish()
         status = env.cli("status")
+        # still inside the fault: once it clears, KubeRay submits the driver and the job can end
+        refused = env.cli("cluster", "down", "-t", "kuberay.training")
     assert status.returncode == 0, status.stderr
     assert "LEFT BEHIND" in status.stdout and f"RayJob {env.job}: running without a driver" in status.stdout
     assert f"kubectl -n {env.ns} delete rayjobs.ray.io {env.job}" in status.stdout
-
-    refused = env.cli("cluster", "down", "-t", "kuberay.training")
     assert refused.returncode == 2 and "--force" in refused.stderr
     removed = env.cli("cluster", "down", "-t", "kuberay.training", "--force")
     assert removed.returncode == 0, removed.stderr
