@@ -25,6 +25,8 @@ OverridesArg = Annotated[
     Optional[list[str]],
     typer.Argument(help="Hydra-style overrides: a.b=v, +a.b=v, ++a.b=v, ~a.b; `infra.` prefix targets the infra."),
 ]
+LatestRecipeArg = Annotated[Optional[Path], typer.Argument(
+    help="Recipe YAML (NeMo-RL config); omitted: the latest run recorded by `run --raycluster`.")]
 InfraOpt = Annotated[Optional[Path], typer.Option("--infra", "-i", help="Infra YAML (omit when the recipe has `infra:`).")]
 ShowSecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Print env values that look like secrets.")]
 
@@ -55,6 +57,23 @@ def connect(ctx: typer.Context, namespace: str | None = None):
 
     opts = global_options(ctx)
     return Kube.connect(context=opts.context, namespace=opts.namespace or namespace)
+
+
+def load_or_latest(ctx: typer.Context, recipe: Path | None, overrides: list[str] | None, infra: Path | None):
+    """(infra, Kube, run record or None): the run config when given, else the latest run record."""
+    if recipe is not None:
+        cfg = load(ctx, recipe, overrides, infra)
+        return cfg.infra, connect(ctx, cfg.infra["namespace"]), None
+    from nrl_k8s import runs
+    from nrl_k8s.errors import ConfigError
+    from nrl_k8s.kube import Kube
+
+    if overrides or infra:
+        raise ConfigError("overrides and --infra need a RECIPE", hint="pass the recipe first")
+    record = runs.load()
+    opts = global_options(ctx)
+    kube = Kube.connect(context=opts.context or record.get("context"), namespace=opts.namespace or record["namespace"])
+    return record["infra"], kube, record
 
 
 def dump_yaml_stream(docs: list[dict]) -> str:

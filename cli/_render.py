@@ -78,7 +78,7 @@ def render_status(s: dict) -> None:
     out.print(f"[bold]namespace[/] {escape(s['namespace'])}")
     render_rows(
         [{**r, "cluster": r["cluster"] or "-"} for r in s["roles"]],
-        ("role", "name", "cluster", "state", "head", "workers"),
+        ("role", "name", "cluster", "state", "head", "workers", "daemon"),
         empty="(no kuberay roles declared)",
     )
     job = s["rayjob"]
@@ -134,3 +134,19 @@ def render_probes(results) -> None:
         out.print(f"  {mark} {escape(r.name)}" + ("" if r.ok else f"  {escape(redact_text(r.detail))}"))
         if not r.ok and r.hint:
             out.print(f"         hint: {escape(redact_text(r.hint))}")
+
+
+def render_longlived_result(r) -> None:
+    out.print(f"\n[bold]run[/] {escape(r.run_id)} in namespace {escape(r.namespace)}")
+    rows = [(f"cluster {role}", f"{name} ({r.actions.get('kuberay.' + role, '-')})") for role, name in r.clusters.items()]
+    for name, action in r.dgds.items():
+        rows.append((f"dgd ({action})", f"{name}  owner: {', '.join(r.owners.get(name) or []) or 'none'}"))
+    rows += [(f"daemon {role}", what) for role, what in r.daemons.items()]
+    rows.append(("code", f"{r.package or '-'}  ({r.uploaded_bytes} bytes uploaded)"))
+    if r.job_status:
+        rows.append(("job status", r.job_status))
+    if r.record:
+        rows.append(("record", r.record))
+    for label, value in rows:
+        out.print(f"  {label:<16} {escape(str(value))}")
+    out.print("  follow logs      nrl-k8s logs -f        stop it: nrl-k8s job stop")

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._common import DashboardUrlOpt, InfraOpt, OverridesArg, RecipeArg, connect, load
+from ._common import DashboardUrlOpt, InfraOpt, LatestRecipeArg, OverridesArg, load_or_latest
 
 app = typer.Typer(rich_markup_mode=None, help="Ray jobs on a role's cluster (through its dashboard).")
 
@@ -15,10 +15,13 @@ FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing u
 
 
 def _dashboard(ctx, recipe, overrides, infra, role, url):
+    """(dashboard, RayJob or None, the job the latest run record names for ``role`` or None)."""
     from nrl_k8s import jobs
 
-    cfg = load(ctx, recipe, overrides, infra)
-    return jobs.dashboard(connect(ctx, cfg.infra["namespace"]), cfg.infra, role, url)
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    dash, rayjob = jobs.dashboard(kube, infra_cfg, role, url)
+    recorded = record["job_id"] if record is not None and role == "training" else None
+    return dash, rayjob, recorded
 
 
 def _print_logs(dash, job_id: str, follow: bool) -> None:
@@ -31,14 +34,14 @@ def _print_logs(dash, job_id: str, follow: bool) -> None:
 
 
 @app.command("list")
-def list_jobs(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
+def list_jobs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
               role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
     """Jobs on the role's cluster."""
     from nrl_k8s.redact import redact_text
 
     from ._render import render_rows
 
-    dash, _ = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
+    dash, _, _ = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
     with dash:
         rows = [{"submission id": j.submission_id or "", "status": j.status, "entrypoint": redact_text(j.entrypoint)[:60]}
                 for j in dash.list_jobs()]
@@ -49,33 +52,33 @@ JobOpt = Annotated[Optional[str], typer.Option("--job", "-j", help="Submission i
 
 
 @app.command("logs")
-def job_logs(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
+def job_logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
              job: JobOpt = None, role: RoleOpt = "training", follow: FollowOpt = False,
              dashboard_url: DashboardUrlOpt = None) -> None:
     """Logs of one job."""
     from nrl_k8s.jobs import current_job
 
-    dash, rayjob = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
+    dash, rayjob, recorded = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
     with dash:
-        _print_logs(dash, job or current_job(dash, rayjob), follow)
+        _print_logs(dash, job or recorded or current_job(dash, rayjob), follow)
 
 
 @app.command("stop")
-def stop(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
+def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
          job: JobOpt = None, role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
     """Stop one job."""
     from nrl_k8s.jobs import current_job
 
     from ._console import err
 
-    dash, rayjob = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
+    dash, rayjob, recorded = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
     with dash:
-        job_id = job or current_job(dash, rayjob)
+        job_id = job or recorded or current_job(dash, rayjob)
         stopped = dash.stop(job_id)
     err.print(f"job {job_id}: {'stop requested' if stopped else 'was not running'}", markup=False)
 
 
-def logs(ctx: typer.Context, recipe: RecipeArg, overrides: OverridesArg = None, infra: InfraOpt = None,
+def logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
          role: RoleOpt = "training", follow: FollowOpt = False, dashboard_url: DashboardUrlOpt = None) -> None:
     """Logs of the role's current job (the RayJob's driver, else the latest job)."""
     job_logs(ctx, recipe, overrides, infra, None, role, follow, dashboard_url)

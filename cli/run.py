@@ -1,12 +1,17 @@
-"""`nrl-k8s run --rayjob`: inference first, then the training RayJob."""
+"""`nrl-k8s run --rayjob | --raycluster`: inference first, then training."""
 
 from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
+from click.core import ParameterSource
 
 from ._common import DashboardUrlOpt, InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, load, print_manifests
+
+# Flags that only one flow reads: refused by name in the other.
+_RAYJOB_ONLY = ("driver_grace", "shutdown", "ttl_seconds", "active_deadline")
+_RAYCLUSTER_ONLY = ("run_id", "replace", "skip_daemons", "repo_root", "recreate")
 
 
 def run(
@@ -14,33 +19,53 @@ def run(
     recipe: RecipeArg,
     overrides: OverridesArg = None,
     infra: InfraOpt = None,
-    rayjob: Annotated[bool, typer.Option("--rayjob", help="Ephemeral RayJob flow (the default).")] = True,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the RayJob and every DGD; apply nothing.")] = False,
+    rayjob: Annotated[bool, typer.Option("--rayjob", help="Ephemeral RayJob flow (the default).")] = False,
+    raycluster: Annotated[bool, typer.Option(
+        "--raycluster", help="Long-lived flow: keep the RayClusters and DGDs up, submit the driver to them.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every object the run would apply; apply nothing.")] = False,
     show_secrets: ShowSecretsOpt = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the job until it ends (exit 0 only on SUCCEEDED).")] = True,
     driver_grace: Annotated[
-        float, typer.Option("--driver-grace", min=0, help="Seconds KubeRay gets to submit the driver before nrl-k8s does.")
+        float, typer.Option("--driver-grace", min=0, help="[rayjob] Seconds KubeRay gets to submit the driver before nrl-k8s does.")
     ] = 90.0,
     dashboard_url: DashboardUrlOpt = None,
     shutdown: Annotated[
-        bool, typer.Option("--shutdown/--no-shutdown", help="Delete the RayCluster (and its DGDs) when the job ends.")
+        bool, typer.Option("--shutdown/--no-shutdown", help="[rayjob] Delete the RayCluster (and its DGDs) when the job ends.")
     ] = True,
-    ttl_seconds: Annotated[int, typer.Option("--ttl-seconds", min=0, help="Keep the finished cluster this long.")] = 0,
+    ttl_seconds: Annotated[int, typer.Option("--ttl-seconds", min=0, help="[rayjob] Keep the finished cluster this long.")] = 0,
     active_deadline: Annotated[
-        Optional[int], typer.Option("--active-deadline-seconds", min=1, help="Fail the job after this long.")
+        Optional[int], typer.Option("--active-deadline-seconds", min=1, help="[rayjob] Fail the job after this long.")
     ] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="[raycluster] Submission id of the driver (default: generated).")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="[raycluster] Stop running jobs (driver, failed daemons) and submit anew.")] = False,
+    skip_daemons: Annotated[bool, typer.Option("--skip-daemons", help="[raycluster] Do not submit the roles' daemons.")] = False,
+    repo_root: Annotated[Optional[str], typer.Option("--repo-root", help="[raycluster] Root of launch.rayUploadPaths (default: the git top-level).")] = None,
+    recreate: Annotated[bool, typer.Option("--recreate", help="[raycluster] Replace live objects whose spec drifted.")] = False,
 ) -> None:
-    """Bring up every DGD, wait until it serves, then run the training RayJob."""
+    """Bring up every DGD (serving) and the training: a RayJob (default) or long-lived RayClusters."""
+    from nrl_k8s.errors import ConfigError
+
+    if rayjob and raycluster:
+        raise ConfigError("--rayjob and --raycluster are mutually exclusive", hint="pick one flow")
+    wrong = _RAYJOB_ONLY if raycluster else _RAYCLUSTER_ONLY
+    given = [p.opts[0] for p in ctx.command.params if p.name in wrong
+             and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE]
+    if given:
+        flow = "--raycluster" if raycluster else "--rayjob"
+        raise ConfigError(f"{', '.join(given)} cannot be used with {flow}",
+                          hint="see `nrl-k8s run --help`: [rayjob] and [raycluster] mark each flow's flags")
+    cfg = load(ctx, recipe, overrides, infra)
+    if raycluster:
+        _run_raycluster(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, dashboard_url=dashboard_url,
+                        run_id=run_id, replace=replace, skip_daemons=skip_daemons, repo_root=repo_root,
+                        recreate=recreate)
+        return
+
     from nrl_k8s.plan import RunOptions, plan_run
 
-    cfg = load(ctx, recipe, overrides, infra)
     plan = plan_run(cfg, RunOptions(shutdown=shutdown, ttl_seconds=ttl_seconds, active_deadline_seconds=active_deadline))
     if dry_run:
-        print_manifests(plan.manifests(), show_secrets=show_secrets)
-        from ._console import err
-
-        for note in plan.notes:
-            err.print(f"recipe: {note}", markup=False)
+        _print_dry_run(plan, show_secrets)
         return
 
     from nrl_k8s.orchestrate import LiveOptions, run_rayjob
@@ -53,5 +78,44 @@ def run(
     with Progress() as progress:
         result = run_rayjob(kube, plan, options, progress)
     render_run_result(result)
+    if wait and not result.succeeded:
+        raise typer.Exit(1)
+
+
+def _print_dry_run(plan, show_secrets: bool) -> None:
+    from ._console import err
+
+    print_manifests(plan.manifests(), show_secrets=show_secrets)
+    for note in plan.notes:
+        err.print(f"recipe: {note}", markup=False)
+
+
+def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, dashboard_url, run_id, replace, skip_daemons, repo_root,
+                    recreate) -> None:
+    from nrl_k8s.plan import plan_longlived
+
+    plan = plan_longlived(cfg, run_id)
+    if dry_run:
+        _print_dry_run(plan, show_secrets)
+        return
+
+    from nrl_k8s.longlived import LongLivedOptions, run_raycluster
+    from nrl_k8s.redact import redact_lines
+
+    from ._common import global_options
+    from ._progress import Progress
+    from ._render import render_longlived_result
+
+    kube = connect(ctx, cfg.infra["namespace"])
+    options = LongLivedOptions(wait=wait, recreate=recreate, replace=replace, skip_daemons=skip_daemons,
+                               repo_root=repo_root, dashboard_url=dashboard_url, context=global_options(ctx).context)
+
+    def on_log(text: str) -> None:
+        for line in redact_lines([text]):
+            typer.echo(line, nl=False)
+
+    with Progress() as progress:
+        result = run_raycluster(kube, plan, options, progress, on_log=on_log)
+    render_longlived_result(result)
     if wait and not result.succeeded:
         raise typer.Exit(1)

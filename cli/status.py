@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from ._common import InfraOpt, OverridesArg, RecipeArg, connect, dump_yaml_stream, load
+from ._common import InfraOpt, LatestRecipeArg, OverridesArg, dump_yaml_stream, load_or_latest
 
 
 def status(
     ctx: typer.Context,
-    recipe: RecipeArg,
+    recipe: LatestRecipeArg = None,
     overrides: OverridesArg = None,
     infra: InfraOpt = None,
     output: Annotated[str, typer.Option("--output", "-o", help="table, json or yaml.")] = "table",
@@ -24,8 +24,10 @@ def status(
 
     if output not in ("table", "json", "yaml"):
         raise ConfigError(f"--output {output!r} is not supported", hint="use table, json or yaml")
-    cfg = load(ctx, recipe, overrides, infra)
-    data = redact(collect(connect(ctx, cfg.infra["namespace"]), cfg.infra))  # job messages can echo driver output
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    data = redact(collect(kube, infra_cfg))  # job messages can echo driver output
+    if record is not None:
+        data["run"] = {"run_id": record["run_id"], "job_id": record["job_id"], "created": record["created"]}
     if output == "json":
         typer.echo(json.dumps(data, indent=2))
     elif output == "yaml":

@@ -15,37 +15,19 @@ RayJob keeps running and how to stop it.
 
 from __future__ import annotations
 
-import queue
-import signal
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, interrupts_raise
 from .dashboard import Dashboard
-from .drift import spec_drift
-from .errors import (
-    ApiError,
-    ConfigError,
-    ConflictError,
-    ForbiddenError,
-    NotFoundError,
-    NrlK8sError,
-    ResourceFailed,
-    SubmissionExists,
-    UnauthorizedError,
-    WaitTimeout,
-)
-from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
+from .errors import ApiError, ConfigError, NrlK8sError, ResourceFailed, SubmissionExists, WaitTimeout
+from .events import Applied, Became, Emit, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob, secret
-from .kinds.base import Failed, Kind, Pending, Ready, delete_command, managed
+from .kinds.base import Failed, Pending, Ready, delete_command, managed
 from .plan import RunPlan
-from .probe import missing_permissions, run_permissions
-from .rollback import Created, Ledger, RollbackInterrupts
-from .serving import wait_serving
+from .probe import run_permissions
 
 _CLUSTER_NAME_TIMEOUT_S = 300
 _PROVISION_TIMEOUT_S = 1800
-_GONE_TIMEOUT_S = 600
 _DASHBOARD_RETRIES = 8
 
 
@@ -70,46 +52,24 @@ class RunResult:
     succeeded: bool | None = None
 
 
-class Interrupted(NrlK8sError):
-    """Ctrl-C / SIGTERM during the bring-up."""
-
-    exit_code = 130
-
-
-@contextmanager
-def _interrupts_raise():
-    """Turn SIGTERM into KeyboardInterrupt so both roll back the same way."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def raise_interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-class _Run:
+class _Run(BringUp):
     def __init__(self, kube, plan: RunPlan, options: LiveOptions, emit: Emit):
-        self.kube, self.plan, self.options, self.emit = kube, plan, options, emit
-        self.ns = plan.rayjob["metadata"]["namespace"]
-        self.result = RunResult(rayjob=plan.rayjob["metadata"]["name"], namespace=self.ns)
-        self.ledger = Ledger(kube, self.ns, self.result.rayjob, emit)
+        name, ns = plan.rayjob["metadata"]["name"], plan.rayjob["metadata"]["namespace"]
+        super().__init__(kube, ns, name, emit)
+        self.plan, self.options = plan, options
+        self.result = RunResult(rayjob=name, namespace=ns, dgds=self.dgd_actions, owners=self.dgd_owners)
         self.submitted = False  # the driver exists: from now on nothing is rolled back
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> dict[str, dict | None]:
         """Refuse before creating anything: missing permissions, a taken name we cannot reuse."""
-        self.check_permissions()
-        existing = self.check_dgds()
+        proxy = not self.kube.in_cluster and not self.options.dashboard_url
+        self.check_permissions(run_permissions(dynamo=bool(self.plan.dgds), proxy=proxy))
+        existing = self.check_dgds(self.plan.dgds)
         job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
         if job is not None:
             self.replace_finished(job)
-            existing = self.check_dgds()  # GC may have taken DGDs the finished job's cluster owned
+            existing = self.check_dgds(self.plan.dgds)  # GC may have taken DGDs the finished job's cluster owned
         self.check_secret()
         return existing
 
@@ -123,39 +83,6 @@ class _Run:
                 hint="its RayJob was deleted and garbage collection has not removed it yet: retry in a moment" if owned
                 else f"an interrupted start of this same run left it: {delete_command(secret.KIND, name, self.ns)}",
             )
-
-    def check_permissions(self) -> None:
-        proxy = not self.kube.in_cluster and not self.options.dashboard_url
-        needed = run_permissions(dynamo=bool(self.plan.dgds), proxy=proxy)
-        try:
-            missing = missing_permissions(self.kube, needed, self.ns)
-        except UnauthorizedError:
-            raise
-        except ApiError as err:
-            self.emit(Warning(f"cannot verify permissions before starting ({err.message}); going ahead"))
-            return
-        if missing:
-            raise ForbiddenError(
-                f"missing permissions in namespace {self.ns}: {', '.join(map(str, missing))}; nothing was created",
-                hint="ask your cluster admin for a Role (and RoleBinding) granting them; "
-                "`nrl-k8s check` lists every permission a run needs",
-            )
-
-    def check_dgds(self) -> dict[str, dict | None]:
-        existing = {}
-        for key, manifest in self.plan.dgds.items():
-            name = manifest["metadata"]["name"]
-            found = self.kube.find(dgd.KIND, name, self.ns)
-            changed = spec_drift(manifest, found) if found is not None else []
-            if changed:
-                raise ConfigError(
-                    f"DGD {name} (infra.dynamo.{key}) already exists in namespace {self.ns} with a different spec "
-                    f"({'; '.join(changed[:3])})",
-                    hint=f"delete it (kubectl -n {self.ns} delete dgd {name}) or use "
-                    f"`nrl-k8s cluster up --target dynamo.{key} --recreate`",
-                )
-            existing[key] = found
-        return existing
 
     def replace_finished(self, job: dict) -> None:
         """A finished RayJob nrl-k8s created is deleted (with its cluster and the DGDs only it owned)."""
@@ -172,91 +99,28 @@ class _Run:
         cluster = rayjob.cluster_name(job) and self.kube.find(raycluster.KIND, rayjob.cluster_name(job), self.ns)
         old_secret = self.kube.find(secret.KIND, self.plan.secret["metadata"]["name"], self.ns)
         self.kube.delete(rayjob.KIND, name, self.ns)
-        self.kube.wait_gone(rayjob.KIND, name, self.ns, timeout_s=_GONE_TIMEOUT_S)
+        self.kube.wait_gone(rayjob.KIND, name, self.ns, timeout_s=GONE_TIMEOUT_S)
         job_uid = job["metadata"].get("uid")
         if old_secret and any(o.get("uid") == job_uid for o in old_secret["metadata"].get("ownerReferences") or []):
             # the same config makes the same Secret name: GC must have taken the old one first
-            self.kube.wait_gone(secret.KIND, old_secret["metadata"]["name"], self.ns, timeout_s=_GONE_TIMEOUT_S)
+            self.kube.wait_gone(secret.KIND, old_secret["metadata"]["name"], self.ns, timeout_s=GONE_TIMEOUT_S)
         if cluster:
             uid = cluster["metadata"]["uid"]
-            self.kube.wait_gone(raycluster.KIND, cluster["metadata"]["name"], self.ns, timeout_s=_GONE_TIMEOUT_S)
+            self.kube.wait_gone(raycluster.KIND, cluster["metadata"]["name"], self.ns, timeout_s=GONE_TIMEOUT_S)
             for manifest in self.plan.dgds.values():  # GC takes the DGDs that cluster alone owned
                 live = self.kube.find(dgd.KIND, manifest["metadata"]["name"], self.ns)
                 owners = (live or {}).get("metadata", {}).get("ownerReferences") or []
                 if owners and all(o.get("uid") == uid for o in owners):
-                    self.kube.wait_gone(dgd.KIND, manifest["metadata"]["name"], self.ns, timeout_s=_GONE_TIMEOUT_S)
+                    self.kube.wait_gone(dgd.KIND, manifest["metadata"]["name"], self.ns, timeout_s=GONE_TIMEOUT_S)
         self.emit(Became("rayjob", f"finished {name} deleted"))
 
     # -- bring-up --------------------------------------------------------------------------
-    def _create(self, kind: Kind, manifest: dict, label: str) -> dict:
-        """Create and remember it for rollback; remembered first, so Ctrl-C mid-request still rolls it back."""
-        entry = Created(kind, manifest["metadata"]["name"], label)
-        self.ledger.created.append(entry)
-        try:
-            return self.kube.create(kind, manifest)
-        except ConflictError:
-            self.ledger.created.remove(entry)  # someone else's object: never ours to delete
-            raise ResourceFailed(
-                f"{kind.kind} {entry.name} appeared while this run was starting",
-                hint="another run may be starting the same config; if not (a create of this run that timed out "
-                f"can land late), remove it: {delete_command(kind, entry.name, self.ns)}",
-            ) from None
-
-    def apply_dgds(self, existing: dict[str, dict | None]) -> None:
-        for key, manifest in self.plan.dgds.items():
-            name, label = manifest["metadata"]["name"], f"dynamo.{key}"
-            if existing[key] is not None:
-                self.claim(name)
-                self.result.dgds[name] = "reused"
-                self.emit(Applied(label, name, "reused"))
-                continue
-            self._create(dgd.KIND, manifest, label)
-            self.result.dgds[name] = "created"
-            self.emit(Applied(label, name, "created"))
-
-    def claim(self, name: str) -> None:
-        """List this run among the users of a DGD it reuses, so no other run's rollback deletes it."""
-        self.ledger.claimed.append(name)
-        try:
-            self.kube.modify(dgd.KIND, name, lambda obj: dgd.users_patch(obj, add=self.result.rayjob), self.ns)
-        except NotFoundError:
-            self.ledger.claimed.remove(name)
-            raise ResourceFailed(f"DGD {name} was deleted while this run was starting to reuse it",
-                                 hint="run again: this run creates it") from None
-
-    def wait_dgds(self) -> None:
-        """Wait for every DGD in parallel; the first failure wins (daemon threads, so Ctrl-C is immediate)."""
-        results: queue.Queue = queue.Queue()
-        stopped = threading.Event()
-
-        def emit(event) -> None:
-            if not stopped.is_set():
-                self.emit(event)
-
-        def wait_one(key: str, manifest: dict) -> None:
-            try:
-                wait_serving(self.kube, f"dynamo.{key}", manifest, self.plan.ready_timeouts[key], emit)
-                results.put((key, None))
-            except NrlK8sError as err:
-                results.put((key, err))
-
-        for key, manifest in self.plan.dgds.items():
-            threading.Thread(target=wait_one, args=(key, manifest), daemon=True, name=f"wait-{key}").start()
-        try:
-            for _ in self.plan.dgds:
-                key, error = results.get()
-                if error is not None:
-                    raise error
-                self.emit(Became(f"dynamo.{key}", "serving"))
-        finally:
-            stopped.set()
-
     def apply_rayjob(self) -> None:
         """The run Secret, then the RayJob, then the RayJob made the Secret's owner (GC deletes it with the run)."""
         name = self.plan.secret["metadata"]["name"]
-        self._create(secret.KIND, self.plan.secret, "secret")
+        self.create(secret.KIND, self.plan.secret, "secret")
         self.emit(Applied("secret", name, "created"))
-        job = self._create(rayjob.KIND, self.plan.rayjob, "rayjob")
+        job = self.create(rayjob.KIND, self.plan.rayjob, "rayjob")
         self.emit(Applied("rayjob", self.result.rayjob, "created"))
         self.kube.modify(secret.KIND, name, lambda live: {"metadata": {
             "ownerReferences": [*(live["metadata"].get("ownerReferences") or []), dgd.owner_reference(job)]}},
@@ -278,7 +142,7 @@ class _Run:
         job = self.kube.wait(rayjob.KIND, named, name=self.result.rayjob, namespace=self.ns,
                              timeout_s=_CLUSTER_NAME_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("rayjob", r)),
                              what=f"RayJob {self.result.rayjob}")
-        self.result.raycluster = rayjob.cluster_name(job)
+        self.result.raycluster = self.cluster = rayjob.cluster_name(job)
         if self.result.raycluster is None:
             raise ResourceFailed(f"RayJob {self.result.rayjob} ended before KubeRay created its RayCluster: "
                                  f"{rayjob.readiness(job).reason}")
@@ -297,34 +161,8 @@ class _Run:
         if cluster is None:  # came and went with its finished job
             self.report_unlinked()
             return
-        ref = dgd.owner_reference(cluster)
-        self.ledger.cluster_uid = ref["uid"]
-        for name, action in self.result.dgds.items():
-            seen: dict = {}
-
-            def change(current: dict) -> dict | None:
-                owners = seen["owners"] = current["metadata"].get("ownerReferences") or []
-                seen["shared"] = any(user != self.result.rayjob for user in dgd.users(current))
-                if any(o.get("uid") == ref["uid"] for o in owners) or (action == "reused" and not owners
-                                                                        and not seen["shared"]):
-                    return None
-                return {"metadata": {"ownerReferences": [*owners, ref]}}
-
-            updated = self.kube.modify(dgd.KIND, name, change, self.ns)
-            names = [o.get("name") for o in seen["owners"]]
-            if action == "reused" and not seen["owners"] and not seen["shared"]:
-                self.emit(Warning(f"DGD {name} existed before this run and has no owner: it is not linked to "
-                                  f"{cluster['metadata']['name']} and will keep running after the job"))
-                self.result.owners[name] = []
-                continue
-            if any(o.get("uid") == ref["uid"] for o in seen["owners"]):
-                self.result.owners[name] = names
-                continue
-            if seen["owners"]:
-                self.emit(Warning(f"DGD {name} already has owner(s) {', '.join(names)}; adding "
-                                  f"{ref['name']} as a second owner (GC deletes it once every owner is gone)"))
-            self.result.owners[name] = [o.get("name") for o in updated["metadata"]["ownerReferences"]]
-            self.emit(Became(f"dgd {name}", f"owned by RayCluster {ref['name']}"))
+        for name in self.dgd_actions:
+            self.link_owner(name, cluster)
 
     # -- stalled-driver rescue -------------------------------------------------------------
     def rescue_driver(self) -> None:
@@ -383,14 +221,6 @@ class _Run:
                                      configuration=self.kube.configuration, in_cluster=self.kube.in_cluster,
                                      url=self.options.dashboard_url, retries=_DASHBOARD_RETRIES)
 
-    def report_unlinked(self) -> None:
-        """DGDs this run created that no RayCluster owns: nothing deletes them when the job ends."""
-        for name, action in self.result.dgds.items():
-            if action == "created" and not self.result.owners.get(name):
-                cluster = self.result.raycluster or "(not created)"
-                self.emit(LeftBehind(f"{dgd.KIND.kind} {name}", f"not linked to RayCluster {cluster}, so it outlives "
-                                     f"the job", delete_command(dgd.KIND, name, self.ns)))
-
     # -- follow ----------------------------------------------------------------------------
     def follow_job(self) -> None:
         def terminal(obj):
@@ -425,37 +255,10 @@ class _Run:
             return None
         return job is not None and rayjob.driver_submitted(job)
 
-    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
-        """Roll back unless the driver started; the error to raise (``error`` None: interrupted)."""
-        if not self.ledger.created and not self.ledger.claimed:
-            return error or Interrupted("interrupted before anything was created")
-        with RollbackInterrupts(self.emit) as interrupts:
-            try:
-                started = self.driver_started()
-            except KeyboardInterrupt:
-                started = None
-            if started is False:
-                aborted = self.ledger.rollback(interrupts)
-                if error is not None:
-                    return error
-                if aborted:
-                    return Interrupted("interrupted during bring-up; the rollback was aborted: see what is left above")
-                return Interrupted("interrupted during bring-up; rolled back what this run created")
-            interrupts.abortable = False
-            if started is None:  # it may be running: deleting it could kill a live job
-                for entry in self.ledger.created:
-                    self.emit(entry.left(self.ns, "not rolled back: could not tell whether the driver started"))
-            else:
-                self.report_unlinked()
-        failure = error or Interrupted("interrupted after the driver was submitted")
-        if started:
-            failure.hint = "; ".join(filter(None, [failure.hint, self.running_hint()]))
-        return failure
-
 
 def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResult:
     run = _Run(kube, plan, options, emit)
-    with _interrupts_raise():
+    with interrupts_raise():
         try:
             existing = run.preflight()
             run.apply_dgds(existing)

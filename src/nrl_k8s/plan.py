@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from . import recipe as recipe_mod
 from .config import LoadedConfig
 from .errors import ConfigError
-from .kinds import dgd, rayjob
+from .errors import InfraError
+from .kinds import deployment, dgd, rayjob
+from .kinds.base import MANAGED_BY
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,16 @@ class RunPlan:
         return [*self.dgds.values(), self.secret, self.rayjob]
 
 
+def _same_namespace(dgds: dict[str, dict], namespace: str) -> None:
+    for key, manifest in dgds.items():
+        if manifest["metadata"]["namespace"] != namespace:
+            raise ConfigError(
+                f"infra.dynamo.{key}.namespace is {manifest['metadata']['namespace']!r} but the run is in {namespace!r}",
+                hint="Kubernetes ownerReferences cannot cross namespaces, so the DGD could not be cleaned up with "
+                "the run; remove dynamo.KEY.namespace or set infra.namespace to match",
+            )
+
+
 def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
     with cfg.located():
         return _plan(cfg, options)
@@ -44,14 +56,7 @@ def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
 def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     dgds = {key: dgd.render(cfg.infra, key) for key in sorted(cfg.infra.get("dynamo") or {})}
     names = [m["metadata"]["name"] for m in dgds.values()]
-    job_ns = cfg.infra["namespace"]
-    for key, manifest in dgds.items():
-        if manifest["metadata"]["namespace"] != job_ns:
-            raise ConfigError(
-                f"infra.dynamo.{key}.namespace is {manifest['metadata']['namespace']!r} but the RayJob runs in {job_ns!r}",
-                hint="Kubernetes ownerReferences cannot cross namespaces, so the DGD could not be cleaned up with "
-                "the run; remove dynamo.KEY.namespace or set infra.namespace to match",
-            )
+    _same_namespace(dgds, cfg.infra["namespace"])
     final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
     run_id = recipe_mod.run_id(cfg.infra, final_recipe, list(dgds.values()))
     job = rayjob.render(
@@ -65,3 +70,132 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
                    secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts)
+
+
+# -- `run --raycluster` ---------------------------------------------------------------------
+
+DRIVER_RECIPE = "nrl_k8s_run.yaml"  # the final recipe, at the root of the driver's working dir
+DEFAULT_HEALTH_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Code:
+    """What the driver (or a daemon) runs from: an uploaded package, or a path in the image."""
+
+    source: str  # upload | image | lustre
+    upload_paths: tuple[str, ...] | None  # None: the NeMo-RL defaults (upload only)
+    code_path: str | None  # image / lustre: where the driver starts
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One Ray job the flow submits through a cluster's dashboard (a daemon or the driver)."""
+
+    role: str
+    cluster: str
+    submission_id: str
+    entrypoint: str
+    env: dict[str, str]  # runtime_env env_vars (values that do not look secret)
+    code: Code
+    health_url: str | None = None
+    health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class LongLivedPlan:
+    run_id: str
+    namespace: str
+    infra: dict  # resolved (kept, secrets redacted, in the run record)
+    recipe: dict  # the final recipe, staged as nrl_k8s_run.yaml
+    notes: tuple[str, ...]
+    deployments: dict[str, list[dict]]  # infra.deployments key -> [Deployment, Service?]
+    health: dict[str, tuple[str, float]]  # infra.deployments key -> (healthCheckUrl, timeout)
+    clusters: dict[str, dict]  # role -> RayCluster
+    dra: dict[str, list[dict]]  # role -> its DRA objects (owned by the RayCluster at creation)
+    env_secrets: dict[str, dict]  # role -> Secret of the env values that look secret (owned likewise)
+    dgds: dict[str, dict]  # owned by the training RayCluster at creation
+    ready_timeouts: dict[str, float]
+    daemons: dict[str, Submission]  # role -> its daemon
+    driver: Submission
+
+    def manifests(self) -> list[dict]:
+        """Everything that would be applied, in apply order."""
+        out = [m for pair in self.deployments.values() for m in pair]
+        for role, cluster in self.clusters.items():
+            out += [cluster, *self.dra.get(role, []), *([self.env_secrets[role]] if role in self.env_secrets else [])]
+        return out + list(self.dgds.values())
+
+
+def plan_longlived(cfg: LoadedConfig, run_id: str | None = None) -> LongLivedPlan:
+    with cfg.located():
+        return _plan_longlived(cfg, run_id)
+
+
+def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
+    from .kinds import raycluster, secret
+    from .redact import is_secret
+
+    infra, ns = cfg.infra, cfg.infra["namespace"]
+    dgds = {key: dgd.render(infra, key) for key in sorted(infra.get("dynamo") or {})}
+    _same_namespace(dgds, ns)
+    training = raycluster.cluster_name(infra, "training")
+    dgds = {key: dgd.with_user(manifest, training) for key, manifest in dgds.items()}
+    final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, [m["metadata"]["name"] for m in dgds.values()])
+    run_id = recipe_mod.checked_run_id(run_id) if run_id else recipe_mod.new_run_id(training)
+
+    clusters, dra, env_secrets, daemons = {}, {}, {}, {}
+    for role in raycluster.ROLES:
+        if role not in (infra.get("kuberay") or {}):
+            continue
+        cluster, dra[role] = raycluster.render_with_dra(infra, role)
+        name = cluster["metadata"]["name"]
+        entry = infra["kuberay"][role]
+        daemon = entry.get("daemon")
+        env = recipe_mod.launch_env(infra) if role == "training" else {}
+        if daemon:
+            env = {**env, **recipe_mod.checked_env(daemon.get("env"), f"kuberay.{role}.daemon.env")}
+        hidden = {k: v for k, v in env.items() if is_secret(k)}
+        if hidden:
+            secret_name = f"{name}-env"
+            env_secrets[role] = secret.render(secret_name, ns, [MANAGED_BY, infra.get("labels"),
+                                                                {raycluster.ROLE_LABEL: role}],
+                                              hidden, hint="keep the env values small")
+            rayjob.wire_env(cluster["spec"], secret_name, sorted(hidden))
+        clusters[role] = cluster
+        if daemon:
+            daemons[role] = Submission(
+                role=role, cluster=name,
+                submission_id=daemon.get("submissionId") or f"{name}-daemon",
+                entrypoint=_daemon_entrypoint(daemon, role),
+                env={k: v for k, v in recipe_mod.checked_env(daemon.get("env"), f"kuberay.{role}.daemon.env").items()
+                     if not is_secret(k)},
+                code=Code("upload", tuple(daemon["rayUploadPaths"]), None) if daemon.get("rayUploadPaths")
+                else Code("image", None, None),
+                health_url=daemon.get("healthCheckUrl"),
+                health_timeout_s=float(daemon.get("healthCheckTimeoutS") or DEFAULT_HEALTH_TIMEOUT_S),
+            )
+    launch = infra.get("launch") or {}
+    source = launch.get("codeSource") or "upload"
+    code = Code(source, tuple(launch["rayUploadPaths"]) if launch.get("rayUploadPaths") else None,
+                launch.get("codePath"))
+    driver_env = {k: v for k, v in recipe_mod.launch_env(infra).items() if not is_secret(k)}
+    driver = Submission(role="training", cluster=training, submission_id=run_id,
+                        entrypoint=recipe_mod.driver_entrypoint(infra),
+                        env={**driver_env, recipe_mod.RUN_ID_ENV: run_id, recipe_mod.RECIPE_ENV: DRIVER_RECIPE},
+                        code=code)
+    deployments, health = {}, {}
+    for key, entry in sorted((infra.get("deployments") or {}).items()):
+        deployments[key] = deployment.render_with_service(infra, key)
+        if entry.get("healthCheckUrl"):
+            health[key] = (entry["healthCheckUrl"], float(entry.get("healthCheckTimeoutS") or DEFAULT_HEALTH_TIMEOUT_S))
+    timeouts = {key: float(infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
+    return LongLivedPlan(run_id=run_id, namespace=ns, infra=infra, recipe=final_recipe, notes=tuple(notes),
+                         deployments=deployments, health=health, clusters=clusters, dra=dra,
+                         env_secrets=env_secrets, dgds=dgds, ready_timeouts=timeouts, daemons=daemons, driver=driver)
+
+
+def _daemon_entrypoint(daemon: dict, role: str) -> str:
+    if not (daemon.get("entrypoint") or "").strip():
+        raise InfraError(("kuberay", role, "daemon", "entrypoint"), "is not set",
+                         hint="set the command Ray runs as the role's long-running daemon job")
+    return daemon["entrypoint"]

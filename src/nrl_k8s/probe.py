@@ -40,6 +40,26 @@ def run_permissions(*, dynamo: bool, proxy: bool) -> list[Permission]:
     return needed
 
 
+def longlived_permissions(plan, *, proxy: bool) -> list[Permission]:
+    """Every verb `run --raycluster` uses for ``plan`` (a ``plan.LongLivedPlan``)."""
+    needed = [Permission(v, "rayclusters", "ray.io") for v in ("get", "list", "create", "delete")]
+    needed += [Permission("list", "pods")]
+    if plan.deployments:
+        needed += [Permission(v, "deployments", "apps") for v in ("get", "create", "delete")]
+        needed += [Permission(v, "services") for v in ("get", "create", "delete")]
+    groups = {(m["apiVersion"].split("/")[0], m["kind"].lower() + "s") for objs in plan.dra.values() for m in objs}
+    for group, plural in sorted(groups):
+        needed += [Permission(v, plural, group) for v in ("get", "create", "delete")]
+    if plan.env_secrets:
+        needed += [Permission(v, "secrets") for v in ("get", "create", "delete")]
+    if plan.dgds:
+        needed += [Permission(v, "dynamographdeployments", "nvidia.com") for v in ("get", "list", "create", "patch", "delete")]
+    if proxy:
+        needed += [Permission("get", "services/proxy"), Permission("create", "services/proxy"),
+                   Permission("update", "services/proxy")]
+    return needed
+
+
 def missing_permissions(kube, needed: list[Permission], namespace: str) -> list[Permission]:
     """The permissions a SelfSubjectAccessReview denies (ApiError when the review itself fails)."""
     return [p for p in needed if not kube.can_i(p.verb, p.resource, group=p.group, namespace=namespace)]

@@ -14,6 +14,8 @@ import copy
 import hashlib
 import json
 import re
+import secrets
+import time
 
 import yaml
 
@@ -29,6 +31,7 @@ RECIPE_KEY = "recipe.yaml"
 RECIPE_PATH = f"{RUN_DIR}/{RECIPE_KEY}"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def inject_dynamo(recipe: dict, dgd_names: list[str]) -> tuple[dict, list[str]]:
@@ -94,15 +97,34 @@ def driver_entrypoint(infra: dict) -> str:
 
 def launch_env(infra: dict) -> dict[str, str]:
     """``infra.launch.env`` as strings, names checked (valid, not one nrl-k8s sets)."""
-    env = {}
-    for name, value in ((infra.get("launch") or {}).get("env") or {}).items():
+    return checked_env((infra.get("launch") or {}).get("env"), "launch.env")
+
+
+def checked_env(env: dict | None, where: str) -> dict[str, str]:
+    """An env mapping (infra key ``where``) as strings, names checked (valid, not one nrl-k8s sets)."""
+    out = {}
+    for name, value in (env or {}).items():
         if not _ENV_NAME.fullmatch(str(name)):
-            raise ConfigError(f"infra.launch.env: {name!r} is not a valid environment variable name",
+            raise ConfigError(f"infra.{where}: {name!r} is not a valid environment variable name",
                               hint="use letters, digits and underscores, not starting with a digit")
         if name in (RUN_ID_ENV, RECIPE_ENV):
-            raise ConfigError(f"infra.launch.env: {name} is set by nrl-k8s", hint=f"remove {name} from infra.launch.env")
-        env[str(name)] = k8s_str(value)
-    return env
+            raise ConfigError(f"infra.{where}: {name} is set by nrl-k8s", hint=f"remove {name} from infra.{where}")
+        out[str(name)] = k8s_str(value)
+    return out
+
+
+def new_run_id(cluster: str) -> str:
+    """A fresh run id for a long-lived run: ``<cluster>-<UTC time>-<4 random>`` (Ray never reuses one)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{cluster}-{stamp}-{secrets.token_hex(2)}"
+
+
+def checked_run_id(run_id: str) -> str:
+    """``--run-id``: used as the Ray submission id and the run record's file name."""
+    if not _RUN_ID.fullmatch(run_id):
+        raise ConfigError(f"--run-id {run_id!r} is not a valid run id",
+                          hint="use 1-100 letters, digits, '-', '_' or '.', starting with a letter or digit")
+    return run_id
 
 
 def recipe_text(recipe: dict) -> str:

@@ -7,6 +7,7 @@ the frontend process has bound port 8000, so `serving` only returns once all thr
 from __future__ import annotations
 
 import time
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -17,6 +18,7 @@ from .kinds.base import Pending, Ready, Readiness
 
 # 404 means the listener is up (older frontends have no /v1/models); 502/503/refused mean not yet.
 _UP = (200, 404)
+HEALTHY = range(200, 300)  # what a healthCheckUrl must answer
 _PROBE_INTERVAL_S = 0.5
 
 
@@ -47,35 +49,55 @@ def pod_reasons(kube, name: str, namespace: str) -> str:
 
 def probe_frontend(kube, name: str, namespace: str) -> int | None:
     """HTTP status of the frontend's /v1/models, or None when nothing answers."""
-    service = dgd.frontend_service(name)
-    if kube.in_cluster:
-        url = f"http://{service}.{namespace}.svc.cluster.local:{dgd.FRONTEND_PORT}/v1/models"
+    return probe_url(kube, f"http://{dgd.frontend_service(name)}.{namespace}.svc:{dgd.FRONTEND_PORT}/v1/models", namespace)
+
+
+def probe_url(kube, url: str, namespace: str) -> int | None:
+    """HTTP status of GET ``url``, or None when nothing answers.
+
+    A Service URL (``http://SVC[.NS[.svc[.cluster.local]]][:PORT]/path``) goes to cluster DNS
+    from inside a pod and through the API server's service proxy from a laptop; other hosts
+    are asked directly.
+    """
+    parts = urlsplit(url)
+    labels = (parts.hostname or "").split(".")
+    service = len(labels) <= 2 or labels[2:] in (["svc"], ["svc", "cluster", "local"])
+    if kube.in_cluster or not service or labels[0] == "" or labels[0].isdigit():
         try:
             return httpx.get(url, timeout=5).status_code
         except httpx.HTTPError:
             return None
-    status, _ = kube.proxy("GET", service, dgd.FRONTEND_PORT, "v1/models", namespace)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
+    status, _ = kube.proxy("GET", labels[0], port, path, labels[1] if len(labels) > 1 else namespace)
     return status
 
 
-def wait_frontend(kube, label: str, name: str, namespace: str, deadline: float, emit: Emit) -> bool:
-    """Gate 3. Returns False (after a warning) when the API server forbids services/proxy."""
+def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *, up=_UP) -> bool:
+    """Wait until GET ``url`` answers with a status in ``up``. False (after a note) when the API
+    server forbids services/proxy, so the caller can rely on its other gates."""
     last = None
     while True:
         try:
-            status = probe_frontend(kube, name, namespace)
+            status = probe_url(kube, url, namespace)
         except ForbiddenError as err:
-            emit(Waiting(label, f"cannot probe the frontend ({err.message}); relying on pod readiness"))
+            emit(Waiting(label, f"cannot probe {url} ({err.message}); relying on pod readiness"))
             return False
-        if status in _UP:
+        if status in up:
             return True
-        reason = f"frontend {dgd.frontend_service(name)}:{dgd.FRONTEND_PORT} answered {status or 'nothing'}"
+        reason = f"{url} answered {status or 'nothing'}"
         if reason != last:
             emit(Waiting(label, reason))
             last = reason
         if time.monotonic() >= deadline:
-            raise WaitTimeout(f"{label}: frontend never answered on /v1/models ({reason})")
+            raise WaitTimeout(f"{label}: {url} never answered ({reason})")
         time.sleep(_PROBE_INTERVAL_S)
+
+
+def wait_frontend(kube, label: str, name: str, namespace: str, deadline: float, emit: Emit) -> bool:
+    """Gate 3. Returns False (after a warning) when the API server forbids services/proxy."""
+    url = f"http://{dgd.frontend_service(name)}.{namespace}.svc:{dgd.FRONTEND_PORT}/v1/models"
+    return wait_http(kube, label, url, namespace, deadline, emit)
 
 
 def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit) -> None:

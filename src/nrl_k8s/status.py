@@ -7,7 +7,7 @@ remove it, each with the command that does.
 from __future__ import annotations
 
 from . import usage
-from .errors import ApiError
+from .errors import ApiError, NrlK8sError
 from .kinds import dgd, pod, raycluster, rayjob
 from .kinds.base import condition_true, delete_command
 from .serving import probe_frontend
@@ -19,7 +19,8 @@ def _role(kube, infra: dict, role: str, ns: str) -> dict:
     job = kube.find(rayjob.KIND, name, ns)
     if cluster is None and job is not None and rayjob.cluster_name(job):
         cluster = kube.find(raycluster.KIND, rayjob.cluster_name(job), ns)
-    row = {"role": role, "name": name, "cluster": None, "state": "not found", "head": "-", "workers": "-"}
+    row = {"role": role, "name": name, "cluster": None, "state": "not found", "head": "-", "workers": "-",
+           "daemon": "-"}
     if cluster is None:
         return row
     cname = cluster["metadata"]["name"]
@@ -32,8 +33,27 @@ def _role(kube, infra: dict, role: str, ns: str) -> dict:
         state=status.get("state") or ("provisioned" if raycluster.provisioned(cluster) else "pending"),
         head=(heads[0].get("status") or {}).get("phase", "?") if heads else "missing",
         workers=f"{sum(pod.containers_ready(p) for p in workers)}/{len(workers)} ready",
+        daemon=_daemon(kube, infra, role, cname, ns),
     )
     return row
+
+
+def _daemon(kube, infra: dict, role: str, cluster: str, ns: str) -> str:
+    """``STATUS submission-id`` of the role's daemon, ``-`` when it declares none."""
+    daemon = infra["kuberay"][role].get("daemon")
+    if not daemon:
+        return "-"
+    from .dashboard import Dashboard
+    from .longlived import latest_daemon_job
+
+    submission_id = daemon.get("submissionId") or f"{cluster}-daemon"
+    try:
+        with Dashboard.for_cluster(cluster_name=cluster, namespace=ns, configuration=kube.configuration,
+                                   in_cluster=kube.in_cluster, retries=1) as dash:
+            job = latest_daemon_job(dash.list_jobs(), submission_id)
+    except NrlK8sError as err:
+        return f"unknown ({err.message})"
+    return f"{job.status} {job.submission_id}" if job else f"not submitted ({submission_id})"
 
 
 def _rayjob(kube, infra: dict, ns: str) -> dict | None:

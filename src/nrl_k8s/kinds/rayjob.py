@@ -84,16 +84,28 @@ def render_secret(infra: dict, recipe: dict, run_id: str) -> dict:
 def _deliver(cluster_spec: dict, run_id: str, env_names: list[str]) -> None:
     """Wire the run Secret (named ``run_id``) into the Ray container of the head and every worker group."""
     env = [{"name": recipe_mod.RUN_ID_ENV, "value": run_id}, {"name": recipe_mod.RECIPE_ENV, "value": recipe_mod.RECIPE_PATH}]
-    env += [secret.env_ref(name, run_id, name) for name in env_names]
     volume = secret.volume(RUN_VOLUME, run_id, [recipe_mod.RECIPE_KEY])
     mount = {"name": RUN_VOLUME, "mountPath": recipe_mod.RUN_DIR, "readOnly": True}
-    for group in [cluster_spec["headGroupSpec"], *(cluster_spec.get("workerGroupSpecs") or [])]:
-        pod = group["template"]["spec"]
-        ray = pod["containers"][0]
+    for pod, ray in _ray_containers(cluster_spec):
         _put(pod.setdefault("volumes", []), volume, "name")
         _put(ray.setdefault("volumeMounts", []), mount, "mountPath")
         for entry in env:
             _put(ray.setdefault("env", []), entry, "name")
+    wire_env(cluster_spec, run_id, env_names)
+
+
+def wire_env(cluster_spec: dict, secret_name: str, env_names: list[str]) -> None:
+    """Each env name read from the same key of Secret ``secret_name``, in every Ray container."""
+    for _, ray in _ray_containers(cluster_spec):
+        for name in env_names:
+            _put(ray.setdefault("env", []), secret.env_ref(name, secret_name, name), "name")
+
+
+def _ray_containers(cluster_spec: dict):
+    """(pod spec, Ray container) of the head and every worker group."""
+    for group in [cluster_spec["headGroupSpec"], *(cluster_spec.get("workerGroupSpecs") or [])]:
+        pod = group["template"]["spec"]
+        yield pod, pod["containers"][0]
 
 
 def _put(items: list[dict], item: dict, key: str) -> None:

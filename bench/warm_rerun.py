@@ -1,0 +1,109 @@
+"""Benchmark: `run --raycluster` on a warm cluster, command start -> driver RUNNING.
+
+    .venv/bin/python bench/warm_rerun.py [--runs N] [--mb 50]
+
+Starts a sandbox, writes a code tree of N MB (many files, incompressible content) and an infra
+with a training RayCluster and one DGD, and runs `nrl-k8s run --raycluster --no-wait` once to
+warm everything (clusters, DGD, the package). Then, per case, each run is timed from starting
+the installed CLI (a subprocess, as a user runs it) until the Ray dashboard reports the new
+driver RUNNING:
+- unchanged tree: nothing is uploaded (the cluster has the content-addressed package);
+- one file changed: a new package is built and uploaded.
+Targets: unchanged <= 1.5 s, one file changed <= 3 s. Prints medians, the bytes uploaded per
+case (from the run record) and the ratios to the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+NRL_K8S = str(Path(sys.executable).with_name("nrl-k8s"))
+TARGETS = {"unchanged": 1.5, "one file changed": 3.0}
+FILE_MB = 1
+
+
+def write_tree(root: Path, megabytes: int) -> None:
+    (root / ".git").mkdir()
+    code = root / "code"
+    for i in range(megabytes // FILE_MB):
+        package = code / f"pkg{i % 10}"
+        package.mkdir(parents=True, exist_ok=True)
+        (package / f"module{i}.py").write_bytes(os.urandom(FILE_MB * 1024 * 1024))
+    (root / "recipe.yaml").write_text("policy:\n  model_name: Qwen/Qwen3-0.6B\n")
+    infra = {
+        "namespace": "default",
+        "launch": {"entrypoint": "sleep 600", "codeSource": "upload", "rayUploadPaths": ["code"]},
+        "kuberay": {"training": {"name": "bench-warm", "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head"}]}}}}}},
+        "dynamo": {"serving": {"manifest": str(ROOT / "examples_dgd/qwen3_0.6b_kind.yaml"), "name": "bench-warm-dgd"}},
+    }
+    (root / "infra.yaml").write_text(yaml.safe_dump(infra))
+
+
+def one_run(root: Path, env: dict, dashboard: str) -> tuple[float, int]:
+    """(seconds from CLI start to the driver RUNNING, bytes uploaded)."""
+    start = time.perf_counter()
+    subprocess.run([NRL_K8S, "run", "--raycluster", "--no-wait", "--replace", "recipe.yaml", "--infra", "infra.yaml"],
+                   env=env, cwd=root, check=True, capture_output=True)
+    records = sorted((root / "cache/nrl-k8s/runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    record = json.loads(records[-1].read_text())
+    while httpx.get(f"{dashboard}/api/jobs/{record['job_id']}", timeout=30).json().get("status") != "RUNNING":
+        time.sleep(0.01)  # the dashboard has no watch: poll it tightly
+    return time.perf_counter() - start, record["uploaded_bytes"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--mb", type=int, default=50)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="nrlk8s-bench-") as tmp:
+        sandbox, root = Path(tmp) / "sandbox", Path(tmp) / "repo"
+        root.mkdir()
+        write_tree(root, args.mb)
+        subprocess.run([NRL_K8S, "sandbox", "up", "--dir", str(sandbox)], check=True, capture_output=True)
+        try:
+            env = {**os.environ, "KUBECONFIG": str(sandbox / "kubeconfig"), "NRL_K8S_USER": "bench",
+                   "XDG_CACHE_HOME": str(root / "cache")}
+            dashboard = _dashboard_url(sandbox)
+            one_run(root, env, dashboard)  # warm: clusters, DGD and the package
+            results = {"unchanged": [one_run(root, env, dashboard) for _ in range(args.runs)]}
+            changed = []
+            for i in range(args.runs):
+                (root / "code/pkg0/module0.py").write_bytes(os.urandom(FILE_MB * 1024 * 1024))
+                changed.append(one_run(root, env, dashboard))
+            results["one file changed"] = changed
+        finally:
+            subprocess.run([NRL_K8S, "sandbox", "down", "--dir", str(sandbox)], capture_output=True)
+    print(f"runs: {args.runs} per case, code tree {args.mb} MB")
+    summary = {}
+    for case, runs in results.items():
+        median = statistics.median(s for s, _ in runs)
+        uploaded = statistics.median(b for _, b in runs)
+        target = TARGETS[case]
+        summary[case] = {"median_s": median, "uploaded_bytes": uploaded}
+        print(f"{case:<18} start -> driver RUNNING  median {median:5.2f} s   target {target:.1f} s   "
+              f"ratio {median / target:.2f}x  {'ok' if median <= target else 'OVER'}   uploaded {uploaded / 1e6:.1f} MB")
+    print(json.dumps(summary))
+
+
+def _dashboard_url(sandbox: Path) -> str:
+    from nrl_k8s.sandbox import process
+
+    return process.status(sandbox)["dashboard_url"]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+"""The bring-up steps both run flows share (``orchestrate``: ``--rayjob``; ``longlived``: ``--raycluster``).
+
+A flow subclasses ``BringUp`` and calls its steps in its own order. Every object a step creates
+goes into the run's rollback ledger before the request is sent; ``fail`` rolls the ledger back
+unless the flow's driver has started (``driver_started``).
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+from .drift import spec_drift
+from .errors import (
+    ApiError,
+    ConfigError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    NrlK8sError,
+    ResourceFailed,
+    UnauthorizedError,
+)
+from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
+from .kinds import deployment, dgd
+from .kinds.index import kind_of
+from .kinds.base import Kind, delete_command, managed
+from .probe import Permission, missing_permissions
+from .rollback import Created, Ledger, RollbackInterrupts
+from .serving import HEALTHY, present, wait_http, wait_serving
+
+GONE_TIMEOUT_S = 600
+DEPLOYMENT_TIMEOUT_S = 600
+
+
+class Interrupted(NrlK8sError):
+    """Ctrl-C / SIGTERM during the bring-up."""
+
+    exit_code = 130
+
+
+@contextmanager
+def interrupts_raise():
+    """Turn SIGTERM into KeyboardInterrupt so both roll back the same way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def parallel(jobs: dict[str, callable], emit: Emit, done: callable) -> None:
+    """Run ``jobs`` (label -> fn) at once; ``done(label)`` as each finishes; the first error wins.
+
+    Daemon threads, so Ctrl-C is immediate; events of jobs still running after a failure are dropped.
+    """
+    results: queue.Queue = queue.Queue()
+    stopped = threading.Event()
+
+    def guarded(event) -> None:
+        if not stopped.is_set():
+            emit(event)
+
+    def run(label: str, fn) -> None:
+        try:
+            fn(guarded)
+            results.put((label, None))
+        except NrlK8sError as err:
+            results.put((label, err))
+
+    for label, fn in jobs.items():
+        threading.Thread(target=run, args=(label, fn), daemon=True, name=f"wait-{label}").start()
+    try:
+        for _ in jobs:
+            label, error = results.get()
+            if error is not None:
+                raise error
+            done(label)
+    finally:
+        stopped.set()
+
+
+class BringUp:
+    """Shared steps over one namespace; ``run`` names the run in DGD users and rollback messages."""
+
+    def __init__(self, kube, namespace: str, run: str, emit: Emit):
+        self.kube, self.ns, self.emit = kube, namespace, emit
+        self.ledger = Ledger(kube, namespace, run, emit)
+        self.dgd_actions: dict[str, str] = {}  # DGD name -> "created" | "reused"
+        self.dgd_owners: dict[str, list[str]] = {}  # DGD name -> owner names
+        self.cluster: str | None = None  # the training RayCluster, once known
+
+    # -- preflight -------------------------------------------------------------------------
+    def check_permissions(self, needed: list[Permission]) -> None:
+        try:
+            missing = missing_permissions(self.kube, needed, self.ns)
+        except UnauthorizedError:
+            raise
+        except ApiError as err:
+            self.emit(Warning(f"cannot verify permissions before starting ({err.message}); going ahead"))
+            return
+        if missing:
+            raise ForbiddenError(
+                f"missing permissions in namespace {self.ns}: {', '.join(map(str, missing))}; nothing was created",
+                hint="ask your cluster admin for a Role (and RoleBinding) granting them; "
+                "`nrl-k8s check` lists every permission a run needs",
+            )
+
+    def check_dgds(self, dgds: dict[str, dict]) -> dict[str, dict | None]:
+        """The live DGD of each key (None when absent); a different live spec is refused."""
+        existing = {}
+        for key, manifest in dgds.items():
+            name = manifest["metadata"]["name"]
+            found = self.kube.find(dgd.KIND, name, self.ns)
+            changed = spec_drift(manifest, found) if found is not None else []
+            if changed:
+                raise ConfigError(
+                    f"DGD {name} (infra.dynamo.{key}) already exists in namespace {self.ns} with a different spec "
+                    f"({'; '.join(changed[:3])})",
+                    hint=f"delete it (kubectl -n {self.ns} delete dgd {name}) or use "
+                    f"`nrl-k8s cluster up --target dynamo.{key} --recreate`",
+                )
+            existing[key] = found
+        return existing
+
+    # -- create / reuse --------------------------------------------------------------------
+    def create(self, kind: Kind, manifest: dict, label: str) -> dict:
+        """Create and remember it for rollback; remembered first, so Ctrl-C mid-request still rolls it back."""
+        entry = Created(kind, manifest["metadata"]["name"], label)
+        self.ledger.created.append(entry)
+        try:
+            return self.kube.create(kind, manifest)
+        except ConflictError:
+            self.ledger.created.remove(entry)  # someone else's object: never ours to delete
+            raise ResourceFailed(
+                f"{kind.kind} {entry.name} appeared while this run was starting",
+                hint="another run may be starting the same config; if not (a create of this run that timed out "
+                f"can land late), remove it: {delete_command(kind, entry.name, self.ns)}",
+            ) from None
+
+    def ensure(self, kind: Kind, manifest: dict, label: str, *, recreate: bool = False) -> tuple[dict, str]:
+        """Reuse an identical live object, keep a drifted one (warning with the paths) unless
+        ``recreate`` (nrl-k8s-made objects only), else create; (live object, action)."""
+        name = manifest["metadata"]["name"]
+        live = self.kube.find(kind, name, self.ns)
+        if live is not None:
+            changed = spec_drift(manifest, live)
+            if not changed:
+                self.emit(Applied(label, name, "reused"))
+                return live, "reused"
+            if not recreate:
+                self.emit(Warning(f"{label} ({kind.kind} {name}) differs from the live object, keeping it "
+                                  f"(--recreate replaces it): {'; '.join(changed)}"))
+                self.emit(Applied(label, name, "reused"))
+                return live, "reused"
+            if not managed(live):
+                raise ConfigError(f"{label} ({kind.kind} {name}) exists but was not created by nrl-k8s; "
+                                  "refusing to replace it",
+                                  hint=f"delete it yourself: {delete_command(kind, name, self.ns)}")
+            self.kube.delete(kind, name, self.ns)
+            self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)
+        created = self.create(kind, manifest, label)
+        self.emit(Applied(label, name, "recreated" if live is not None else "created"))
+        return created, "created"
+
+    def wait_ready(self, kind: Kind, readiness, name: str, label: str, timeout_s: float, emit: Emit | None = None) -> dict:
+        emit = emit or self.emit
+        obj = self.kube.wait(kind, present(readiness), name=name, namespace=self.ns, timeout_s=timeout_s,
+                             on_progress=lambda reason: emit(Waiting(label, reason)), what=f"{label} ({name})")
+        emit(Became(label, "ready"))
+        return obj
+
+    # -- Deployments -----------------------------------------------------------------------
+    def deployments(self, deployments: dict[str, list[dict]], health: dict[str, tuple[str, float]], *,
+                    recreate: bool = False) -> None:
+        """Each Deployment and its Service ensured, then every Deployment awaited Available and
+        (``health``: key -> (url, timeout)) answering 2xx, in parallel."""
+        for key, objects in deployments.items():
+            for manifest in objects:
+                self.ensure(kind_of(manifest), manifest, f"deployments.{key}", recreate=recreate)
+        parallel({key: (lambda emit, key=key: self._wait_deployment(deployments[key][0], key, health.get(key), emit))
+                  for key in deployments}, self.emit, lambda key: None)
+
+    def _wait_deployment(self, manifest: dict, key: str, health: tuple[str, float] | None, emit: Emit) -> None:
+        label = f"deployments.{key}"
+        self.wait_ready(deployment.KIND, deployment.readiness, manifest["metadata"]["name"], label,
+                        DEPLOYMENT_TIMEOUT_S, emit)
+        if health is not None:
+            url, timeout = health
+            wait_http(self.kube, label, url, self.ns, time.monotonic() + timeout, emit, up=HEALTHY)
+            emit(Became(label, f"healthy ({url})"))
+
+    # -- DGDs ------------------------------------------------------------------------------
+    def apply_dgds(self, dgds: dict[str, dict], existing: dict[str, dict | None], owner: dict | None = None) -> None:
+        """Create each DGD (with ``owner`` already in its metadata when given) or reuse the live one."""
+        for key, manifest in dgds.items():
+            name, label = manifest["metadata"]["name"], f"dynamo.{key}"
+            if existing[key] is not None:
+                self.claim(name)
+                self.dgd_actions[name] = "reused"
+                self.emit(Applied(label, name, "reused"))
+                if owner is not None:
+                    self.link_owner(name, owner)
+                continue
+            if owner is not None:
+                manifest = {**manifest, "metadata": {**manifest["metadata"],
+                                                     "ownerReferences": [dgd.owner_reference(owner)]}}
+                self.dgd_owners[name] = [owner["metadata"]["name"]]
+            self.create(dgd.KIND, manifest, label)
+            self.dgd_actions[name] = "created"
+            self.emit(Applied(label, name, "created" + (f", owned by RayCluster {owner['metadata']['name']}"
+                                                        if owner is not None else "")))
+
+    def claim(self, name: str) -> None:
+        """List this run among the users of a DGD it reuses, so no other run's rollback deletes it."""
+        self.ledger.claimed.append(name)
+        try:
+            self.kube.modify(dgd.KIND, name, lambda obj: dgd.users_patch(obj, add=self.ledger.run), self.ns)
+        except NotFoundError:
+            self.ledger.claimed.remove(name)
+            raise ResourceFailed(f"DGD {name} was deleted while this run was starting to reuse it",
+                                 hint="run again: this run creates it") from None
+
+    def wait_dgds(self, dgds: dict[str, dict], timeouts: dict[str, float]) -> None:
+        """Three-gate readiness of every DGD, in parallel."""
+        parallel({key: (lambda emit, key=key, manifest=manifest:
+                        wait_serving(self.kube, f"dynamo.{key}", manifest, timeouts[key], emit))
+                  for key, manifest in dgds.items()},
+                 self.emit, lambda key: self.emit(Became(f"dynamo.{key}", "serving")))
+
+    def link_owner(self, name: str, cluster: dict) -> None:
+        """Add ``cluster`` as a non-controlling owner of DGD ``name`` (GC then deletes it with the cluster).
+
+        A DGD that existed before this run with no owner and no other user is left alone (with a
+        warning); adding an owner to a DGD that already has others is warned.
+        """
+        ref = dgd.owner_reference(cluster)
+        self.ledger.cluster_uid = ref["uid"]
+        action = self.dgd_actions[name]
+        seen: dict = {}
+
+        def change(current: dict) -> dict | None:
+            owners = seen["owners"] = current["metadata"].get("ownerReferences") or []
+            seen["shared"] = any(user != self.ledger.run for user in dgd.users(current))
+            if any(o.get("uid") == ref["uid"] for o in owners) or (action == "reused" and not owners
+                                                                    and not seen["shared"]):
+                return None
+            return {"metadata": {"ownerReferences": [*owners, ref]}}
+
+        updated = self.kube.modify(dgd.KIND, name, change, self.ns)
+        names = [o.get("name") for o in seen["owners"]]
+        if action == "reused" and not seen["owners"] and not seen["shared"]:
+            self.emit(Warning(f"DGD {name} existed before this run and has no owner: it is not linked to "
+                              f"{ref['name']} and will keep running after the run"))
+            self.dgd_owners[name] = []
+            return
+        if any(o.get("uid") == ref["uid"] for o in seen["owners"]):
+            self.dgd_owners[name] = names
+            return
+        if seen["owners"]:
+            self.emit(Warning(f"DGD {name} already has owner(s) {', '.join(names)}; adding "
+                              f"{ref['name']} as a second owner (GC deletes it once every owner is gone)"))
+        self.dgd_owners[name] = [o.get("name") for o in updated["metadata"]["ownerReferences"]]
+        self.emit(Became(f"dgd {name}", f"owned by RayCluster {ref['name']}"))
+
+    def report_unlinked(self) -> None:
+        """DGDs this run created that no RayCluster owns: nothing deletes them when the run ends."""
+        for name, action in self.dgd_actions.items():
+            if action == "created" and not self.dgd_owners.get(name):
+                self.emit(LeftBehind(f"{dgd.KIND.kind} {name}", f"not linked to RayCluster {self.cluster or '(not created)'}"
+                                     ", so it outlives the run", delete_command(dgd.KIND, name, self.ns)))
+
+    # -- failure ---------------------------------------------------------------------------
+    def driver_started(self) -> bool | None:
+        """Whether the driver is submitted: True, False, or None when the API cannot tell."""
+        raise NotImplementedError
+
+    def running_hint(self) -> str:
+        raise NotImplementedError
+
+    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
+        """Roll back unless the driver started; the error to raise (``error`` None: interrupted)."""
+        if not self.ledger.created and not self.ledger.claimed:
+            return error or Interrupted("interrupted before anything was created")
+        with RollbackInterrupts(self.emit) as interrupts:
+            try:
+                started = self.driver_started()
+            except KeyboardInterrupt:
+                started = None
+            if started is False:
+                aborted = self.ledger.rollback(interrupts)
+                if error is not None:
+                    return error
+                if aborted:
+                    return Interrupted("interrupted during bring-up; the rollback was aborted: see what is left above")
+                return Interrupted("interrupted during bring-up; rolled back what this run created")
+            interrupts.abortable = False
+            if started is None:  # it may be running: deleting it could kill a live job
+                for entry in self.ledger.created:
+                    self.emit(entry.left(self.ns, "not rolled back: could not tell whether the driver started"))
+            else:
+                self.report_unlinked()
+        failure = error or Interrupted("interrupted after the driver was submitted")
+        if started:
+            failure.hint = "; ".join(filter(None, [failure.hint, self.running_hint()]))
+        return failure

@@ -1,0 +1,13 @@
+"""Every kind nrl-k8s renders, by ``kind`` field: the descriptor of a rendered object."""
+
+from __future__ import annotations
+
+from . import deployment, dgd, dra, raycluster, rayjob, secret, service
+from .base import Kind
+
+_BY_KIND = {k.kind: k for k in (deployment.KIND, service.KIND, secret.KIND, raycluster.KIND, rayjob.KIND, dgd.KIND,
+                                *dra.KINDS)}
+
+
+def kind_of(manifest: dict) -> Kind:
+    return _BY_KIND[manifest["kind"]]

@@ -1,0 +1,289 @@
+"""`run --raycluster`: the long-lived flow (SPEC "run --raycluster").
+
+Everything is rendered first (``plan.plan_longlived``), then:
+
+0. preflight: every permission the run needs, DGD drift, the code package built (too big: exit 2);
+1. Deployments (+ their Service), reused when identical, awaited Available and healthy;
+2. every role's RayCluster ensured (reuse identical, warn on drift, ``recreate`` replaces), then
+   its DRA objects and env Secret created owned by it;
+3. every DGD created with the training RayCluster already in its ownerReferences (reused ones
+   get it added, with a warning when they have other owners); RayClusters provisioned and DGDs
+   serving awaited together;
+4. each role's daemon submitted through that cluster's dashboard (skipped while it runs or after
+   it succeeded; a failed one is an error unless ``replace``), then its health URL awaited;
+5. the driver submitted to the training cluster (submission id = run id) with the code package
+   as its working_dir, and the run recorded (``runs``).
+
+Failure or Ctrl-C before the driver is submitted rolls back what this run created (the ledger),
+never what it reused.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+
+from . import package as package_mod
+from . import runs
+from .bringup import BringUp, Interrupted, interrupts_raise, parallel
+from .dashboard import Dashboard, JobInfo
+from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
+from .events import Applied, Became, Emit, Waiting
+from .kinds import dgd, raycluster
+from .kinds.index import kind_of
+from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
+from .probe import longlived_permissions
+from .recipe import RECIPE_ENV, recipe_text
+from .serving import HEALTHY, wait_http
+
+_PROVISION_TIMEOUT_S = 1800
+_STOP_TIMEOUT_S = 120
+_DASHBOARD_RETRIES = 8
+KIND_METADATA = "nrl-k8s.io/kind"  # Ray job metadata: "driver" or "daemon"
+RUN_METADATA = "nrl-k8s.io/run-id"
+
+
+@dataclass(frozen=True)
+class LongLivedOptions:
+    wait: bool = True
+    recreate: bool = False
+    replace: bool = False
+    skip_daemons: bool = False
+    repo_root: str | None = None
+    dashboard_url: str | None = None  # reach the training cluster's dashboard here
+    context: str | None = None
+
+
+@dataclass
+class LongLivedResult:
+    run_id: str
+    namespace: str
+    clusters: dict[str, str] = field(default_factory=dict)  # role -> RayCluster name
+    actions: dict[str, str] = field(default_factory=dict)  # "kuberay.ROLE" / "deployments.KEY" -> created|reused
+    dgds: dict[str, str] = field(default_factory=dict)
+    owners: dict[str, list[str]] = field(default_factory=dict)
+    daemons: dict[str, str] = field(default_factory=dict)  # role -> "submitted ID" | "running ID" | ...
+    package: str | None = None  # gcs:// URI of the driver's working_dir
+    uploaded_bytes: int = 0
+    record: str | None = None  # path of the run record
+    job_status: str | None = None
+    succeeded: bool | None = None
+
+
+class _LongLived(BringUp):
+    def __init__(self, kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit):
+        super().__init__(kube, plan.namespace, plan.driver.cluster, emit)
+        self.plan, self.options = plan, options
+        self.cluster = plan.driver.cluster
+        self.result = LongLivedResult(run_id=plan.run_id, namespace=plan.namespace, dgds=self.dgd_actions,
+                                      owners=self.dgd_owners)
+        self.live: dict[str, dict] = {}  # role -> live RayCluster
+        self.submitted = False
+        self.submitting = False  # a driver POST was sent: the job may exist even if it failed
+
+    # -- preflight -------------------------------------------------------------------------
+    def preflight(self) -> tuple[dict, dict[str, package_mod.Package]]:
+        proxy = not self.kube.in_cluster
+        self.check_permissions(longlived_permissions(self.plan, proxy=proxy))
+        existing = self.check_dgds(self.plan.dgds)
+        packages = self.stage_packages()
+        return existing, packages
+
+    def stage_packages(self) -> dict[str, package_mod.Package]:
+        """The working_dir of the driver and of every daemon with upload paths, keyed by role/"driver"."""
+        root = package_mod.repo_root(self.options.repo_root)
+        text = recipe_text(self.plan.recipe)
+        driver = self.plan.driver
+        paths = list(driver.code.upload_paths) if driver.code.upload_paths else None
+        staged = {"driver": package_mod.stage(root, paths, text, where="launch.rayUploadPaths")
+                  if driver.code.source == "upload" else package_mod.stage(root, [], text, where="launch")}
+        for role, daemon in self.plan.daemons.items():
+            if daemon.code.upload_paths:
+                staged[role] = package_mod.stage(root, list(daemon.code.upload_paths), text,
+                                                 where=f"kuberay.{role}.daemon.rayUploadPaths")
+        return staged
+
+    # -- bring-up --------------------------------------------------------------------------
+    def clusters(self) -> None:
+        """Every role's RayCluster, then its DRA objects and env Secret owned by it."""
+        for role, manifest in self.plan.clusters.items():
+            label = f"kuberay.{role}"
+            live, action = self.ensure(raycluster.KIND, manifest, label, recreate=self.options.recreate)
+            self.live[role] = live
+            self.result.clusters[role] = manifest["metadata"]["name"]
+            self.result.actions[label] = action
+            owned = [*self.plan.dra.get(role, []), *filter(None, [self.plan.env_secrets.get(role)])]
+            for obj in owned:
+                obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": [dgd.owner_reference(live)]}}
+                self.ensure(kind_of(obj), obj, label, recreate=self.options.recreate)
+
+    def dgds(self, existing: dict) -> None:
+        self.apply_dgds(self.plan.dgds, existing, owner=self.live["training"])
+
+    def wait_all(self) -> None:
+        """RayClusters provisioned and DGDs serving, all at once."""
+        jobs = {f"kuberay.{role}": (lambda emit, role=role: self.wait_ready(
+            raycluster.KIND, raycluster.readiness, self.result.clusters[role], f"kuberay.{role}",
+            _PROVISION_TIMEOUT_S, emit)) for role in self.plan.clusters}
+        if self.plan.dgds:
+            jobs["dynamo"] = lambda emit: self.wait_dgds(self.plan.dgds, self.plan.ready_timeouts)
+        parallel(jobs, self.emit, lambda label: None)
+
+    # -- Ray jobs --------------------------------------------------------------------------
+    def dashboard(self, role: str) -> Dashboard:
+        url = self.options.dashboard_url if role == "training" else None
+        return Dashboard.for_cluster(cluster_name=self.result.clusters[role], namespace=self.ns,
+                                     configuration=self.kube.configuration, in_cluster=self.kube.in_cluster,
+                                     url=url, retries=_DASHBOARD_RETRIES)
+
+    def daemons(self, packages: dict) -> None:
+        for role, daemon in self.plan.daemons.items():
+            with self.dashboard(role) as dash:
+                self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
+                                                          replace=self.options.replace, emit=self.emit)
+            if daemon.health_url:
+                label = f"daemon {role}"
+                wait_http(self.kube, label, daemon.health_url, self.ns,
+                          time.monotonic() + daemon.health_timeout_s, self.emit, up=HEALTHY)
+                self.emit(Became(label, f"healthy ({daemon.health_url})"))
+
+    def driver(self, package: package_mod.Package) -> None:
+        driver = self.plan.driver
+        with self.dashboard("training") as dash:
+            running = [j for j in dash.list_jobs() if not j.terminal and (j.metadata or {}).get(KIND_METADATA) != "daemon"]
+            if running and not self.options.replace:
+                ids = ", ".join(j.submission_id or j.job_id or "?" for j in running)
+                raise ConfigError(f"RayCluster {driver.cluster} is still running job(s) {ids}",
+                                  hint="pass --replace to stop them first, or wait: `nrl-k8s job list`")
+            stop_jobs(dash, running, self.emit)
+            self.result.package = package.uri
+            self.result.uploaded_bytes = dash.ensure_package(package)
+            self.emit(Became("code", f"{package.uri} ({_size(self.result.uploaded_bytes)} uploaded)"
+                             if self.result.uploaded_bytes else f"{package.uri} (already on the cluster)"))
+            entrypoint = driver.entrypoint
+            if driver.code.source != "upload":  # the recipe is the package; the code is in the image
+                entrypoint = (f'export {RECIPE_ENV}="$PWD/{DRIVER_RECIPE}" && '
+                              f"cd {shlex.quote(driver.code.code_path or '.')} && {entrypoint}")
+            self.submitting = True
+            dash.submit(entrypoint, submission_id=driver.submission_id,
+                        runtime_env={"working_dir": package.uri, "env_vars": driver.env},
+                        metadata={KIND_METADATA: "driver", RUN_METADATA: self.plan.run_id})
+            self.submitted = True
+        self.emit(Became("driver", f"submitted as job {driver.submission_id} on {driver.cluster}"))
+
+    def record(self) -> None:
+        self.result.record = str(runs.save(runs.record_of(self.plan, self.result, context=self.options.context, infra=self.plan.infra)))
+
+    def follow(self, on_text) -> None:
+        with self.dashboard("training") as dash:
+            for chunk in dash.follow_logs(self.plan.run_id):
+                on_text(chunk)
+            job = dash.get_job(self.plan.run_id)
+        self.result.job_status = job.status if job else None
+        self.result.succeeded = self.result.job_status == "SUCCEEDED"
+
+    # -- failure ---------------------------------------------------------------------------
+    def driver_started(self) -> bool | None:
+        if self.submitted or not self.submitting:
+            return self.submitted
+        try:
+            with self.dashboard("training") as dash:
+                return dash.get_job(self.plan.driver.submission_id) is not None
+        except NrlK8sError:
+            return None
+
+    def running_hint(self) -> str:
+        return (f"job {self.plan.run_id} keeps running on RayCluster {self.cluster} (nothing was rolled back once it "
+                f"was submitted): `nrl-k8s job logs -f`, `nrl-k8s job stop`")
+
+
+def submit_daemon(dash: Dashboard, daemon: Submission, package, *, replace: bool, emit: Emit) -> str:
+    """Submit ``daemon`` unless its latest job runs or succeeded; what was done, as a short text.
+
+    A failed or stopped one is an error unless ``replace``, which stops the cluster's running jobs
+    and submits under a fresh suffixed id (Ray never reuses one).
+    """
+    label = f"daemon {daemon.role}"
+    jobs = dash.list_jobs()
+    latest = latest_daemon_job(jobs, daemon.submission_id)
+    if latest is not None and not replace:
+        if latest.status in ("RUNNING", "PENDING", "SUCCEEDED"):
+            emit(Applied(label, latest.submission_id, f"reused ({latest.status})"))
+            return f"{latest.status.lower()} {latest.submission_id}"
+        raise ResourceFailed(f"daemon {latest.submission_id} on RayCluster {daemon.cluster} is {latest.status}"
+                             f"{': ' + latest.message if latest.message else ''}",
+                             hint=f"read its logs (`nrl-k8s job logs --role {daemon.role} --job {latest.submission_id}`)"
+                             ", then pass --replace to start it again")
+    submission_id = daemon.submission_id
+    if latest is not None:
+        stop_jobs(dash, [j for j in jobs if not j.terminal], emit)
+        submission_id = f"{daemon.submission_id}-{int(time.time())}"
+    runtime_env: dict = {"env_vars": daemon.env} if daemon.env else {}
+    if package is not None:
+        dash.ensure_package(package)
+        runtime_env["working_dir"] = package.uri
+    try:
+        dash.submit(daemon.entrypoint, submission_id=submission_id, runtime_env=runtime_env or None,
+                    metadata={KIND_METADATA: "daemon"})
+    except SubmissionExists:  # a concurrent start of the same config submitted it first
+        pass
+    emit(Applied(label, submission_id, "submitted"))
+    return f"submitted {submission_id}"
+
+
+def latest_daemon_job(jobs: list[JobInfo], submission_id: str) -> JobInfo | None:
+    """The newest job of a daemon: its id, or its id with a --replace suffix."""
+    mine = [j for j in jobs if j.submission_id and (j.submission_id == submission_id
+                                                      or j.submission_id.startswith(submission_id + "-"))]
+    return max(mine, key=lambda j: j.start_time or 0, default=None)
+
+
+def stop_jobs(dash: Dashboard, jobs: list[JobInfo], emit: Emit) -> None:
+    """Stop ``jobs`` and wait until Ray reports each terminal."""
+    for job in jobs:
+        dash.stop(job.submission_id)
+        emit(Waiting(f"job {job.submission_id}", "stopping"))
+    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    for job in jobs:
+        while not _stopped(dash, job.submission_id):
+            if time.monotonic() >= deadline:
+                raise ResourceFailed(f"job {job.submission_id} did not stop within {_STOP_TIMEOUT_S}s",
+                                     hint=f"stop it yourself: nrl-k8s job stop --job {job.submission_id}")
+            time.sleep(0.2)
+        emit(Became(f"job {job.submission_id}", "stopped"))
+
+
+def _stopped(dash: Dashboard, submission_id: str) -> bool:
+    job = dash.get_job(submission_id)
+    return job is None or job.terminal
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n} B"
+
+
+def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit, on_log=None) -> LongLivedResult:
+    run = _LongLived(kube, plan, options, emit)
+    with interrupts_raise():
+        try:
+            existing, packages = run.preflight()
+            run.deployments(plan.deployments, plan.health, recreate=options.recreate)
+            run.clusters()
+            run.dgds(existing)
+            run.wait_all()
+            if not options.skip_daemons:
+                run.daemons(packages)
+            run.driver(packages["driver"])
+        except KeyboardInterrupt:
+            raise run.fail(None) from None
+        except NrlK8sError as err:
+            raise run.fail(err) from None
+    run.record()
+    if options.wait:
+        try:
+            run.follow(on_log or (lambda text: None))
+        except KeyboardInterrupt:
+            raise Interrupted("stopped following the job", hint=run.running_hint()) from None
+    return run.result
+

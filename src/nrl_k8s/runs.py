@@ -1,0 +1,77 @@
+"""Run records: ``~/.cache/nrl-k8s/runs/<run id>.json`` (``$XDG_CACHE_HOME`` respected).
+
+A long-lived run writes one after its driver is submitted, so ``status``, ``logs`` and
+``job stop`` find the latest run without a run config. The record holds names only (clusters,
+DGDs, Deployments, the job id, namespace, kube context) and the resolved infra with secret
+values redacted; files are 0600 in a 0700 directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from .errors import ConfigError, NotFoundError
+from .redact import redact
+
+
+def runs_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "nrl-k8s" / "runs"
+
+
+def record_of(plan, result, *, context: str | None, infra: dict | None = None) -> dict:
+    return {
+        "run_id": plan.run_id,
+        "mode": "raycluster",
+        "namespace": plan.namespace,
+        "context": context,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "clusters": dict(result.clusters),
+        "training_cluster": plan.driver.cluster,
+        "job_id": plan.driver.submission_id,
+        "dgds": sorted(result.dgds),
+        "deployments": sorted(m["metadata"]["name"] for pair in plan.deployments.values() for m in pair[:1]),
+        "daemons": dict(result.daemons),
+        "package": result.package,
+        "uploaded_bytes": result.uploaded_bytes,
+        "infra": redact(infra) if infra is not None else None,
+    }
+
+
+def save(record: dict) -> Path:
+    """Write atomically, private to the user; returns the path."""
+    directory = runs_dir()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(directory, 0o700)
+    path = directory / f"{record['run_id']}.json"
+    tmp = path.with_suffix(".json.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(record, handle, indent=2, default=str)
+    os.replace(tmp, path)
+    return path
+
+
+def load(run_id: str | None = None) -> dict:
+    """The record of ``run_id``, else the newest one."""
+    directory = runs_dir()
+    if run_id is not None:
+        path = directory / f"{run_id}.json"
+        if not path.is_file():
+            raise NotFoundError(f"no record of run {run_id} in {directory}", hint="`nrl-k8s status` lists the latest run")
+        return _read(path)
+    paths = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime_ns) if directory.is_dir() else []
+    if not paths:
+        raise ConfigError(f"no run recorded in {directory} and no run config given",
+                          hint="pass RECIPE [--infra INFRA], or start a run with `nrl-k8s run --raycluster`")
+    return _read(paths[-1])
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"run record {path} is unreadable ({err})", hint=f"delete it: rm {path}") from None

@@ -1,0 +1,212 @@
+"""`nrl-k8s run --raycluster` as a user runs it, against the sandbox.
+
+Each test writes its own infra (unique names, its own namespace) next to a small code tree and
+runs the installed CLI from that tree (the repo root defaults to the git top-level of the
+working directory). What may come and go (GC) is asserted on watch histories recorded from
+before the run; drivers that must still run when the test looks wait for its ``Gate``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY, NVIDIA = ("ray.io", "v1"), ("nvidia.com", "v1alpha1")
+DRA = [("resource.nvidia.com", "v1beta1", "computedomains"), ("resource.k8s.io", "v1", "resourceclaimtemplates")]
+# The driver: prints the DGD name from the recipe nrl-k8s staged and an uploaded file's content.
+READ_RECIPE = ("grep -E 'dgd_name: ' nrl_k8s_run.yaml && cat code/hello.txt && "
+               'echo "run=$NRL_K8S_RUN_ID recipe=$NRL_K8S_RECIPE mode=$MODE"')
+# A gym daemon: an HTTP server on the port the gym head container declares.
+DAEMON = "python3 -m http.server {port} --bind 127.0.0.1"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pod(name: str, ports: list[dict] | None = None, claims: bool = False) -> dict:
+    container = {"name": name, **({"ports": ports} if ports else {})}
+    spec = {"containers": [container]}
+    if claims:
+        spec["resourceClaims"] = [{"name": "compute-domain-channel", "resourceClaimTemplateName": "cd-template"},
+                                  {"name": "roce-channel", "resourceClaimTemplateName": "roce-template"}]
+        container["resources"] = {"claims": [{"name": "compute-domain-channel"}, {"name": "roce-channel"}]}
+    return {"spec": spec}
+
+
+class LongLived:
+    """One test's code tree, infra file, namespace and helpers."""
+
+    def __init__(self, sandbox, namespace: str, directory: Path):
+        self.sandbox, self.ns, self.dir = sandbox, namespace, directory
+        tag = uuid.uuid4().hex[:5]
+        self.training, self.gym, self.dgd, self.deploy = f"tr-{tag}", f"gym-{tag}", f"dgd-{tag}", f"mx-{tag}"
+        self.port = _free_port()
+        self.api = sandbox.api_client()
+        self.custom = client.CustomObjectsApi(self.api)
+        (directory / ".git").mkdir()
+        (directory / "code").mkdir()
+        (directory / "code/hello.txt").write_text(f"hello from {tag}\n")
+        (directory / "recipe.yaml").write_text("policy:\n  model_name: Qwen/Qwen3-0.6B\n")
+        self.infra = {
+            "namespace": namespace,
+            "image": "nvcr.io/nvidia/nemo-rl:v0.4.0",
+            "launch": {"entrypoint": READ_RECIPE, "codeSource": "upload", "rayUploadPaths": ["code"],
+                       "env": {"MODE": "long-lived"}},
+            "kuberay": {
+                "training": {"name": self.training, "spec": {
+                    "headGroupSpec": {"rayStartParams": {}, "template": _pod("ray-head")},
+                    "workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "rayStartParams": {},
+                                          "template": _pod("ray-worker", claims=True)}]}},
+                "gym": {"name": self.gym, "spec": {"headGroupSpec": {"rayStartParams": {}, "template": _pod(
+                    "ray-head", ports=[{"containerPort": self.port, "name": "gym"}])}},
+                    "daemon": {"entrypoint": DAEMON.format(port=self.port), "submissionId": f"gym-server-{tag}",
+                               "healthCheckUrl": f"http://{self.gym}-head-svc:{self.port}/",
+                               "healthCheckTimeoutS": 120}},
+            },
+            "deployments": {"mx": {"name": self.deploy, "healthCheckUrl": f"http://{self.deploy}:8001/health",
+                                   "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                                       {"name": "server", "ports": [{"containerPort": 8001, "name": "http"}]}]}}}}},
+            "dynamo": {"serving": {"manifest": str(ROOT / "examples_dgd/qwen3_0.6b_kind.yaml"), "name": self.dgd,
+                                   "readyTimeoutS": 120}},
+        }
+        self.write()
+
+    def write(self) -> None:
+        (self.dir / "infra.yaml").write_text(yaml.safe_dump(self.infra))
+
+    def cli(self, *args: str, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
+        env = {**os.environ, "KUBECONFIG": str(self.sandbox.kubeconfig), "NRL_K8S_USER": "it",
+               "XDG_CACHE_HOME": str(self.dir / "cache")}
+        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=self.dir)
+
+    def run(self, *flags: str) -> subprocess.CompletedProcess:
+        return self.cli("run", "--raycluster", *flags, "recipe.yaml", "--infra", "infra.yaml")
+
+    def get(self, group_version, plural: str, name: str) -> dict | None:
+        try:
+            return self.custom.get_namespaced_custom_object(*group_version, self.ns, plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def history(self, group_version, plural: str) -> History:
+        return History(self.custom.list_namespaced_custom_object, *group_version, self.ns, plural)
+
+    def dra_names(self) -> list[str]:
+        names = []
+        for group, version, plural in DRA:
+            names += [o["metadata"]["name"] for o in
+                      self.custom.list_namespaced_custom_object(group, version, self.ns, plural)["items"]]
+        return names
+
+    def record(self) -> dict:
+        runs = sorted((self.dir / "cache/nrl-k8s/runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        return json.loads(runs[-1].read_text())
+
+
+@pytest.fixture
+def ll(sandbox, sandbox_namespace, tmp_path):
+    run = LongLived(sandbox, sandbox_namespace, tmp_path)
+    yield run
+    run.cli("cluster", "down", "recipe.yaml", "--infra", "infra.yaml", "--force")
+    run.api.close()
+
+
+def test_long_lived_run_then_warm_rerun_then_cluster_down(ll):
+    with ll.history(NVIDIA, "dynamographdeployments") as dgds:
+        first = ll.run("--wait")
+        assert first.returncode == 0, first.stderr
+        training = ll.get(RAY, "rayclusters", ll.training)
+        # The DGD carried its owner from its very first revision: no window without one.
+        kind, created = dgds.events(ll.dgd)[0]
+        assert kind == "ADDED"
+        assert [o["uid"] for o in created["metadata"]["ownerReferences"]] == [training["metadata"]["uid"]]
+    # The driver ran from the uploaded tree and read the recipe with the DGD name.
+    assert f"dgd_name: {ll.dgd}" in first.stdout
+    assert "hello from" in first.stdout and "mode=long-lived" in first.stdout
+    record = ll.record()
+    assert record["job_id"] in first.stdout and record["uploaded_bytes"] > 0
+    assert record["clusters"] == {"training": ll.training, "gym": ll.gym}
+    # DRA objects per cluster, owned by it; the worker claims point at them.
+    assert sorted(ll.dra_names()) == sorted([f"{ll.training}-cd", f"{ll.training}-roce"])
+    claims = training["spec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"]
+    assert {c["resourceClaimTemplateName"] for c in claims} == {f"{ll.training}-cd-channel", f"{ll.training}-roce"}
+
+    # Warm re-run: everything reused, the daemon left running, the unchanged code not uploaded again.
+    second = ll.run("--wait")
+    assert second.returncode == 0, second.stderr
+    for what in (f"kuberay.training", "kuberay.gym", "deployments.mx", "dynamo.serving"):
+        assert f"{what}" in second.stderr
+    assert "created" not in second.stderr, second.stderr
+    assert "reused (RUNNING)" in second.stderr
+    again = ll.record()
+    assert again["run_id"] != record["run_id"] and again["uploaded_bytes"] == 0
+
+    # status without a run config: the latest run, with the gym daemon running.
+    status = ll.cli("status", "-o", "json")
+    assert status.returncode == 0, status.stderr
+    roles = {r["role"]: r for r in json.loads(status.stdout)["roles"]}
+    assert roles["gym"]["daemon"].startswith("RUNNING gym-server-")
+    assert json.loads(status.stdout)["run"]["run_id"] == again["run_id"]
+
+    # Taking the training cluster down lets GC collect the DGD and the DRA objects it owns.
+    down = ll.cli("cluster", "down", "recipe.yaml", "--infra", "infra.yaml", "--target", "kuberay.training")
+    assert down.returncode == 0, down.stderr
+    eventually(lambda: ll.get(NVIDIA, "dynamographdeployments", ll.dgd) is None and not ll.dra_names(),
+               what="GC of the DGD and the DRA objects")
+
+
+def test_running_driver_needs_replace(ll, tmp_path):
+    gate = Gate(tmp_path)
+    ll.infra["launch"]["entrypoint"] = gate.entrypoint(READ_RECIPE)
+    ll.write()
+    held = ll.run("--no-wait")
+    assert held.returncode == 0, held.stderr
+    first = ll.record()["job_id"]
+    refused = ll.run("--no-wait")
+    assert refused.returncode == 2 and first in refused.stderr and "--replace" in refused.stderr
+    replaced = ll.run("--no-wait", "--replace")
+    assert replaced.returncode == 0, replaced.stderr
+    assert ll.record()["job_id"] != first
+    stopped = ll.cli("job", "list", "-r", "training")
+    assert "STOPPED" in stopped.stdout
+    gate.open()
+
+
+def test_failed_daemon_is_an_error_until_replace(ll):
+    ll.infra["kuberay"]["gym"]["daemon"].update(entrypoint="exit 3", healthCheckUrl=None)
+    ll.write()
+    first = ll.run("--no-wait")
+    assert first.returncode == 0, first.stderr
+    eventually(lambda: "FAILED" in ll.cli("job", "list", "-r", "gym").stdout, what="the daemon failing")
+    again = ll.run("--no-wait")
+    assert again.returncode == 1
+    assert "daemon gym-server-" in again.stderr and "FAILED" in again.stderr and "--replace" in again.stderr
+    assert "Traceback" not in again.stderr
+
+
+def test_failure_before_the_driver_rolls_back_what_the_run_created(ll):
+    with ll.sandbox.fault("dgd-failed"):
+        failed = ll.run("--no-wait")
+    assert failed.returncode == 1, failed.stderr
+    assert "rolled back" in failed.stderr.lower() or "deleted" in failed.stderr.lower()
+    for group_version, plural, name in ((RAY, "rayclusters", ll.training), (RAY, "rayclusters", ll.gym),
+                                        (NVIDIA, "dynamographdeployments", ll.dgd)):
+        eventually(lambda: ll.get(group_version, plural, name) is None, what=f"{plural} {name} deleted")
+    apps = client.AppsV1Api(ll.api)
+    eventually(lambda: not apps.list_namespaced_deployment(ll.ns).items, what="the Deployment deleted")
+    eventually(lambda: not ll.dra_names(), what="the DRA objects deleted")
