@@ -41,7 +41,7 @@ def check(
     cfg = load(ctx, recipe, overrides, infra)
     plan = plan_run(cfg)
     render_summary(summarize(cfg, plan, show_secrets=show_secrets))
-    _probe_cluster(ctx, cfg)
+    _probe_cluster(ctx, cfg, plan.manifests())
     if output is not None:
         data = bundle(cfg, plan, show_secrets=show_secrets)
         text = json.dumps(data, indent=2) + "\n" if output.suffix == ".json" else dump_yaml_stream([data])
@@ -60,7 +60,7 @@ def _write_private(path: Path, text: str) -> None:
         raise ConfigError(f"--output {path}: cannot write it ({exc.strerror})", hint="choose a file you can write") from None
 
 
-def _probe_cluster(ctx: typer.Context, cfg) -> None:
+def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
     """Namespace, CRDs and RBAC when a kubeconfig is usable; otherwise say the checks were skipped.
 
     Credentials the API server rejects fail the check (exit 1); an unreachable server skips it.
@@ -84,7 +84,7 @@ def _probe_cluster(ctx: typer.Context, cfg) -> None:
     try:
         kube = Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
                             tuning=Tuning(retry_budget_s=5, request_timeout_s=5))
-        results = probe(kube, cfg.infra)
+        results = probe(kube, cfg.infra, manifests)
     except (NoClusterError, ServerError) as error:
         out.print(f"\n[bold]CLUSTER[/]\n  skipped: {escape(redact_text(error.message))}")
         return

@@ -238,6 +238,17 @@ class BringUp:
                   for key, manifest in dgds.items()},
                  self.emit, lambda key: self.emit(Became(f"dynamo.{key}", "serving")))
 
+    def add_owner(self, kind: Kind, name: str, owner: dict) -> None:
+        """Make ``owner`` a non-controlling owner of an object this run created (GC deletes it with the owner)."""
+        ref = dgd.owner_reference(owner)
+
+        def change(live: dict) -> dict | None:
+            owners = live["metadata"].get("ownerReferences") or []
+            return None if any(o.get("uid") == ref["uid"] for o in owners) else {
+                "metadata": {"ownerReferences": [*owners, ref]}}
+
+        self.kube.modify(kind, name, change, self.ns)
+
     def link_owner(self, name: str, cluster: dict) -> None:
         """Add ``cluster`` as a non-controlling owner of DGD ``name`` (GC then deletes it with the cluster).
 

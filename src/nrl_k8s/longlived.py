@@ -33,7 +33,7 @@ from .events import Applied, Became, Emit, Waiting
 from .kinds import dgd, raycluster
 from .kinds.index import kind_of
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
-from .probe import longlived_permissions
+from .probe import run_permissions
 from .recipe import RECIPE_ENV, recipe_text
 from .serving import HEALTHY, wait_http
 
@@ -85,23 +85,26 @@ class _LongLived(BringUp):
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> tuple[dict, dict[str, package_mod.Package]]:
         proxy = not self.kube.in_cluster
-        self.check_permissions(longlived_permissions(self.plan, proxy=proxy))
+        self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy))
         existing = self.check_dgds(self.plan.dgds)
         packages = self.stage_packages()
         return existing, packages
 
     def stage_packages(self) -> dict[str, package_mod.Package]:
-        """The working_dir of the driver and of every daemon with upload paths, keyed by role/"driver"."""
+        """The working_dir of the driver (always: it carries the recipe) and of every daemon with
+        upload paths, keyed by "driver" / role. Too big: exit 2 before anything is applied."""
         root = package_mod.repo_root(self.options.repo_root)
         text = recipe_text(self.plan.recipe)
-        driver = self.plan.driver
-        paths = list(driver.code.upload_paths) if driver.code.upload_paths else None
-        staged = {"driver": package_mod.stage(root, paths, text, where="launch.rayUploadPaths")
-                  if driver.code.source == "upload" else package_mod.stage(root, [], text, where="launch")}
+
+        def stage(code, where: str) -> package_mod.Package:
+            paths = [] if code.source != "upload" else package_mod.upload_paths(
+                list(code.upload_paths) if code.upload_paths else None, root, where=where)
+            return package_mod.stage(root, paths, text)
+
+        staged = {"driver": stage(self.plan.driver.code, "launch.rayUploadPaths")}
         for role, daemon in self.plan.daemons.items():
-            if daemon.code.upload_paths:
-                staged[role] = package_mod.stage(root, list(daemon.code.upload_paths), text,
-                                                 where=f"kuberay.{role}.daemon.rayUploadPaths")
+            if daemon.code.source == "upload":
+                staged[role] = stage(daemon.code, f"kuberay.{role}.daemon.rayUploadPaths")
         return staged
 
     # -- bring-up --------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 0. preflight: every permission the run needs, DGD drift, a RayJob of the same name (a finished
    one nrl-k8s created is replaced, a live one refused) — before anything is created;
-1. every DGD applied (or reused when an identical one already exists, adding this run to its
-   users) and awaited in parallel; 2. the run Secret (recipe and launch.env) and the RayJob
-   applied, the RayJob made the Secret's owner; 3. its RayCluster followed and each
+1. the Deployments (+ Services) ensured and awaited Available and healthy; every DGD applied (or reused when an identical one already exists, adding this run to its
+   users) and awaited in parallel; 2. the run Secret (recipe and launch.env), the DRA objects and the RayJob
+   applied, the RayJob made the Secret's owner; 3. its RayCluster followed and the DRA objects and each
    DGD back-patched with a non-controlling ownerReference to it (GC then deletes the DGDs with
    the cluster); 4. the stalled-driver rescue; 5. optionally follow the job to its end.
 
@@ -23,6 +23,7 @@ from .errors import ApiError, ConfigError, NrlK8sError, ResourceFailed, Submissi
 from .events import Applied, Became, Emit, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob, secret
 from .kinds.base import Failed, Pending, Ready, delete_command, managed
+from .kinds.index import kind_of
 from .plan import RunPlan
 from .probe import run_permissions
 
@@ -64,7 +65,7 @@ class _Run(BringUp):
     def preflight(self) -> dict[str, dict | None]:
         """Refuse before creating anything: missing permissions, a taken name we cannot reuse."""
         proxy = not self.kube.in_cluster and not self.options.dashboard_url
-        self.check_permissions(run_permissions(dynamo=bool(self.plan.dgds), proxy=proxy))
+        self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy))
         existing = self.check_dgds(self.plan.dgds)
         job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
         if job is not None:
@@ -116,15 +117,16 @@ class _Run(BringUp):
 
     # -- bring-up --------------------------------------------------------------------------
     def apply_rayjob(self) -> None:
-        """The run Secret, then the RayJob, then the RayJob made the Secret's owner (GC deletes it with the run)."""
-        name = self.plan.secret["metadata"]["name"]
+        """The run Secret and the DRA objects, then the RayJob, then the RayJob made the Secret's
+        owner (GC deletes it with the run); the DRA objects get their RayCluster as owner in ``link_owners``."""
         self.create(secret.KIND, self.plan.secret, "secret")
-        self.emit(Applied("secret", name, "created"))
+        self.emit(Applied("secret", self.plan.secret["metadata"]["name"], "created"))
+        for obj in self.plan.dra:
+            self.create(kind_of(obj), obj, "dra")
+            self.emit(Applied("dra", obj["metadata"]["name"], f"created ({obj['kind']})"))
         job = self.create(rayjob.KIND, self.plan.rayjob, "rayjob")
         self.emit(Applied("rayjob", self.result.rayjob, "created"))
-        self.kube.modify(secret.KIND, name, lambda live: {"metadata": {
-            "ownerReferences": [*(live["metadata"].get("ownerReferences") or []), dgd.owner_reference(job)]}},
-            namespace=self.ns)
+        self.add_owner(secret.KIND, self.plan.secret["metadata"]["name"], job)
 
     def _job_over(self) -> bool:
         job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
@@ -161,6 +163,8 @@ class _Run(BringUp):
         if cluster is None:  # came and went with its finished job
             self.report_unlinked()
             return
+        for obj in self.plan.dra:
+            self.add_owner(kind_of(obj), obj["metadata"]["name"], cluster)
         for name in self.dgd_actions:
             self.link_owner(name, cluster)
 
@@ -261,8 +265,9 @@ def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResu
     with interrupts_raise():
         try:
             existing = run.preflight()
-            run.apply_dgds(existing)
-            run.wait_dgds()
+            run.deployments(plan.deployments, plan.health)
+            run.apply_dgds(plan.dgds, existing)
+            run.wait_dgds(plan.dgds, plan.ready_timeouts)
             run.apply_rayjob()
             run.link_owners(run.follow_cluster())
             run.rescue_driver()

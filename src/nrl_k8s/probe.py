@@ -22,42 +22,22 @@ class Permission:
         return f"{self.verb} {self.resource}.{self.group}" if self.group else f"{self.verb} {self.resource}"
 
 
-def run_permissions(*, dynamo: bool, proxy: bool) -> list[Permission]:
-    """Every verb `run --rayjob` uses in its namespace (``run`` verifies them before creating anything).
+def run_permissions(manifests: list[dict], *, proxy: bool) -> list[Permission]:
+    """Every verb a run that applies ``manifests`` uses in its namespace (verified before anything is created).
 
-    ``watch`` is left out: every wait falls back to polling without it. ``proxy``: the Ray
-    dashboard and the DGD frontends are reached through the API server's service proxy.
+    Each applied kind: get/list (waits), create, patch (owners, DGD users), delete (rollback).
+    ``watch`` is left out: every wait falls back to polling without it. The RayCluster a RayJob
+    makes is followed and pods are listed for readiness. ``proxy``: the Ray dashboard, the DGD
+    frontends and health URLs are reached through the API server's service proxy.
     """
-    needed = [Permission(v, "rayjobs", "ray.io") for v in ("get", "list", "create", "delete")]
-    needed.append(Permission("list", "rayclusters", "ray.io"))
-    # The run's Secret (recipe and secret env values), owned by the RayJob.
-    needed += [Permission(v, "secrets") for v in ("get", "create", "patch", "delete")]
-    if dynamo:
-        needed += [Permission(v, "dynamographdeployments", "nvidia.com") for v in ("get", "list", "create", "patch", "delete")]
-        needed.append(Permission("list", "pods"))
-    if proxy:
-        needed += [Permission("get", "services/proxy"), Permission("create", "services/proxy")]
-    return needed
+    from .kinds.index import kind_of
 
-
-def longlived_permissions(plan, *, proxy: bool) -> list[Permission]:
-    """Every verb `run --raycluster` uses for ``plan`` (a ``plan.LongLivedPlan``)."""
-    needed = [Permission(v, "rayclusters", "ray.io") for v in ("get", "list", "create", "delete")]
-    needed += [Permission("list", "pods")]
-    if plan.deployments:
-        needed += [Permission(v, "deployments", "apps") for v in ("get", "create", "delete")]
-        needed += [Permission(v, "services") for v in ("get", "create", "delete")]
-    groups = {(m["apiVersion"].split("/")[0], m["kind"].lower() + "s") for objs in plan.dra.values() for m in objs}
-    for group, plural in sorted(groups):
-        needed += [Permission(v, plural, group) for v in ("get", "create", "delete")]
-    if plan.env_secrets:
-        needed += [Permission(v, "secrets") for v in ("get", "create", "delete")]
-    if plan.dgds:
-        needed += [Permission(v, "dynamographdeployments", "nvidia.com") for v in ("get", "list", "create", "patch", "delete")]
+    kinds = list(dict.fromkeys(kind_of(m) for m in manifests))
+    needed = [Permission(v, k.plural, k.group) for k in kinds for v in ("get", "list", "create", "patch", "delete")]
+    needed += [Permission("list", "rayclusters", "ray.io"), Permission("list", "pods")]
     if proxy:
-        needed += [Permission("get", "services/proxy"), Permission("create", "services/proxy"),
-                   Permission("update", "services/proxy")]
-    return needed
+        needed += [Permission(v, "services/proxy") for v in ("get", "create", "update")]
+    return list(dict.fromkeys(needed))
 
 
 def missing_permissions(kube, needed: list[Permission], namespace: str) -> list[Permission]:
@@ -73,7 +53,8 @@ class Probe:
     hint: str = ""
 
 
-def probe(kube, infra: dict) -> list[Probe]:
+def probe(kube, infra: dict, manifests: list[dict]) -> list[Probe]:
+    """Namespace, CRDs, and every permission a run applying ``manifests`` needs."""
     ns = infra["namespace"]
     try:
         results = [Probe(f"namespace {ns}", kube.find(core.NAMESPACE, ns) is not None,
@@ -85,7 +66,7 @@ def probe(kube, infra: dict) -> list[Probe]:
         crds["DynamoGraphDeployment"] = DGD_CRD
     for kind, crd in crds.items():
         results.append(Probe(f"CRD {crd}", kube.crd_installed(crd), f"{kind} not served", HELMFILE_HINT))
-    for permission in run_permissions(dynamo=bool(infra.get("dynamo")), proxy=not kube.in_cluster):
+    for permission in run_permissions(manifests, proxy=not kube.in_cluster):
         try:
             allowed = not missing_permissions(kube, [permission], ns)
         except UnauthorizedError:

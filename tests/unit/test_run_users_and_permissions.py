@@ -77,18 +77,38 @@ def test_managed_needs_the_label():
     assert not managed({"metadata": {}})
 
 
+def _manifest(api_version: str, kind: str) -> dict:
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}
+
+
+RAYJOB_RUN = [_manifest("nvidia.com/v1alpha1", "DynamoGraphDeployment"), _manifest("v1", "Secret"),
+              _manifest("ray.io/v1", "RayJob")]
+
+
 def test_run_permissions_cover_every_verb_the_run_uses():
-    needed = {str(p) for p in run_permissions(dynamo=True, proxy=True)}
+    needed = {str(p) for p in run_permissions(RAYJOB_RUN, proxy=True)}
     assert {"create rayjobs.ray.io", "delete rayjobs.ray.io", "list rayclusters.ray.io", "create secrets",
-            "patch dynamographdeployments.nvidia.com", "delete dynamographdeployments.nvidia.com", "list pods",
-            "get services/proxy", "create services/proxy"} <= needed
+            "patch secrets", "patch dynamographdeployments.nvidia.com", "delete dynamographdeployments.nvidia.com",
+            "list pods", "get services/proxy", "create services/proxy"} <= needed
     assert not any(p.startswith("watch ") for p in needed)  # waits poll without it
 
 
-def test_run_permissions_depend_on_dynamo_and_the_proxy():
-    plain = run_permissions(dynamo=False, proxy=False)
-    assert not any(p.group == "nvidia.com" or p.resource in ("pods", "services/proxy") for p in plain)
+@pytest.mark.parametrize("api_version, kind, expected", [
+    ("apps/v1", "Deployment", "create deployments.apps"),
+    ("v1", "Service", "delete services"),
+    ("resource.nvidia.com/v1beta1", "ComputeDomain", "patch computedomains.resource.nvidia.com"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate", "create resourceclaimtemplates.resource.k8s.io"),
+    ("ray.io/v1", "RayCluster", "create rayclusters.ray.io"),
+])
+def test_run_permissions_follow_the_applied_kinds(api_version, kind, expected):
+    assert expected in {str(p) for p in run_permissions([_manifest(api_version, kind)], proxy=False)}
+
+
+def test_run_permissions_depend_on_the_objects_and_the_proxy():
+    plain = run_permissions([_manifest("ray.io/v1", "RayJob")], proxy=False)
+    assert not any(p.group == "nvidia.com" or p.resource == "services/proxy" for p in plain)
     assert Permission("create", "rayjobs", "ray.io") in plain
+    assert len(plain) == len(set(plain))
 
 
 def test_permission_names_read_like_kubectl():
