@@ -229,13 +229,7 @@ def _decorate_pod(infra: dict, template: dict, size: dict | None, default_contai
     containers = pod.setdefault("containers", [])
     if not containers:
         containers.append({"name": default_container})
-    if infra.get("image"):
-        for container in containers + (pod.get("initContainers") or []):
-            if not container.get("image"):
-                container["image"] = infra["image"]
-    _add_pull_secrets(pod, infra.get("imagePullSecrets") or [])
-    if infra.get("serviceAccount"):
-        pod.setdefault("serviceAccountName", infra["serviceAccount"])
+    apply_identity(infra, pod)
     _apply_placement(pod, infra.get("placement") or {})
     kind, queue = _scheduler(infra)
     if kind == "kai":
@@ -245,6 +239,21 @@ def _decorate_pod(infra: dict, template: dict, size: dict | None, default_contai
     _apply_storage(pod, containers, infra)
     if size:
         _apply_size(containers[0], size)
+
+
+def apply_identity(infra: dict, pod: dict) -> None:
+    """What a pod runs as: ``infra.image`` on every container (and init container) without one,
+    ``imagePullSecrets`` appended (names already present skipped), ``serviceAccountName`` where unset.
+
+    Shared by every pod nrl-k8s renders from ``kuberay`` and ``deployments``.
+    """
+    if infra.get("image"):
+        for container in (pod.get("containers") or []) + (pod.get("initContainers") or []):
+            if not container.get("image"):
+                container["image"] = infra["image"]
+    _add_pull_secrets(pod, infra.get("imagePullSecrets") or [])
+    if infra.get("serviceAccount"):
+        pod.setdefault("serviceAccountName", infra["serviceAccount"])
 
 
 def pull_secret_refs(secrets: list) -> list[dict]:
