@@ -28,6 +28,7 @@ from .. import k8s_rules as rules
 from ..errors import InfraError
 from ..k8s_rules import Invalid
 from ..names import MAX_RAYCLUSTER_NAME_LEN, validate_name
+from . import dra
 from .pod_schema import check_pod_template
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, condition_true
 from .base import describe_condition, k8s_str, object_metadata, str_map, without_nulls
@@ -91,6 +92,21 @@ def render(infra: dict, role: str) -> dict:
         key=("kuberay", role),
     )
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": render_spec(infra, role)}
+
+
+def render_with_dra(infra: dict, role: str) -> tuple[dict, list[dict]]:
+    """The RayCluster of ``role`` with its DRA claims rewritten, and the DRA objects it owns (``kinds.dra``)."""
+    cluster = render(infra, role)
+    return cluster, dra.render_for_pods(pod_specs(cluster["spec"]), cluster["metadata"]["name"], infra)
+
+
+def pod_specs(spec: dict) -> list[dict]:
+    """The pod spec of every pod a RayCluster ``spec`` makes: the head's, then each worker
+    group's once per pod (``replicas`` x ``numOfHosts``); repeats are the same dict."""
+    pods = [spec["headGroupSpec"]["template"]["spec"]]
+    for group in spec.get("workerGroupSpecs") or []:
+        pods += [group["template"]["spec"]] * (group.get("replicas", 1) * group.get("numOfHosts", 1))
+    return pods
 
 
 def render_spec(infra: dict, role: str) -> dict:
