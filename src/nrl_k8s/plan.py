@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from . import recipe as recipe_mod
 from .config import LoadedConfig
 from .errors import ConfigError
-from .kinds import dgd, rayjob
+from .kinds import deployment, dgd, rayjob
+
+DEFAULT_HEALTH_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -30,10 +32,15 @@ class RunPlan:
     secret: dict  # the run's recipe and launch.env (owned by the RayJob once both exist)
     rayjob: dict
     ready_timeouts: dict[str, float]  # infra.dynamo key -> readyTimeoutS
+    deployments: dict[str, list[dict]]  # infra.deployments key -> [Deployment, Service?]
+    health: dict[str, tuple[str, float]]  # infra.deployments key -> (healthCheckUrl, healthCheckTimeoutS)
+    dra: list[dict]  # DRA objects the RayJob's pods claim (named after the RayJob; owned by its cluster later)
 
     def manifests(self) -> list[dict]:
-        """Everything that would be applied, in apply order: DGDs first, then the Secret and the RayJob."""
-        return [*self.dgds.values(), self.secret, self.rayjob]
+        """Everything that would be applied, in apply order: Deployments (and their Services),
+        DGDs, the Secret, the DRA objects, the RayJob."""
+        return [*(m for objects in self.deployments.values() for m in objects), *self.dgds.values(), self.secret,
+                *self.dra, self.rayjob]
 
 
 def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
@@ -54,7 +61,7 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
             )
     final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
     run_id = recipe_mod.run_id(cfg.infra, final_recipe, list(dgds.values()))
-    job = rayjob.render(
+    job, dra = rayjob.render_with_dra(
         cfg.infra,
         run_id,
         shutdown=options.shutdown,
@@ -63,5 +70,18 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     )
     dgds = {key: dgd.with_user(manifest, job["metadata"]["name"]) for key, manifest in dgds.items()}
     timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
+    declared = cfg.infra.get("deployments") or {}
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
-                   secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts)
+                   secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts,
+                   deployments={key: deployment.render_with_service(cfg.infra, key) for key in sorted(declared)},
+                   health={key: health for key in sorted(declared) if (health := health_check(declared[key]))},
+                   dra=dra)
+
+
+def health_check(entry: dict) -> tuple[str, float] | None:
+    """(healthCheckUrl, healthCheckTimeoutS or 300 s) of an ``infra.deployments`` entry or a
+    ``kuberay.ROLE.daemon``; None without a URL."""
+    if not entry.get("healthCheckUrl"):
+        return None
+    timeout = entry.get("healthCheckTimeoutS")
+    return entry["healthCheckUrl"], float(timeout if timeout is not None else DEFAULT_HEALTH_TIMEOUT_S)

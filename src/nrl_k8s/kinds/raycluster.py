@@ -75,6 +75,12 @@ def head_service(cluster: str) -> str:
     return f"{cluster}-head-svc"
 
 
+def daemon_submission_id(infra: dict, role: str) -> str:
+    """The Ray submission id of the role's ``daemon``: its ``submissionId``, else ``<cluster>-daemon``."""
+    daemon = role_entry(infra, role).get("daemon") or {}
+    return daemon.get("submissionId") or f"{cluster_name(infra, role)}-daemon"
+
+
 def scheduler_labels(infra: dict) -> dict:
     """Labels the scheduler needs on the top-level object (kueue queue), else {}."""
     kind, queue = _scheduler(infra)
