@@ -35,9 +35,26 @@ def render_summary(s: dict) -> None:
         out.print(f"    head        {_size(role['head'])}")
         for w in role["workers"]:
             out.print(f"    {w['group']:<11} {w['replicas']} x ({_size(w)})")
+        if role["code"]:
+            out.print(f"    code        {escape(role['code'])}  (run --raycluster)")
+        for obj in role["dra"]:
+            out.print(f"    dra         {escape(obj)}")
+        if role["daemon"]:
+            d = role["daemon"]
+            out.print(f"    daemon      {escape(str(d['entrypoint']))}")
+            out.print(f"                id {escape(d['submission_id'])}; code {escape(d['code'])}"
+                      + (f"; health {escape(d['health'])}" if d["health"] else ""))
     out.print(f"  entrypoint  {escape(str(s['entrypoint']))}")
     for key, value in s["env"].items():
         out.print(f"  env         {escape(key)}={escape(str(value))}")
+
+    if s["deployments"]:
+        out.print("\n[bold]DEPLOYMENTS[/]")
+    for d in s["deployments"]:
+        out.print(f"  deployments.{escape(d['key'])} -> {escape(d['name'])}  (replicas {d['replicas']})")
+        out.print(f"    service     {escape(d['service'] or '(no container ports: none)')}")
+        if d["health"]:
+            out.print(f"    health      {escape(d['health'])}")
 
     out.print("\n[bold]DYNAMO[/]")
     if not s["dynamo"]:

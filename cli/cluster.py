@@ -34,7 +34,7 @@ def up(
     cfg = load(ctx, recipe, overrides, infra)
     chosen = targets.parse(cfg.infra, target or [])
     if dry_run:
-        print_manifests([targets.render(cfg.infra, t) for t in chosen], show_secrets=show_secrets)
+        print_manifests([m for t in chosen for m in targets.render_all(cfg.infra, t)], show_secrets=show_secrets)
         return
     from nrl_k8s import clusters
 

@@ -25,6 +25,7 @@ PAIRS = {
     "grpo_two_dgds": ("grpo_two_dgds.yaml", "grpo_two_dgds.kind.infra.yaml"),
     "bundled_qwen3_0.6b": ("bundled_qwen3_0.6b.yaml", None),
     "sandbox": ("sandbox.yaml", "sandbox.infra.yaml"),
+    "sandbox_longlived": ("sandbox_longlived.yaml", "sandbox_longlived.infra.yaml"),
 }
 PARENTS = {"grpo_base.yaml"}  # recipes only used through `defaults:`
 DGDS = sorted(p.name for p in (ROOT / "examples_dgd").glob("*.yaml"))
@@ -58,7 +59,7 @@ def test_run_dry_run_matches_golden(name):
 @pytest.mark.parametrize("name", PAIRS, ids=PAIRS)
 def test_cluster_up_targets_match_golden(name):
     cfg = _load(*PAIRS[name])
-    docs = [targets.render(cfg.infra, t) for t in targets.available(cfg.infra)]
+    docs = [doc for t in targets.available(cfg.infra) for doc in targets.render_all(cfg.infra, t)]
     _compare(f"{name}.cluster.yaml", dump_yaml_stream(docs))
 
 

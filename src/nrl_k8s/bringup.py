@@ -195,7 +195,12 @@ class BringUp:
         label = f"deployments.{key}"
         self.wait_ready(deployment.KIND, deployment.readiness, manifest["metadata"]["name"], label,
                         DEPLOYMENT_TIMEOUT_S, emit)
+        self.wait_healthy(label, health, emit)
+
+    def wait_healthy(self, label: str, health: tuple[str, float] | None, emit: Emit | None = None) -> None:
+        """Until ``health`` = (url, timeout) answers 2xx (service proxy from outside the cluster)."""
         if health is not None:
+            emit = emit or self.emit
             url, timeout = health
             wait_http(self.kube, label, url, self.ns, time.monotonic() + timeout, emit, up=HEALTHY)
             emit(Became(label, f"healthy ({url})"))

@@ -35,7 +35,6 @@ from .kinds.index import kind_of
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
 from .probe import run_permissions
 from .recipe import RECIPE_ENV, recipe_text
-from .serving import HEALTHY, wait_http
 
 _PROVISION_TIMEOUT_S = 1800
 _STOP_TIMEOUT_S = 120
@@ -145,11 +144,7 @@ class _LongLived(BringUp):
             with self.dashboard(role) as dash:
                 self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
                                                           replace=self.options.replace, emit=self.emit)
-            if daemon.health_url:
-                label = f"daemon {role}"
-                wait_http(self.kube, label, daemon.health_url, self.ns,
-                          time.monotonic() + daemon.health_timeout_s, self.emit, up=HEALTHY)
-                self.emit(Became(label, f"healthy ({daemon.health_url})"))
+            self.wait_healthy(f"daemon {role}", daemon.health)
 
     def driver(self, package: package_mod.Package) -> None:
         driver = self.plan.driver

@@ -15,6 +15,8 @@ from .errors import InfraError
 from .kinds import deployment, dgd, rayjob
 from .kinds.base import MANAGED_BY
 
+DEFAULT_HEALTH_TIMEOUT_S = 300.0
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -32,10 +34,15 @@ class RunPlan:
     secret: dict  # the run's recipe and launch.env (owned by the RayJob once both exist)
     rayjob: dict
     ready_timeouts: dict[str, float]  # infra.dynamo key -> readyTimeoutS
+    deployments: dict[str, list[dict]]  # infra.deployments key -> [Deployment, Service?]
+    health: dict[str, tuple[str, float]]  # infra.deployments key -> (healthCheckUrl, healthCheckTimeoutS)
+    dra: list[dict]  # DRA objects the RayJob's pods claim (named after the RayJob; owned by its cluster later)
 
     def manifests(self) -> list[dict]:
-        """Everything that would be applied, in apply order: DGDs first, then the Secret and the RayJob."""
-        return [*self.dgds.values(), self.secret, self.rayjob]
+        """Everything that would be applied, in apply order: Deployments (and their Services),
+        DGDs, the Secret, the DRA objects, the RayJob."""
+        return [*(m for objects in self.deployments.values() for m in objects), *self.dgds.values(), self.secret,
+                *self.dra, self.rayjob]
 
 
 def _same_namespace(dgds: dict[str, dict], namespace: str) -> None:
@@ -59,7 +66,7 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     _same_namespace(dgds, cfg.infra["namespace"])
     final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
     run_id = recipe_mod.run_id(cfg.infra, final_recipe, list(dgds.values()))
-    job = rayjob.render(
+    job, dra = rayjob.render_with_dra(
         cfg.infra,
         run_id,
         shutdown=options.shutdown,
@@ -68,14 +75,31 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     )
     dgds = {key: dgd.with_user(manifest, job["metadata"]["name"]) for key, manifest in dgds.items()}
     timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
+    deployments, health = _deployments(cfg.infra)
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
-                   secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts)
+                   secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts,
+                   deployments=deployments, health=health, dra=dra)
+
+
+def _deployments(infra: dict) -> tuple[dict[str, list[dict]], dict[str, tuple[str, float]]]:
+    """Each ``infra.deployments`` key's [Deployment, Service?] and its health check, if any."""
+    declared = infra.get("deployments") or {}
+    return ({key: deployment.render_with_service(infra, key) for key in sorted(declared)},
+            {key: check for key in sorted(declared) if (check := health_check(declared[key]))})
+
+
+def health_check(entry: dict) -> tuple[str, float] | None:
+    """(healthCheckUrl, healthCheckTimeoutS or 300 s) of an ``infra.deployments`` entry or a
+    ``kuberay.ROLE.daemon``; None without a URL."""
+    if not entry.get("healthCheckUrl"):
+        return None
+    timeout = entry.get("healthCheckTimeoutS")
+    return entry["healthCheckUrl"], float(timeout if timeout is not None else DEFAULT_HEALTH_TIMEOUT_S)
 
 
 # -- `run --raycluster` ---------------------------------------------------------------------
 
 DRIVER_RECIPE = "nrl_k8s_run.yaml"  # the final recipe, at the root of the driver's working dir
-DEFAULT_HEALTH_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -97,8 +121,7 @@ class Submission:
     entrypoint: str
     env: dict[str, str]  # runtime_env env_vars (values that do not look secret)
     code: Code
-    health_url: str | None = None
-    health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
+    health: tuple[str, float] | None = None  # (healthCheckUrl, timeout) awaited after submission
 
 
 @dataclass(frozen=True)
@@ -171,8 +194,7 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
                      if not is_secret(k)},
                 code=Code("upload", tuple(daemon["rayUploadPaths"]), None) if daemon.get("rayUploadPaths")
                 else Code("image", None, None),
-                health_url=daemon.get("healthCheckUrl"),
-                health_timeout_s=float(daemon.get("healthCheckTimeoutS") or DEFAULT_HEALTH_TIMEOUT_S),
+                health=health_check(daemon),
             )
     launch = infra.get("launch") or {}
     source = launch.get("codeSource") or "upload"
@@ -183,11 +205,7 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
                         entrypoint=recipe_mod.driver_entrypoint(infra),
                         env={**driver_env, recipe_mod.RUN_ID_ENV: run_id, recipe_mod.RECIPE_ENV: DRIVER_RECIPE},
                         code=code)
-    deployments, health = {}, {}
-    for key, entry in sorted((infra.get("deployments") or {}).items()):
-        deployments[key] = deployment.render_with_service(infra, key)
-        if entry.get("healthCheckUrl"):
-            health[key] = (entry["healthCheckUrl"], float(entry.get("healthCheckTimeoutS") or DEFAULT_HEALTH_TIMEOUT_S))
+    deployments, health = _deployments(infra)
     timeouts = {key: float(infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
     return LongLivedPlan(run_id=run_id, namespace=ns, infra=infra, recipe=final_recipe, notes=tuple(notes),
                          deployments=deployments, health=health, clusters=clusters, dra=dra,

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import targets
 from .config import LoadedConfig
 from .kinds import dgd, raycluster
-from .plan import RunPlan
+from .plan import RunPlan, health_check
 from .redact import redact
 from .unused import unused_fields
 
@@ -38,6 +39,51 @@ def role_sizing(infra: dict, role: str) -> dict:
         workers.append({"group": group["groupName"], "replicas": group.get("replicas", 1), **_group(group["template"])})
     total = head["gpus"] + sum(w["gpus"] * w["replicas"] for w in workers)
     return {"role": role, "name": infra["kuberay"][role]["name"], "head": head, "workers": workers, "total_gpus": total}
+
+
+def long_lived(infra: dict, role: str) -> dict:
+    """What `run --raycluster` adds to a role: the DRA objects its pods claim, its daemon and,
+    for training, where the driver's code comes from."""
+    _, dra = raycluster.render_with_dra(infra, role)
+    daemon = raycluster.role_entry(infra, role).get("daemon")
+    out = {"dra": [_dra(obj) for obj in dra], "daemon": None, "code": _driver_code(infra) if role == "training" else None}
+    if daemon:
+        out["daemon"] = {
+            "entrypoint": daemon.get("entrypoint"),
+            "submission_id": raycluster.daemon_submission_id(infra, role),
+            "health": _health(daemon),
+            "code": f"upload {', '.join(daemon['rayUploadPaths'])}" if daemon.get("rayUploadPaths") else "image",
+        }
+    return out
+
+
+def _dra(obj: dict) -> str:
+    nodes = obj["spec"].get("numNodes")
+    return f"{obj['kind']} {obj['metadata']['name']}" + (f" (numNodes {nodes})" if nodes is not None else "")
+
+
+def _driver_code(infra: dict) -> str:
+    launch = infra.get("launch") or {}
+    source = launch.get("codeSource") or "upload"
+    if source != "upload":
+        return f"{source} {launch.get('codePath')}"
+    paths = launch.get("rayUploadPaths")
+    return f"upload {', '.join(paths)}" if paths else "upload (the NeMo-RL source folders)"
+
+
+def _health(entry: dict) -> str | None:
+    found = health_check(entry)
+    return f"{found[0]} within {found[1]:g}s" if found else None
+
+
+def _deployments(infra: dict, plan: RunPlan) -> list[dict]:
+    rows = []
+    for key, objects in plan.deployments.items():
+        service = objects[1] if len(objects) > 1 else None
+        ports = [f"{p['name']} {p['port']}/{p['protocol']}" for p in service["spec"]["ports"]] if service else []
+        rows.append({"key": key, "name": objects[0]["metadata"]["name"], "replicas": objects[0]["spec"].get("replicas", 1),
+                     "service": ", ".join(ports) or None, "health": _health(infra["deployments"][key])})
+    return rows
 
 
 def _display(path: str | Path) -> str:
@@ -82,7 +128,8 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
         "image": infra.get("image"),
         "run_id": plan.run_id,
         "rayjob": plan.rayjob["metadata"]["name"],
-        "roles": [role_sizing(infra, role) for role in sorted(infra.get("kuberay") or {})],
+        "roles": [{**role_sizing(infra, role), **long_lived(infra, role)} for role in sorted(infra.get("kuberay") or {})],
+        "deployments": _deployments(infra, plan),
         "entrypoint": launch.get("entrypoint"),
         "env": dict(launch.get("env") or {}),
         "dynamo": dynamo,
@@ -93,6 +140,9 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
 
 
 def bundle(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -> dict:
-    """What `check -o FILE` writes: resolved infra, final recipe and every rendered manifest."""
-    data = {"infra": cfg.infra, "recipe": plan.recipe, "manifests": plan.manifests()}
+    """What `check -o FILE` writes: resolved infra, final recipe, the manifests `run --rayjob`
+    applies (``manifests``) and those `cluster up` / `run --raycluster` apply for every declared
+    target (``long_lived``: each role's RayCluster and DRA objects, the DGDs, Deployments, Services)."""
+    long_lived = [m for target in targets.available(cfg.infra) for m in targets.render_all(cfg.infra, target)]
+    data = {"infra": cfg.infra, "recipe": plan.recipe, "manifests": plan.manifests(), "long_lived": long_lived}
     return data if show_secrets else redact(data)

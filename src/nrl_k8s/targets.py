@@ -56,12 +56,20 @@ def check_declared(cfg: LoadedConfig) -> None:
     """
     with cfg.located():
         for target in available(cfg.infra):
-            render(cfg.infra, target)
+            render_all(cfg.infra, target)
 
 
 def render(infra: dict, target: Target) -> dict:
+    """The target's own object: the RayCluster (DRA claims rewritten), the DGD or the Deployment."""
+    return render_all(infra, target)[0]
+
+
+def render_all(infra: dict, target: Target) -> list[dict]:
+    """Every object bringing ``target`` up applies, its own first: ``kuberay.ROLE`` → the
+    RayCluster and its DRA objects; ``deployments.KEY`` → the Deployment and its Service."""
     if target.kind == "kuberay":
-        return raycluster.render(infra, target.key)
+        cluster, dra = raycluster.render_with_dra(infra, target.key)
+        return [cluster, *dra]
     if target.kind == "dynamo":
-        return dgd.render(infra, target.key)
-    return deployment.render(infra, target.key)
+        return [dgd.render(infra, target.key)]
+    return deployment.render_with_service(infra, target.key)

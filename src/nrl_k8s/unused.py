@@ -1,8 +1,9 @@
 """Infra fields that are accepted but have no effect (``check`` lists them).
 
 Derived from what the renderers consume: ``kinds.raycluster``, ``kinds.rayjob``,
-``kinds.dgd``, ``kinds.deployment`` and ``recipe`` (driver entrypoint, launch env). A field
-counts as set when present and not None.
+``kinds.dgd``, ``kinds.deployment`` and ``recipe`` (driver entrypoint, launch env), and from
+what the long-lived flow (`run --raycluster`) reads: every role's ``daemon``, the Deployments'
+health checks and the driver's code source. A field counts as set when present and not None.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from .kinds.raycluster import ROLES
 
 # Whole blocks no implemented flow reads (reported per set key).
 _UNUSED_BLOCKS = ("submit",)
-_UNUSED_LAUNCH = ("mode", "runMode", "attach", "peerWatcher", "rayUploadPaths", "codeSource", "codePath")
-_UNUSED_DEPLOYMENT = ("healthCheckUrl", "healthCheckTimeoutS")
+_UNUSED_LAUNCH = ("mode", "runMode", "attach", "peerWatcher")
 # Storage blocks: which fields each volume kind reads.
 _STORAGE_FIELDS = {
     "workspace": ("kind", "pvcName", "mountPath", "hostPath", "size", "repoSubdir"),
@@ -33,6 +33,10 @@ def unused_fields(infra: dict) -> list[str]:
         out += _set_keys(infra.get(block), block)
     launch = infra.get("launch") or {}
     out += [f"launch.{k}" for k in _UNUSED_LAUNCH if launch.get(k) is not None]
+    # upload (the default) packages rayUploadPaths; image and lustre start the driver in codePath.
+    ignored = "codePath" if (launch.get("codeSource") or "upload") == "upload" else "rayUploadPaths"
+    if launch.get(ignored) is not None:
+        out.append(f"launch.{ignored}")
 
     for field, known in _STORAGE_FIELDS.items():
         cfg = infra.get(field) or {}
@@ -47,7 +51,7 @@ def unused_fields(infra: dict) -> list[str]:
     resources = infra.get("resources") or {}
     for role in ROLES:
         entry = kuberay.get(role) or {}
-        out += _set_keys(entry.get("daemon"), f"kuberay.{role}.daemon")
+        out += _timeout_without_url(entry.get("daemon"), f"kuberay.{role}.daemon")
         groups = (entry.get("spec") or {}).get("workerGroupSpecs") or []
         size = entry.get("segmentSize")
         if size is not None and not any((g.get("replicas") or 0) > size for g in groups):
@@ -59,8 +63,15 @@ def unused_fields(infra: dict) -> list[str]:
             out.append(f"resources.{role}.worker")
 
     for key, entry in (infra.get("deployments") or {}).items():
-        out += [f"deployments.{key}.{k}" for k in _UNUSED_DEPLOYMENT if (entry or {}).get(k) is not None]
+        out += _timeout_without_url(entry, f"deployments.{key}")
     return out
+
+
+def _timeout_without_url(block: dict | None, prefix: str) -> list[str]:
+    """``healthCheckTimeoutS`` bounds the wait for ``healthCheckUrl``: without a URL nothing waits."""
+    block = block or {}
+    unused = block.get("healthCheckTimeoutS") is not None and block.get("healthCheckUrl") is None
+    return [f"{prefix}.healthCheckTimeoutS"] if unused else []
 
 
 def _set_keys(block: dict | None, prefix: str) -> list[str]:

@@ -14,6 +14,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 KIND = [str(EXAMPLES / "qwen3_0.6b_dynamo.yaml"), "--infra", str(EXAMPLES / "qwen3_0.6b_dynamo.kind.infra.yaml")]
+LONG_LIVED = [str(EXAMPLES / "sandbox_longlived.yaml"), "--infra", str(EXAMPLES / "sandbox_longlived.infra.yaml")]
 EXE = shutil.which("nrl-k8s", path=str(Path(sys.executable).parent))
 
 COMMANDS = [[], ["check"], ["run"], ["cluster"], ["cluster", "up"], ["sandbox"]]
@@ -63,8 +64,9 @@ def test_check_output_bundle_redacts_secrets(cli, tmp_path, monkeypatch, suffix)
     assert result.exit_code == 0, result.stderr
     text = target.read_text()
     data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-    assert set(data) == {"infra", "recipe", "manifests"}
+    assert set(data) == {"infra", "recipe", "manifests", "long_lived"}
     assert [m["kind"] for m in data["manifests"]] == ["DynamoGraphDeployment", "Secret", "RayJob"]
+    assert [m["kind"] for m in data["long_lived"]] == ["RayCluster", "DynamoGraphDeployment"]
     assert data["recipe"]["policy"]["generation"]["backend"] == "dynamo"
     assert "hf_topsecret" not in text and "hf_topsecret" not in result.stdout
 
@@ -107,6 +109,47 @@ def test_cluster_up_dry_run_targets(cli, flags, kinds):
     result = cli("cluster", "up", "--dry-run", *flags, *KIND)
     assert result.exit_code == 0, result.stderr
     assert [d["kind"] for d in yaml.safe_load_all(result.stdout)] == kinds
+
+
+LONG_LIVED_TARGETS = {
+    "all": ([], ["RayCluster", "RayCluster", "ComputeDomain", "ResourceClaimTemplate", "DynamoGraphDeployment",
+                 "Deployment", "Service"]),
+    "training role and its DRA objects": (["-t", "kuberay.training"], ["RayCluster", "ComputeDomain", "ResourceClaimTemplate"]),
+    "deployment and its Service": (["-t", "deployments.web"], ["Deployment", "Service"]),
+}
+
+
+@pytest.mark.parametrize("flags,kinds", LONG_LIVED_TARGETS.values(), ids=LONG_LIVED_TARGETS)
+def test_cluster_up_dry_run_prints_companion_objects(cli, flags, kinds):
+    result = cli("cluster", "up", "--dry-run", *flags, *LONG_LIVED)
+    assert result.exit_code == 0, result.stderr
+    assert [d["kind"] for d in yaml.safe_load_all(result.stdout)] == kinds
+
+
+def test_run_dry_run_prints_every_object_in_apply_order(cli):
+    result = cli("run", "--dry-run", *LONG_LIVED)
+    assert result.exit_code == 0, result.stderr
+    docs = list(yaml.safe_load_all(result.stdout))
+    assert [d["kind"] for d in docs] == ["Deployment", "Service", "DynamoGraphDeployment", "Secret", "ComputeDomain",
+                                         "ResourceClaimTemplate", "RayJob"]
+    job = docs[-1]["metadata"]["name"]
+    claims = docs[-1]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"]
+    assert {c["resourceClaimTemplateName"] for c in claims} == {f"{job}-cd-channel", f"{job}-roce"}
+
+
+def test_check_shows_daemons_deployments_and_code(cli):
+    result = cli("check", *LONG_LIVED)
+    assert result.exit_code == 0, result.stderr
+    for expected in (
+        "code        upload examples/sandbox_code",
+        "dra         ComputeDomain tester-ll-train-cd (numNodes 1)",
+        "daemon      python3 examples/sandbox_code/gym_server.py 18431",
+        "id tester-ll-gym-server; code upload examples/sandbox_code; health http://tester-ll-gym-head-svc:18431/ within 120s",
+        "deployments.web -> tester-ll-web  (replicas 1)",
+        "service     port-8000 8000/TCP",
+    ):
+        assert expected in result.stdout, expected
+    assert "ACCEPTED BUT NOT USED" not in result.stdout
 
 
 def _write(tmp_path, name, text):

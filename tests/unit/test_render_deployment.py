@@ -59,12 +59,97 @@ def test_render_cases(entry, extract, expected):
     assert extract(deployment.render(make_infra(**entry), "reward")) == expected
 
 
-def test_pull_secrets_only_where_unset():
+def pod_of(obj: dict) -> dict:
+    return obj["spec"]["template"]["spec"]
+
+
+# Patched like the RayCluster pods (raycluster.apply_identity): (infra fields, pod spec fields, expected pod fields).
+IDENTITY = [
+    ("pull secrets where unset", {"imagePullSecrets": ["ngc"]}, {}, {"imagePullSecrets": [{"name": "ngc"}]}),
+    (
+        "pull secrets appended, present names skipped",
+        {"imagePullSecrets": ["ngc", {"name": "mine"}]},
+        {"imagePullSecrets": [{"name": "mine"}]},
+        {"imagePullSecrets": [{"name": "mine"}, {"name": "ngc"}]},
+    ),
+    ("service account where unset", {"serviceAccount": "trainer"}, {}, {"serviceAccountName": "trainer"}),
+    ("explicit service account kept", {"serviceAccount": "trainer"}, {"serviceAccountName": "own"}, {"serviceAccountName": "own"}),
+    (
+        "image on init containers too",
+        {},
+        {"initContainers": [{"name": "init"}]},
+        {"initContainers": [{"name": "init", "image": "nemo-rl:1"}]},
+    ),
+]
+
+
+@pytest.mark.parametrize("infra_fields, pod_fields, expected", [c[1:] for c in IDENTITY], ids=[c[0] for c in IDENTITY])
+def test_pod_identity_patched_like_raycluster(infra_fields, pod_fields, expected):
+    infra = {**make_infra(), **infra_fields}
+    infra["deployments"]["reward"]["spec"]["template"]["spec"].update(copy.deepcopy(pod_fields))
+    pod = pod_of(deployment.render(infra, "reward"))
+    assert {k: pod.get(k) for k in expected} == expected
+
+
+def ported(*containers: dict, **spec) -> dict:
+    """make_infra with the given containers (and Deployment spec fields)."""
     infra = make_infra()
-    infra["imagePullSecrets"] = ["ngc"]
-    assert deployment.render(infra, "reward")["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "ngc"}]
-    infra["deployments"]["reward"]["spec"]["template"]["spec"]["imagePullSecrets"] = [{"name": "mine"}]
-    assert deployment.render(infra, "reward")["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mine"}]
+    infra["deployments"]["reward"]["spec"] = {"template": {"spec": {"containers": list(containers)}}, **spec}
+    return infra
+
+
+SERVICES = [
+    ("no ports: no Service", ported({"name": "a"}), None),
+    (
+        "unnamed port gets port-N, TCP",
+        ported({"name": "a", "ports": [{"containerPort": 8000}]}),
+        [{"name": "port-8000", "port": 8000, "targetPort": 8000, "protocol": "TCP"}],
+    ),
+    (
+        "ports of every container, names and protocols kept",
+        ported({"name": "a", "ports": [{"containerPort": 80, "name": "http"}]},
+               {"name": "b", "ports": [{"containerPort": 53, "protocol": "UDP"}]}),
+        [{"name": "http", "port": 80, "targetPort": 80, "protocol": "TCP"},
+         {"name": "port-53", "port": 53, "targetPort": 53, "protocol": "UDP"}],
+    ),
+    (
+        "same port twice is one Service port",
+        ported({"name": "a", "ports": [{"containerPort": 80}]}, {"name": "b", "ports": [{"containerPort": 80}]}),
+        [{"name": "port-80", "port": 80, "targetPort": 80, "protocol": "TCP"}],
+    ),
+]
+
+
+@pytest.mark.parametrize("infra, ports", [c[1:] for c in SERVICES], ids=[c[0] for c in SERVICES])
+def test_service_for_container_ports(infra, ports):
+    objects = deployment.render_with_service(infra, "reward")
+    assert objects[0] == deployment.render(infra, "reward")
+    if ports is None:
+        assert len(objects) == 1
+        return
+    manifest, svc = objects
+    assert svc["apiVersion"] == "v1" and svc["kind"] == "Service"
+    assert svc["metadata"] == {"name": "reward", "namespace": "rl", "labels": manifest["metadata"]["labels"]}
+    assert svc["spec"] == {"type": "ClusterIP", "selector": {"nrl-k8s.io/deployment": "reward"}, "ports": ports}
+
+
+SELECTORS = [
+    ("matchLabels", {"selector": {"matchLabels": {"app": "rm"}}}, {"app": "rm"}),
+    (
+        "expressions only: the template labels",
+        {"selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "template": {"metadata": {"labels": {"app": "x"}}}},
+        {"app": "x"},
+    ),
+]
+
+
+@pytest.mark.parametrize("spec, selector", [c[1:] for c in SELECTORS], ids=[c[0] for c in SELECTORS])
+def test_service_selects_the_deployments_pods(spec, selector):
+    infra = ported({"name": "a", "ports": [{"containerPort": 80}]})
+    entry = infra["deployments"]["reward"]["spec"]
+    entry["selector"] = spec["selector"]
+    entry["template"].update(spec.get("template") or {})
+    assert deployment.render_with_service(infra, "reward")[1]["spec"]["selector"] == selector
 
 
 ERRORS = [

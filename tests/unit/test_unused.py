@@ -10,6 +10,7 @@ import yaml
 
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import deployment, dgd, raycluster, rayjob
+from nrl_k8s.plan import health_check
 from nrl_k8s.unused import unused_fields
 
 DATA = Path(__file__).parent / "data" / "render"
@@ -94,25 +95,22 @@ EXPECTED_UNUSED = [
     "launch.runMode",
     "launch.attach",
     "launch.peerWatcher",
-    "launch.rayUploadPaths",
-    "launch.codeSource",
     "launch.codePath",
     "workspace.hostPath",
     "workspace.size",
     "workspace.repoSubdir",
     "hf_cache.pvcName",
     "scheduler.queue",
-    "kuberay.training.daemon.entrypoint",
     "kuberay.generation.segmentSize",
     "resources.generation.worker",
     "resources.gym.head",
-    "deployments.rm.healthCheckUrl",
-    "deployments.rm.healthCheckTimeoutS",
 ]
 
 # Fields whose removal cannot show: read by the DGD wait, always set by the loader, or set
 # to the value that removing it falls back to.
 NOT_OBSERVABLE = {"dynamo.g.readyTimeoutS", "namespace", "scheduler.kind"}
+# Read by the long-lived flow's plan (`run --raycluster`: daemons, the driver's code), not rendered.
+NOT_OBSERVABLE |= {"kuberay.training.daemon.entrypoint", "launch.codeSource", "launch.rayUploadPaths"}
 # Values the test descends no further into: free-form blocks and whole fields.
 LEAVES = {"spec", "overrides", "nodeSelector", "affinity", "extra_env", "env", "labels", "annotations", "attach"}
 
@@ -122,6 +120,7 @@ def render_all(infra: dict) -> str:
     objs += [rayjob.render(infra, "train-00000000"), rayjob.render_secret(infra, {"grpo": {}}, "train-00000000")]
     objs += [deployment.render(infra, key) for key in infra.get("deployments", {})]
     objs += [dgd.render(infra, key) for key in infra.get("dynamo", {})]
+    objs += [{"health": health_check(entry)} for entry in infra.get("deployments", {}).values()]
     return yaml.safe_dump_all(objs, sort_keys=False)
 
 
@@ -182,6 +181,26 @@ CASES = [
     ("hostPath workspace reads hostPath", {"workspace": {"kind": "hostPath", "hostPath": "/d", "mountPath": "/w", "pvcName": "x"}}, ["workspace.pvcName"]),
     ("emptyDir workspace reads size", {"workspace": {"kind": "emptyDir", "size": "1Gi", "mountPath": "/w"}}, []),
     ("None counts as unset", {"submit": {"kind": None}, "launch": {"mode": None}}, []),
+    ("upload (the default) ignores codePath", {"launch": {"codePath": "/c", "rayUploadPaths": ["a"]}}, ["launch.codePath"]),
+    (
+        "image and lustre ignore rayUploadPaths",
+        {"launch": {"codeSource": "lustre", "codePath": "/c", "rayUploadPaths": ["a"]}},
+        ["launch.rayUploadPaths"],
+    ),
+    (
+        "daemon and deployment keys are read",
+        {"kuberay": {"gym": {"name": "g", "daemon": {"entrypoint": "x", "submissionId": "s", "env": {"A": "1"},
+                                                     "healthCheckUrl": "http://g:1/", "healthCheckTimeoutS": 5,
+                                                     "rayUploadPaths": ["a"]}}},
+         "deployments": {"d": {"healthCheckUrl": "http://d:1/", "healthCheckTimeoutS": 5}}},
+        [],
+    ),
+    (
+        "a health check timeout without a URL",
+        {"kuberay": {"gym": {"name": "g", "daemon": {"entrypoint": "x", "healthCheckTimeoutS": 5}}},
+         "deployments": {"d": {"healthCheckTimeoutS": 5}}},
+        ["kuberay.gym.daemon.healthCheckTimeoutS", "deployments.d.healthCheckTimeoutS"],
+    ),
     (
         "resources for a role that is not declared",
         {"resources": {"gym": {"head": {"cpu": 1}, "worker": {"cpu": 1}}}},

@@ -1,8 +1,10 @@
 """apps/v1 Deployment from ``infra.deployments.KEY``: descriptor, pure rendering, readiness.
 
-The pod template gets ``infra.image`` on containers without one and ``imagePullSecrets``
+The pod template is patched like the RayCluster pods (``raycluster.apply_identity``):
+``infra.image`` on containers without one, ``imagePullSecrets`` appended, ``serviceAccountName``
 where unset. The selector and the template labels always agree: without a selector the
-Deployment selects ``nrl-k8s.io/deployment: NAME``.
+Deployment selects ``nrl-k8s.io/deployment: NAME``. ``render_with_service`` adds the ClusterIP
+Service for the pod's container ports (``kinds.service``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from ..k8s_rules import Invalid
 from ..names import validate_name
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
 from .base import without_nulls
+from . import service
 from .pod_schema import check_pod_template
-from .raycluster import pull_secret_refs
+from .raycluster import apply_identity
 
 KIND = Kind("apps", "v1", "deployments", "Deployment")
 SELECTOR_LABEL = "nrl-k8s.io/deployment"
@@ -38,6 +41,12 @@ def render(infra: dict, key: str) -> dict:
         key=("deployments", key),
     )
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
+
+
+def render_with_service(infra: dict, key: str) -> list[dict]:
+    """``[Deployment]``, or ``[Deployment, Service]`` when its pod template declares container ports."""
+    manifest = render(infra, key)
+    return [manifest, *filter(None, [service.render_for_deployment(manifest)])]
 
 
 def _render_spec(infra: dict, entry: dict, name: str) -> dict:
@@ -69,12 +78,7 @@ def _render_spec(infra: dict, entry: dict, name: str) -> dict:
                 "make spec.selector.matchLabels and spec.template.metadata.labels agree",
             )
 
-    if infra.get("image"):
-        for container in containers + (pod.get("initContainers") or []):
-            if not container.get("image"):
-                container["image"] = infra["image"]
-    if infra.get("imagePullSecrets") and not pod.get("imagePullSecrets"):
-        pod["imagePullSecrets"] = pull_secret_refs(infra["imagePullSecrets"])
+    apply_identity(infra, pod)
     try:
         check_pod_template(template, rendered=True)
     except Invalid as bad:

@@ -1,4 +1,4 @@
-"""Every kind nrl-k8s renders, by ``kind`` field: the descriptor of a rendered object."""
+"""Every kind nrl-k8s renders, by its ``kind`` field: the descriptor of a rendered object."""
 
 from __future__ import annotations
 
@@ -10,4 +10,5 @@ _BY_KIND = {k.kind: k for k in (deployment.KIND, service.KIND, secret.KIND, rayc
 
 
 def kind_of(manifest: dict) -> Kind:
+    """The descriptor of a manifest nrl-k8s rendered (KeyError for any other kind)."""
     return _BY_KIND[manifest["kind"]]

@@ -28,6 +28,7 @@ from .. import k8s_rules as rules
 from ..errors import InfraError
 from ..k8s_rules import Invalid
 from ..names import MAX_RAYCLUSTER_NAME_LEN, validate_name
+from . import dra
 from .pod_schema import check_pod_template
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, condition_true
 from .base import describe_condition, k8s_str, object_metadata, str_map, without_nulls
@@ -74,6 +75,12 @@ def head_service(cluster: str) -> str:
     return f"{cluster}-head-svc"
 
 
+def daemon_submission_id(infra: dict, role: str) -> str:
+    """The Ray submission id of the role's ``daemon``: its ``submissionId``, else ``<cluster>-daemon``."""
+    daemon = role_entry(infra, role).get("daemon") or {}
+    return daemon.get("submissionId") or f"{cluster_name(infra, role)}-daemon"
+
+
 def scheduler_labels(infra: dict) -> dict:
     """Labels the scheduler needs on the top-level object (kueue queue), else {}."""
     kind, queue = _scheduler(infra)
@@ -91,6 +98,21 @@ def render(infra: dict, role: str) -> dict:
         key=("kuberay", role),
     )
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": render_spec(infra, role)}
+
+
+def render_with_dra(infra: dict, role: str) -> tuple[dict, list[dict]]:
+    """The RayCluster of ``role`` with its DRA claims rewritten, and the DRA objects it owns (``kinds.dra``)."""
+    cluster = render(infra, role)
+    return cluster, dra.render_for_pods(pod_specs(cluster["spec"]), cluster["metadata"]["name"], infra)
+
+
+def pod_specs(spec: dict) -> list[dict]:
+    """The pod spec of every pod a RayCluster ``spec`` makes: the head's, then each worker
+    group's once per pod (``replicas`` x ``numOfHosts``); repeats are the same dict."""
+    pods = [spec["headGroupSpec"]["template"]["spec"]]
+    for group in spec.get("workerGroupSpecs") or []:
+        pods += [group["template"]["spec"]] * (group.get("replicas", 1) * group.get("numOfHosts", 1))
+    return pods
 
 
 def render_spec(infra: dict, role: str) -> dict:
@@ -229,13 +251,7 @@ def _decorate_pod(infra: dict, template: dict, size: dict | None, default_contai
     containers = pod.setdefault("containers", [])
     if not containers:
         containers.append({"name": default_container})
-    if infra.get("image"):
-        for container in containers + (pod.get("initContainers") or []):
-            if not container.get("image"):
-                container["image"] = infra["image"]
-    _add_pull_secrets(pod, infra.get("imagePullSecrets") or [])
-    if infra.get("serviceAccount"):
-        pod.setdefault("serviceAccountName", infra["serviceAccount"])
+    apply_identity(infra, pod)
     _apply_placement(pod, infra.get("placement") or {})
     kind, queue = _scheduler(infra)
     if kind == "kai":
@@ -245,6 +261,21 @@ def _decorate_pod(infra: dict, template: dict, size: dict | None, default_contai
     _apply_storage(pod, containers, infra)
     if size:
         _apply_size(containers[0], size)
+
+
+def apply_identity(infra: dict, pod: dict) -> None:
+    """What a pod runs as: ``infra.image`` on every container (and init container) without one,
+    ``imagePullSecrets`` appended (names already present skipped), ``serviceAccountName`` where unset.
+
+    Shared by every pod nrl-k8s renders from ``kuberay`` and ``deployments``.
+    """
+    if infra.get("image"):
+        for container in (pod.get("containers") or []) + (pod.get("initContainers") or []):
+            if not container.get("image"):
+                container["image"] = infra["image"]
+    _add_pull_secrets(pod, infra.get("imagePullSecrets") or [])
+    if infra.get("serviceAccount"):
+        pod.setdefault("serviceAccountName", infra["serviceAccount"])
 
 
 def pull_secret_refs(secrets: list) -> list[dict]:

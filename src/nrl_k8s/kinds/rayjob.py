@@ -15,7 +15,7 @@ import copy
 
 from .. import recipe as recipe_mod
 from ..names import MAX_RAYJOB_NAME_LEN, validate_name
-from . import raycluster, secret
+from . import dra, raycluster, secret
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, object_metadata
 
 KIND = Kind("ray.io", "v1", "rayjobs", "RayJob")
@@ -71,6 +71,14 @@ def render(
     spec["rayClusterSpec"] = raycluster.render_spec(infra, "training")
     _deliver(spec["rayClusterSpec"], run_id, list(recipe_mod.launch_env(infra)))
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
+
+
+def render_with_dra(infra: dict, run_id: str, **options) -> tuple[dict, list[dict]]:
+    """``render(infra, run_id, **options)`` with its DRA claims rewritten, and the DRA objects
+    they need, named after the RayJob (the run makes its RayCluster their owner once it exists)."""
+    job = render(infra, run_id, **options)
+    objects = dra.render_for_pods(raycluster.pod_specs(job["spec"]["rayClusterSpec"]), job["metadata"]["name"], infra)
+    return job, objects
 
 
 def render_secret(infra: dict, recipe: dict, run_id: str) -> dict:

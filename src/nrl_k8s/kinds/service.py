@@ -1,10 +1,45 @@
-"""Core v1 Service: descriptor and the two ways to reach a Service's HTTP port."""
+"""Core v1 Service: descriptor, the ClusterIP Service of a Deployment, and the two ways to reach
+a Service's HTTP port."""
 
 from __future__ import annotations
+
+import copy
 
 from .base import Kind
 
 KIND = Kind("", "v1", "services", "Service")
+
+
+def render_for_deployment(deployment: dict) -> dict | None:
+    """The ClusterIP Service named like ``deployment`` for its pod template's container ports.
+
+    Same namespace and labels; the selector is the Deployment's ``matchLabels`` (its pod
+    template labels when it selects by expressions only). One port per distinct container port
+    and protocol: ``port`` and ``targetPort`` are the container port, the name is the port's
+    own or ``port-<n>``, the protocol defaults to TCP. None when no container declares a port.
+    """
+    spec = deployment["spec"]
+    ports: list[dict] = []
+    seen: set[tuple] = set()
+    for container in spec["template"]["spec"].get("containers") or []:
+        for entry in container.get("ports") or []:
+            number, protocol = entry["containerPort"], entry.get("protocol") or "TCP"
+            if (number, protocol) in seen:
+                continue
+            seen.add((number, protocol))
+            ports.append({"name": entry.get("name") or f"port-{number}", "port": number, "targetPort": number,
+                          "protocol": protocol})
+    if not ports:
+        return None
+    metadata = deployment["metadata"]
+    selector = spec["selector"].get("matchLabels") or spec["template"]["metadata"]["labels"]
+    return {
+        "apiVersion": KIND.api_version,
+        "kind": KIND.kind,
+        "metadata": {"name": metadata["name"], "namespace": metadata["namespace"],
+                     "labels": copy.deepcopy(metadata["labels"])},
+        "spec": {"type": "ClusterIP", "selector": dict(selector), "ports": ports},
+    }
 
 
 def cluster_url(name: str, namespace: str, port: int) -> str:
