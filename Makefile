@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/sandbox_up.py
 	$(BIN)/python bench/run_overhead.py
+	$(BIN)/python bench/package.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

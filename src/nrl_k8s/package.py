@@ -78,14 +78,15 @@ class _Entry:
     size: int
     executable: bool
     digest: bytes
-    path: Path | None = None  # None: ``data`` holds the content
+    path: str | None = None  # None: ``data`` holds the content
     data: bytes | None = field(default=None, repr=False)
 
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
         try:
-            return self.path.read_bytes()
+            with open(self.path, "rb") as handle:
+                return handle.read()
         except OSError as exc:
             raise _changed(self.arcname, exc.strerror) from None
 
@@ -151,13 +152,14 @@ def upload_paths(paths: list[str] | None, root: Path, *, where: str) -> list[Pat
 
 
 def stage(root: Path, paths: list[Path], recipe_text: str, *, limit: int = MAX_PACKAGE_BYTES) -> Package:
-    """Stage ``paths`` (relative to ``root``) plus ``recipe_text`` as ``nrl_k8s_run.yaml``.
+    """Stage ``paths`` (as :func:`upload_paths` returns them, or relative to ``root``) plus
+    ``recipe_text`` as ``nrl_k8s_run.yaml``; archive names are relative to ``root``.
 
     Hashes the tree (cached digests), never zips it unless it might exceed ``limit``: then the zip
     is built to measure it, and a package over ``limit`` bytes is a ConfigError naming the largest files.
     """
     root = Path(root)
-    recipe = recipe_text.encode()
+    recipe = recipe_text.encode("utf-8")
     entries = {RECIPE_FILE: _Entry(RECIPE_FILE, len(recipe), False, hashlib.sha256(recipe).digest(), data=recipe)}
     with _DigestCache.open() as cache:
         for path in paths:
@@ -176,7 +178,7 @@ def stage(root: Path, paths: list[Path], recipe_text: str, *, limit: int = MAX_P
         raise ConfigError(
             f"the code package is {_human(len(package.zip_bytes()))} zipped, over the {_human(limit)} a Ray dashboard "
             f"accepts; largest files: " + ", ".join(f"{e.arcname} ({_human(e.size)})" for e in largest),
-            hint="narrow launch.rayUploadPaths or move data out of the tree "
+            hint="narrow the upload paths (rayUploadPaths) or move data out of the tree "
                  "(or use launch.codeSource: image / lustre for large trees)",
         )
     return package
@@ -200,35 +202,52 @@ def _inside(root: Path, path: str, where: str) -> Path:
 
 
 def _walk(root: Path, path: Path):
-    """(archive name, path, stat) of every file under ``path`` (itself when a file), ignored names left out.
+    """(archive name, file path, stat) of every file under ``path`` (itself when a file), sorted, ignored
+    names left out. Symlinks are followed when they stay inside ``root`` (a link back to an enclosing
+    folder, a loop, is skipped); one leading outside is an error: nothing outside the repository is
+    ever uploaded. Strings and ``os.scandir`` rather than Path objects: this runs per file, every run."""
+    real_root = os.path.realpath(root)
 
-    Symlinks are followed when they stay inside ``root`` (a link to an ancestor, a loop, is skipped);
-    one leading outside is an error, so nothing outside the repository is ever uploaded."""
-    real_root = root.resolve()
-
-    def visit(current: Path, arcname: str, parents: tuple[str, ...]):
-        if current.is_symlink():
-            target = current.resolve()
-            if not target.is_relative_to(real_root):
-                raise ConfigError(f"{arcname} is a symlink leading outside the repository root {root} (to {target})",
-                                  hint="remove the link or upload its target from inside the repository")
+    def follow(full: str, arcname: str) -> tuple[os.stat_result, str] | None:
+        real = os.path.realpath(full)
+        if real != real_root and not real.startswith(real_root + os.sep):
+            raise ConfigError(f"{arcname} is a symlink leading outside the repository root {root} (to {real})",
+                              hint="remove the link or upload its target from inside the repository")
         try:
-            info = current.stat()
+            return os.stat(full), real
         except OSError:
-            return  # a dangling link
+            return None  # a dangling link
+
+    def visit(full: str, arcname: str, info: os.stat_result, real: str, parents: frozenset[str]):
         if stat.S_ISREG(info.st_mode):
             if not arcname.endswith(IGNORED_SUFFIXES):
-                yield arcname, current, info
-        elif stat.S_ISDIR(info.st_mode):
-            real = os.path.realpath(current)
-            if real in parents or (current / "pyvenv.cfg").exists():
-                return
-            for child in sorted(os.listdir(current)):
-                if child not in IGNORED_NAMES:
-                    yield from visit(current / child, f"{arcname}/{child}" if arcname else child, (*parents, real))
+                yield arcname, full, info
+            return
+        if not stat.S_ISDIR(info.st_mode) or real in parents:
+            return
+        with os.scandir(full) as listing:
+            children = sorted(listing, key=lambda child: child.name)
+        if any(child.name == "pyvenv.cfg" for child in children):
+            return  # a virtualenv, whatever its name
+        parents = parents | {real}
+        for child in children:
+            if child.name in IGNORED_NAMES:
+                continue
+            name = f"{arcname}/{child.name}" if arcname else child.name
+            if child.is_symlink():
+                followed = follow(child.path, name)
+                if followed is not None:
+                    yield from visit(child.path, name, *followed, parents)
+            else:
+                yield from visit(child.path, name, child.stat(follow_symlinks=False),
+                                 os.path.join(real, child.name), parents)
 
-    relative = path.relative_to(root) if path.is_relative_to(root) else path
-    yield from visit(root / relative, relative.as_posix() if relative.parts else "", ())
+    relative = next((path.relative_to(base) for base in (root, root.absolute()) if path.is_relative_to(base)), path)
+    arcname = relative.as_posix() if relative.parts else ""
+    full = os.path.join(root.absolute(), arcname) if arcname else str(root.absolute())
+    followed = follow(full, arcname or ".")
+    if followed is not None:
+        yield from visit(full, arcname, *followed, frozenset())
 
 
 # -- the digest cache ---------------------------------------------------------------------------
@@ -260,14 +279,13 @@ class _DigestCache:
         if self.dirty and exc_type is None:
             self._save()
 
-    def digest(self, file: Path, info: os.stat_result) -> bytes:
-        key = str(file)
+    def digest(self, key: str, info: os.stat_result) -> bytes:
         self.seen.add(key)
         cached = self.entries.get(key)
         if isinstance(cached, list) and cached[:2] == [info.st_size, info.st_mtime_ns]:
             return bytes.fromhex(cached[2])
         try:
-            with open(file, "rb") as handle:
+            with open(key, "rb") as handle:
                 digest = hashlib.file_digest(handle, "sha256").digest()
         except OSError as exc:
             raise _changed(key, exc.strerror) from None

@@ -93,6 +93,17 @@ def test_files_overlapping_paths_and_single_files(tmp_path):
     assert package.size == 3 + len(RECIPE)
 
 
+def test_relative_roots_and_paths(tmp_path, monkeypatch, private_cache):
+    root = make_tree(tmp_path / "repo", {"pkg/a.py": "a"})
+    expected = staged(root, ["pkg"]).name
+    monkeypatch.chdir(tmp_path)
+    assert stage(Path("repo"), upload_paths(["pkg"], Path("repo"), where=WHERE), RECIPE).name == expected
+    assert stage(Path("repo"), [Path("pkg")], RECIPE).name == expected  # relative to the root
+    monkeypatch.chdir(root)
+    assert stage(Path("."), [root / "pkg"], RECIPE).name == expected
+    assert set(json.loads(private_cache.read_text())) == {str(root / "pkg/a.py")}  # cache keys are absolute
+
+
 def test_symlinks_inside_the_root_are_followed_loops_skipped(tmp_path):
     root = make_tree(tmp_path / "repo", {"pkg/a.py": "a", "shared/util.py": "u"})
     (root / "pkg/util_link.py").symlink_to(root / "shared/util.py")
@@ -283,7 +294,7 @@ def test_over_the_limit_names_the_five_largest_files(tmp_path):
     listed = message.split("largest files: ")[1].split(", ")
     assert [entry.split(" ")[0] for entry in listed] == ["data/a.bin", "data/b.bin", "data/c.bin", "data/d.bin", "data/e.bin"]
     assert listed[0] == "data/a.bin (8.8 KiB)"
-    assert "launch.rayUploadPaths" in info.value.hint
+    assert "rayUploadPaths" in info.value.hint
 
 
 def test_the_limit_is_on_the_zip_not_the_raw_tree(tmp_path):
