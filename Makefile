@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/sandbox_up.py
 	$(BIN)/python bench/run_overhead.py
+	$(BIN)/python bench/package.py
 	$(BIN)/python bench/warm_rerun.py
 
 clean:

@@ -3,6 +3,7 @@
 Imported only by live commands. Three ways in, in the SPEC's order of preference
 (:meth:`Dashboard.for_cluster`): an explicit ``--dashboard-url``; the head Service's in-cluster
 DNS name when running in a pod; the API server's service proxy with the kubeconfig's credentials.
+Also the package API (``/api/packages/gcs/``) that stores a job's working_dir zip in the GCS.
 
 Retries with exponential backoff cover connect errors, timeouts, 502/503/504 and Ray's transient
 "No available agent to submit job" 500; nothing else is retried. Every failure becomes one
@@ -24,6 +25,7 @@ from typing import Any
 import httpx
 
 from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
+from nrl_k8s.package import Package
 
 __all__ = ["TERMINAL", "Dashboard", "JobInfo"]
 
@@ -31,6 +33,7 @@ TERMINAL = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
 RETRY_STATUSES = frozenset({502, 503, 504})
 RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 NO_AGENT_TEXT = "No available agent to submit job"
+UPLOAD_TIMEOUT_S = 120.0  # the dashboard answers a PUT once the GCS stored it (up to 100 MiB)
 EXISTS_TEXT = "already exists"
 _ID_ALPHABET = string.ascii_letters + string.digits
 _EXCEPTION_LINE = re.compile(r"^[\w.]+(Error|Exception): ")
@@ -245,6 +248,33 @@ class Dashboard:
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout(f"job {submission_id} still {job.status} after {deadline_s:g}s", hint=job.message or None)
             time.sleep(poll_s)
+
+    # -- the package API (working_dir uploads) ---------------------------------------------------
+
+    def has_package(self, name: str) -> bool:
+        """Whether the cluster's GCS has package ``name`` (``_ray_pkg_<hash>.zip``).
+
+        The dashboard also pins an existing package for a while, so it survives until the job uses it."""
+        operation = f"check for package {name}"
+        response = self._send("GET", f"/api/packages/gcs/{name}", operation)
+        if response.status_code == 404:
+            return False
+        self._check(response, operation)
+        return True
+
+    def upload_package(self, package: Package) -> None:
+        """Store the package's zip in the cluster's GCS (idempotent: the name is its content hash)."""
+        limits = self._client.timeout
+        slow = max(limits.read or 0, limits.write or 0, UPLOAD_TIMEOUT_S)
+        self._call("PUT", f"/api/packages/gcs/{package.name}", f"upload package {package.name}",
+                   content=package.zip_bytes(), timeout=httpx.Timeout(slow, connect=limits.connect, pool=limits.pool))
+
+    def ensure_package(self, package: Package) -> int:
+        """Upload the package unless the cluster has it; return the bytes uploaded (0 when it had it)."""
+        if self.has_package(package.name):
+            return 0
+        self.upload_package(package)
+        return len(package.zip_bytes())
 
     def close(self) -> None:
         self._client.close()

@@ -9,6 +9,7 @@ import pytest
 
 from nrl_k8s.dashboard import Dashboard, JobInfo
 from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
+from nrl_k8s.package import stage
 
 BASE = "http://127.0.0.1:8265"
 
@@ -185,6 +186,58 @@ def test_unknown_job_on_stop_and_logs_is_an_error(call):
     with pytest.raises(DashboardError, match=r"404: Job nope does not exist") as info:
         getattr(script.dashboard(), call)("nope")
     assert BASE in info.value.message
+
+
+# -- the package API ------------------------------------------------------------------------------
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "repo/pkg").mkdir(parents=True)
+    (tmp_path / "repo/pkg/main.py").write_text("print('hi')\n")
+    return stage(tmp_path / "repo", [tmp_path / "repo/pkg"], "a: 1\n")
+
+
+HAS_PACKAGE_CASES = {"present": (httpx.Response(200), True), "absent": (text(404, "Package does not exist"), False)}
+
+
+@pytest.mark.parametrize(("answer", "present"), HAS_PACKAGE_CASES.values(), ids=HAS_PACKAGE_CASES.keys())
+def test_has_package(answer, present):
+    script = Script(answer)
+    assert script.dashboard().has_package("_ray_pkg_abc.zip") is present
+    assert script.calls == ["GET /api/packages/gcs/_ray_pkg_abc.zip"]
+
+
+def test_has_package_error_is_a_dashboard_error():
+    with pytest.raises(DashboardError, match=r"could not check for package _ray_pkg_abc.zip: .* → 500: RuntimeError: gcs"):
+        Script(text(500, "Traceback (most recent call last):\nRuntimeError: gcs down\n")).dashboard().has_package(
+            "_ray_pkg_abc.zip")
+
+
+def test_ensure_package_uploads_the_zip_when_absent(package):
+    script = Script(text(404, "Package does not exist"), httpx.Response(200))
+    uploaded = script.dashboard().ensure_package(package)
+    assert script.calls == [f"GET /api/packages/gcs/{package.name}", f"PUT /api/packages/gcs/{package.name}"]
+    assert script.requests[1].content == package.zip_bytes()
+    assert uploaded == len(package.zip_bytes()) > 0
+
+
+def test_ensure_package_skips_a_package_the_cluster_has(package):
+    script = Script(httpx.Response(200))
+    assert script.dashboard().ensure_package(package) == 0
+    assert script.calls == [f"GET /api/packages/gcs/{package.name}"]
+
+
+def test_upload_is_retried_on_transient_failures(package):
+    script = Script(text(404, "no"), text(503, "no endpoints"), httpx.ReadTimeout("slow"), httpx.Response(200))
+    assert script.dashboard().ensure_package(package) == len(package.zip_bytes())
+    assert [r.method for r in script.requests] == ["GET", "PUT", "PUT", "PUT"]
+
+
+def test_refused_upload_names_the_package(package):
+    script = Script(text(404, "no"), text(413, "Maximum request body size 104857600 exceeded."))
+    with pytest.raises(DashboardError, match=f"could not upload package {package.name}: .* → 413: Maximum request body"):
+        script.dashboard().ensure_package(package)
 
 
 # -- retries and error mapping --------------------------------------------------------------------

@@ -9,6 +9,7 @@ from sandbox_harness import DEADLINE_S, Gate
 
 from nrl_k8s.dashboard import Dashboard, JobInfo
 from nrl_k8s.errors import DashboardError, SubmissionExists
+from nrl_k8s.package import RECIPE_FILE, stage, upload_paths
 
 
 
@@ -88,6 +89,27 @@ def test_stop_a_running_job(dash, run_id, tmp_path):
 def test_stop_unknown_job_is_an_error(dash):
     with pytest.raises(DashboardError, match="404"):
         dash.stop("never-submitted")
+
+
+def test_a_driver_runs_in_its_uploaded_package(dash, run_id, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    root = tmp_path / "repo"
+    (root / "nemo_rl").mkdir(parents=True)
+    (root / "nemo_rl/marker.txt").write_text(f"uploaded file of {run_id}\n")
+    (root / "nemo_rl/run.sh").write_text(f"#!/bin/sh\ncat {RECIPE_FILE} nemo_rl/marker.txt\n")
+    (root / "nemo_rl/run.sh").chmod(0o755)
+    package = stage(root, upload_paths(None, root, where="launch.rayUploadPaths"), f"dgd_name: dgd-{run_id}\n")
+
+    assert dash.has_package(package.name) is False
+    assert dash.ensure_package(package) == len(package.zip_bytes()) > 0
+    assert dash.has_package(package.name) is True
+    assert dash.ensure_package(package) == 0
+
+    submission_id = f"pkg-{run_id}"
+    dash.submit("./nemo_rl/run.sh", submission_id=submission_id, runtime_env={"working_dir": package.uri})
+    text, job = wait_terminal(dash, submission_id)
+    assert job.status == "SUCCEEDED", text
+    assert f"dgd_name: dgd-{run_id}" in text and f"uploaded file of {run_id}" in text
 
 
 def test_list_jobs_contains_them(dash, run_id):

@@ -1,0 +1,324 @@
+"""Code delivery for ``launch.codeSource: upload``: the driver's working_dir package.
+
+What ``ray job submit --working-dir`` does, with our own packaging: the chosen source folders
+(relative to the repository root) plus the final recipe as ``nrl_k8s_run.yaml`` are zipped into
+``_ray_pkg_<hash>.zip``; the dashboard's package API stores it in the GCS and the job is submitted
+with ``runtime_env.working_dir = gcs://<name>`` (Ray unpacks it and starts the driver there).
+
+Content addressed: the name is a hash of every file's path, exec bit and content digest (and the
+recipe), not of the zip, so an unchanged tree has the same URI and is not uploaded again. Digests
+are cached per file by (path, size, mtime_ns) in a private file under ``$XDG_CACHE_HOME/nrl-k8s/``
+(``~/.cache/nrl-k8s/``), so a warm re-run only stats the tree; the zip itself is built lazily by
+:meth:`Package.zip_bytes`, i.e. only when the cluster does not already have the package.
+
+The zip is deterministic: entries sorted, timestamps fixed (1980-01-01), permissions 0644 or 0755
+(only the exec bit is kept: Ray restores the mode on unpack), no directory entries.
+
+Size limit: Ray's GCS refuses a package at its gRPC message limit (512 MiB) and warns from half
+of it, but every upload goes through the dashboard's ``PUT /api/packages/...``, whose aiohttp
+body limit (``ray_constants.DASHBOARD_CLIENT_MAX_SIZE``, 100 MiB) is lower: measured against the
+Ray 2.60 dashboard in the test venv, a body of exactly 104857600 bytes is stored (GET then answers
+200) and one byte more is refused with HTTP 413 "Maximum request body size 104857600 exceeded."
+(``ray job submit --working-dir`` uploads through the same endpoint). That is :data:`MAX_PACKAGE_BYTES`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import os
+import stat
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from nrl_k8s.errors import ConfigError, NrlK8sError
+
+__all__ = ["DEFAULT_UPLOAD_PATHS", "MAX_PACKAGE_BYTES", "RECIPE_FILE", "Package", "repo_root", "stage", "upload_paths"]
+
+# NeMo-RL's layout (NVIDIA-NeMo/RL): the `nemo_rl` package and `examples/` (the run_*.py entry
+# points and their configs) at the top; its submodules live in `3rdparty/<Name>-workspace/`, each a
+# small uv workspace package (setup.py / pyproject.toml) around the checkout. A driver imports
+# NeMo Gym from `3rdparty/Gym-workspace/Gym`, Megatron-Core from
+# `3rdparty/Megatron-LM-workspace/Megatron-LM` (nemo_rl/__init__.py puts it on sys.path relative
+# to itself) and Megatron-Bridge from `3rdparty/Megatron-Bridge-workspace/Megatron-Bridge`.
+# Automodel, vLLM and TensorRT-LLM workspaces are left to the image (large, rarely edited).
+# Missing ones are skipped: a checkout without the Gym submodule is fine.
+DEFAULT_UPLOAD_PATHS = (
+    "nemo_rl",
+    "examples",
+    "3rdparty/Gym-workspace",
+    "3rdparty/Megatron-LM-workspace",
+    "3rdparty/Megatron-Bridge-workspace",
+)
+MAX_PACKAGE_BYTES = 100 * 1024**2  # the dashboard's PUT body limit (see the module docstring)
+RECIPE_FILE = "nrl_k8s_run.yaml"
+
+IGNORED_NAMES = frozenset({
+    ".git", ".hg", ".svn",  # VCS (a submodule's .git is a file)
+    "__pycache__", ".pytest_cache", ".mypy_cache",  # caches
+    ".venv", "venv", "node_modules",
+})
+IGNORED_SUFFIXES = (".pyc",)
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+COMPRESS_LEVEL = 1  # deflate level: most of level 6's ratio on source code at a fraction of the time
+RACY_NS = 2_000_000_000  # a file modified this recently may change within its mtime tick: not cached
+CACHE_ENTRIES = 200_000  # ~25 MB of JSON at most
+_FORMAT = b"nrl-k8s-package-1\0"  # change when the zip layout changes, so names change with it
+_REPO_ROOT_HINT = "pass --repo-root (the NeMo-RL checkout whose code the driver runs)"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    arcname: str
+    size: int
+    executable: bool
+    digest: bytes
+    path: str | None = None  # None: ``data`` holds the content
+    data: bytes | None = field(default=None, repr=False)
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        try:
+            with open(self.path, "rb") as handle:
+                return handle.read()
+        except OSError as exc:
+            raise _changed(self.arcname, exc.strerror) from None
+
+
+@dataclass(frozen=True)
+class Package:
+    """A staged working_dir package: ``name`` ``_ray_pkg_<hash>.zip``, ``uri`` ``gcs://<name>``,
+    ``files`` the archive names (sorted), ``size`` their total bytes (uncompressed)."""
+
+    name: str
+    uri: str
+    files: tuple[str, ...]
+    size: int
+    _entries: tuple[_Entry, ...] = field(repr=False, compare=False)
+
+    def zip_bytes(self) -> bytes:
+        """The zip (built on first use). A file that changed since staging is an error."""
+        return self._zip
+
+    @functools.cached_property
+    def _zip(self) -> bytes:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=COMPRESS_LEVEL) as archive:
+            for entry in self._entries:
+                data = entry.read()
+                if hashlib.sha256(data).digest() != entry.digest:
+                    raise _changed(entry.arcname, "its content differs from when it was staged")
+                info = zipfile.ZipInfo(entry.arcname, ZIP_TIME)
+                info.create_system = 3  # unix: Ray restores external_attr's mode
+                info.external_attr = (0o100755 if entry.executable else 0o100644) << 16
+                archive.writestr(info, data, zipfile.ZIP_DEFLATED, COMPRESS_LEVEL)
+        return buffer.getvalue()
+
+
+def repo_root(explicit: str | None = None, cwd: str | None = None) -> Path:
+    """``--repo-root`` when given, else the git top-level of ``cwd`` (the nearest ``.git`` above it)."""
+    if explicit:
+        root = Path(explicit).expanduser().resolve()
+        if not root.is_dir():
+            raise ConfigError(f"--repo-root {explicit}: not a directory", hint=_REPO_ROOT_HINT)
+        return root
+    start = Path(cwd or os.getcwd()).resolve()
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():  # a directory, or a file in worktrees and submodules
+            return directory
+    raise ConfigError(f"{start} is not inside a git checkout: no repository root to upload code from",
+                      hint=_REPO_ROOT_HINT)
+
+
+def upload_paths(paths: list[str] | None, root: Path, *, where: str) -> list[Path]:
+    """The upload paths under ``root``: ``paths`` (each must exist and stay inside ``root``), or the
+    :data:`DEFAULT_UPLOAD_PATHS` that exist when ``paths`` is None. ``where`` names the config key."""
+    root = Path(root)
+    if paths is not None:
+        return [_inside(root, path, f"{where}.{index}") for index, path in enumerate(paths)]
+    found = [_inside(root, path, f"{where} (default)") for path in DEFAULT_UPLOAD_PATHS if (root / path).exists()]
+    if not found:
+        raise ConfigError(
+            f"{where} is unset and none of its defaults ({', '.join(DEFAULT_UPLOAD_PATHS)}) exist under {root}",
+            hint=f"run from a NeMo-RL checkout, pass --repo-root, or set {where}",
+        )
+    return found
+
+
+def stage(root: Path, paths: list[Path], recipe_text: str, *, limit: int = MAX_PACKAGE_BYTES) -> Package:
+    """Stage ``paths`` (as :func:`upload_paths` returns them, or relative to ``root``) plus
+    ``recipe_text`` as ``nrl_k8s_run.yaml``; archive names are relative to ``root``.
+
+    Hashes the tree (cached digests), never zips it unless it might exceed ``limit``: then the zip
+    is built to measure it, and a package over ``limit`` bytes is a ConfigError naming the largest files.
+    """
+    root = Path(root)
+    recipe = recipe_text.encode("utf-8")
+    entries = {RECIPE_FILE: _Entry(RECIPE_FILE, len(recipe), False, hashlib.sha256(recipe).digest(), data=recipe)}
+    with _DigestCache.open() as cache:
+        for path in paths:
+            for arcname, file, info in _walk(root, Path(path)):
+                if arcname not in entries:  # the recipe wins over a tree's own nrl_k8s_run.yaml
+                    entries[arcname] = _Entry(arcname, info.st_size, bool(info.st_mode & stat.S_IXUSR),
+                                              cache.digest(file, info), path=file)
+    ordered = tuple(entries[name] for name in sorted(entries))
+    content = hashlib.sha256(_FORMAT)
+    for entry in ordered:
+        content.update(b"%s\0%d\0%s" % (entry.arcname.encode(), entry.executable, entry.digest))
+    name = f"_ray_pkg_{content.hexdigest()[:32]}.zip"
+    package = Package(name, f"gcs://{name}", tuple(e.arcname for e in ordered), sum(e.size for e in ordered), ordered)
+    if _zip_bound(ordered) > limit and len(package.zip_bytes()) > limit:
+        largest = sorted(ordered, key=lambda e: (-e.size, e.arcname))[:5]
+        raise ConfigError(
+            f"the code package is {_human(len(package.zip_bytes()))} zipped, over the {_human(limit)} a Ray dashboard "
+            f"accepts; largest files: " + ", ".join(f"{e.arcname} ({_human(e.size)})" for e in largest),
+            hint="narrow the upload paths (rayUploadPaths) or move data out of the tree "
+                 "(or use launch.codeSource: image / lustre for large trees)",
+        )
+    return package
+
+
+# -- walking the tree -------------------------------------------------------------------------
+
+def _inside(root: Path, path: str, where: str) -> Path:
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts:
+        raise ConfigError(f"{where}: {path!r} must be a path relative to the repository root {root}, inside it",
+                          hint=_REPO_ROOT_HINT)
+    full = root.joinpath(*pure.parts)
+    if not full.exists():
+        raise ConfigError(f"{where}: {path!r} does not exist under the repository root {root}",
+                          hint=f"upload paths are relative to the repository root; {_REPO_ROOT_HINT}")
+    if not full.resolve().is_relative_to(root.resolve()):
+        raise ConfigError(f"{where}: {path!r} leads outside the repository root {root} (to {full.resolve()})",
+                          hint="upload only files inside the repository root")
+    return full
+
+
+def _walk(root: Path, path: Path):
+    """(archive name, file path, stat) of every file under ``path`` (itself when a file), sorted, ignored
+    names left out. Symlinks are followed when they stay inside ``root`` (a link back to an enclosing
+    folder, a loop, is skipped); one leading outside is an error: nothing outside the repository is
+    ever uploaded. Strings and ``os.scandir`` rather than Path objects: this runs per file, every run."""
+    real_root = os.path.realpath(root)
+
+    def follow(full: str, arcname: str) -> tuple[os.stat_result, str] | None:
+        real = os.path.realpath(full)
+        if real != real_root and not real.startswith(real_root + os.sep):
+            raise ConfigError(f"{arcname} is a symlink leading outside the repository root {root} (to {real})",
+                              hint="remove the link or upload its target from inside the repository")
+        try:
+            return os.stat(full), real
+        except OSError:
+            return None  # a dangling link
+
+    def visit(full: str, arcname: str, info: os.stat_result, real: str, parents: frozenset[str]):
+        if stat.S_ISREG(info.st_mode):
+            if not arcname.endswith(IGNORED_SUFFIXES):
+                yield arcname, full, info
+            return
+        if not stat.S_ISDIR(info.st_mode) or real in parents:
+            return
+        with os.scandir(full) as listing:
+            children = sorted(listing, key=lambda child: child.name)
+        if any(child.name == "pyvenv.cfg" for child in children):
+            return  # a virtualenv, whatever its name
+        parents = parents | {real}
+        for child in children:
+            if child.name in IGNORED_NAMES:
+                continue
+            name = f"{arcname}/{child.name}" if arcname else child.name
+            if child.is_symlink():
+                followed = follow(child.path, name)
+                if followed is not None:
+                    yield from visit(child.path, name, *followed, parents)
+            else:
+                yield from visit(child.path, name, child.stat(follow_symlinks=False),
+                                 os.path.join(real, child.name), parents)
+
+    relative = next((path.relative_to(base) for base in (root, root.absolute()) if path.is_relative_to(base)), path)
+    arcname = relative.as_posix() if relative.parts else ""
+    full = os.path.join(root.absolute(), arcname) if arcname else str(root.absolute())
+    followed = follow(full, arcname or ".")
+    if followed is not None:
+        yield from visit(full, arcname, *followed, frozenset())
+
+
+# -- the digest cache ---------------------------------------------------------------------------
+
+class _DigestCache:
+    """Per-file sha256 digests keyed by absolute path, valid while (size, mtime_ns) match."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.started_ns = time.time_ns()
+        try:
+            self.entries: dict[str, list] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            self.entries = {}
+        if not isinstance(self.entries, dict):
+            self.entries = {}
+        self.seen: set[str] = set()
+        self.dirty = False
+
+    @classmethod
+    def open(cls) -> _DigestCache:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return cls(Path(base) / "nrl-k8s" / "package-digests.json")
+
+    def __enter__(self) -> _DigestCache:
+        return self
+
+    def __exit__(self, exc_type, *_: object) -> None:
+        if self.dirty and exc_type is None:
+            self._save()
+
+    def digest(self, key: str, info: os.stat_result) -> bytes:
+        self.seen.add(key)
+        cached = self.entries.get(key)
+        if isinstance(cached, list) and cached[:2] == [info.st_size, info.st_mtime_ns]:
+            return bytes.fromhex(cached[2])
+        try:
+            with open(key, "rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").digest()
+        except OSError as exc:
+            raise _changed(key, exc.strerror) from None
+        if info.st_mtime_ns < self.started_ns - RACY_NS:  # else it may still change within its mtime tick
+            self.entries[key] = [info.st_size, info.st_mtime_ns, digest.hex()]
+            self.dirty = True
+        return digest
+
+    def _save(self) -> None:
+        if len(self.entries) > CACHE_ENTRIES:  # forget files no longer staged (other trees, deleted files)
+            self.entries = {key: value for key, value in self.entries.items() if key in self.seen}
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".digests-")  # created 0600
+            with os.fdopen(fd, "w") as handle:
+                json.dump(self.entries, handle, separators=(",", ":"))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a cache: the next run hashes again
+
+
+def _zip_bound(entries: tuple[_Entry, ...]) -> int:
+    """An upper bound of the zip's size: deflate's worst-case growth plus every header."""
+    per_entry = 30 + 46 + 64  # local header + central directory record + room for extra fields
+    return 22 + sum(e.size + e.size // 1000 + 64 + per_entry + 2 * len(e.arcname.encode()) for e in entries)
+
+
+def _changed(name: str, why: str | None) -> NrlK8sError:
+    return NrlK8sError(f"{name} changed while the code package was being staged ({why})", hint="run again")
+
+
+def _human(size: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
