@@ -27,22 +27,25 @@ def up(
     show_secrets: ShowSecretsOpt = False,
     recreate: Annotated[bool, typer.Option("--recreate", help="Replace a live object whose spec drifted.")] = False,
     wait: WaitOpt = True,
+    repo_root: Annotated[Optional[str], typer.Option(
+        "--repo-root", help="Root of the daemons' rayUploadPaths (default: the git top-level).")] = None,
 ) -> None:
-    """Ensure the chosen targets exist (reuse on match, warn on drift)."""
-    from nrl_k8s import targets
+    """Ensure the chosen targets exist (reuse on match, warn on drift); kuberay.ROLE also submits the role's daemon."""
+    from nrl_k8s import clusters, targets
+    from nrl_k8s.plan import plan_longlived
 
     cfg = load(ctx, recipe, overrides, infra)
     chosen = targets.parse(cfg.infra, target or [])
+    plan = plan_longlived(cfg)
     if dry_run:
-        print_manifests([m for t in chosen for m in targets.render_all(cfg.infra, t)], show_secrets=show_secrets)
+        print_manifests([m for t in chosen for m in clusters.objects(plan, t)], show_secrets=show_secrets)
         return
-    from nrl_k8s import clusters
-
     from ._progress import Progress
 
     kube = connect(ctx, cfg.infra["namespace"])
+    options = clusters.UpOptions(recreate=recreate, wait=wait, repo_root=repo_root)
     with Progress() as progress:
-        clusters.up(kube, cfg.infra, chosen, clusters.UpOptions(recreate=recreate, wait=wait), progress)
+        clusters.up(kube, plan, chosen, options, progress)
 
 
 @app.command("down")

@@ -182,12 +182,14 @@ class BringUp:
 
     # -- Deployments -----------------------------------------------------------------------
     def deployments(self, deployments: dict[str, list[dict]], health: dict[str, tuple[str, float]], *,
-                    recreate: bool = False) -> None:
-        """Each Deployment and its Service ensured, then every Deployment awaited Available and
-        (``health``: key -> (url, timeout)) answering 2xx, in parallel."""
+                    recreate: bool = False, wait: bool = True) -> None:
+        """Each Deployment and its Service ensured, then (``wait``) every Deployment awaited Available
+        and (``health``: key -> (url, timeout)) answering 2xx, in parallel."""
         for key, objects in deployments.items():
             for manifest in objects:
                 self.ensure(kind_of(manifest), manifest, f"deployments.{key}", recreate=recreate)
+        if not wait:
+            return
         parallel({key: (lambda emit, key=key: self._wait_deployment(deployments[key][0], key, health.get(key), emit))
                   for key in deployments}, self.emit, lambda key: None)
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import targets, usage
-from .drift import spec_drift
 from .errors import ConfigError
-from .events import Applied, Became, Emit, Waiting, Warning
-from .kinds import deployment, dgd, raycluster, rayjob
+from .events import Became, Emit, Warning
+from .kinds import deployment, dgd, raycluster, rayjob, service
 from .kinds.base import MANAGED_BY_SELECTOR, managed
-from .serving import present, wait_serving
 
 KINDS = {"kuberay": raycluster.KIND, "dynamo": dgd.KIND, "deployments": deployment.KIND}
 _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
@@ -20,46 +18,40 @@ _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
 class UpOptions:
     recreate: bool = False
     wait: bool = True
+    repo_root: str | None = None  # root of the daemons' rayUploadPaths
 
 
-def up(kube, infra: dict, chosen: list[targets.Target], options: UpOptions, emit: Emit) -> None:
-    manifests = {t: targets.render(infra, t) for t in chosen}  # render everything before applying anything
-    for target, manifest in manifests.items():
-        kind, name = KINDS[target.kind], manifest["metadata"]["name"]
-        ns = manifest["metadata"]["namespace"]
-        live = kube.find(kind, name, ns)
-        if live is not None:
-            changed = spec_drift(manifest, live)
-            if not changed:
-                emit(Applied(str(target), name, "reused"))
-            elif not options.recreate:
-                emit(Warning(f"{target} ({name}) differs from the live object, keeping it (--recreate replaces it): "
-                             + "; ".join(changed)))
-                manifest = live  # wait for what is actually running
-            elif not managed(live):
-                raise ConfigError(f"{target} ({name}) exists but was not created by nrl-k8s; refusing to replace it",
-                                  hint=f"delete it yourself: kubectl -n {ns} delete {kind.plural} {name}")
-            else:
-                kube.delete(kind, name, ns)
-                kube.wait_gone(kind, name, ns, timeout_s=_WAIT_S.get(target.kind, 600.0))
-                live = None
-        if live is None:
-            kube.create(kind, manifest)
-            emit(Applied(str(target), name, "created" if not options.recreate else "recreated"))
-        if options.wait:
-            _wait_ready(kube, infra, target, manifest, emit)
-
-
-def _wait_ready(kube, infra: dict, target: targets.Target, manifest: dict, emit: Emit) -> None:
-    label, name, ns = str(target), manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+def objects(plan, target: targets.Target) -> list[dict]:
+    """What bringing ``target`` up applies, from the long-lived plan (the same objects `run --raycluster` applies)."""
+    if target.kind == "kuberay":
+        role = target.key
+        return [plan.clusters[role], *plan.dra.get(role, []), *filter(None, [plan.env_secrets.get(role)])]
     if target.kind == "dynamo":
-        wait_serving(kube, label, manifest, float(infra["dynamo"][target.key]["readyTimeoutS"]), emit)
-    else:
-        readiness = raycluster.readiness if target.kind == "kuberay" else deployment.readiness
-        kube.wait(KINDS[target.kind], present(readiness), name=name,
-                  namespace=ns, timeout_s=_WAIT_S[target.kind], what=f"{label} ({name})",
-                  on_progress=lambda reason: emit(Waiting(label, reason)))
-    emit(Became(label, "ready"))
+        return [plan.dgds[target.key]]
+    return plan.deployments[target.key]
+
+
+def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit) -> None:
+    """Ensure the chosen targets (reuse identical, warn on drift, ``recreate`` replaces) with the
+    long-lived flow's steps; with ``wait``, await them and submit the chosen roles' daemons.
+    Nothing is rolled back: what came up stays up."""
+    from .longlived import LongLived, LongLivedOptions
+
+    keys = {kind: [t.key for t in chosen if t.kind == kind] for kind in targets.KINDS}
+    steps = LongLived(kube, plan, LongLivedOptions(recreate=options.recreate, repo_root=options.repo_root), emit)
+    packages = steps.stage_packages(roles=keys["kuberay"]) if options.wait else {}
+    steps.deployments({k: plan.deployments[k] for k in keys["deployments"]},
+                      {k: plan.health[k] for k in keys["deployments"] if k in plan.health},
+                      recreate=options.recreate, wait=options.wait)
+    for role in keys["kuberay"]:
+        steps.cluster(role)
+    dgds = {k: plan.dgds[k] for k in keys["dynamo"]}
+    for key, manifest in dgds.items():
+        steps.ensure(dgd.KIND, manifest, f"dynamo.{key}", recreate=options.recreate)
+    if not options.wait:
+        return
+    steps.wait_all(roles=keys["kuberay"], dgds=dgds)
+    steps.daemons(packages, roles=keys["kuberay"])
 
 
 def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: bool = False, emit: Emit) -> None:
@@ -94,6 +86,8 @@ def _kinds(target: targets.Target) -> list:
     """The run's RayJob (same name as the training RayCluster) goes first: GC then takes its cluster and DGDs."""
     if target == targets.Target("kuberay", "training"):
         return [rayjob.KIND, raycluster.KIND]
+    if target.kind == "deployments":
+        return [deployment.KIND, service.KIND]
     return [KINDS[target.kind]]
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from . import package as package_mod
 from . import runs
-from .bringup import BringUp, Interrupted, interrupts_raise, parallel
+from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, interrupts_raise, parallel
 from .dashboard import Dashboard, JobInfo
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Became, Emit, Waiting
@@ -70,7 +70,9 @@ class LongLivedResult:
     succeeded: bool | None = None
 
 
-class _LongLived(BringUp):
+class LongLived(BringUp):
+    """The long-lived flow's steps over one plan (``cluster up`` runs a subset of them)."""
+
     def __init__(self, kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit):
         super().__init__(kube, plan.namespace, plan.driver.cluster, emit)
         self.plan, self.options = plan, options
@@ -89,9 +91,10 @@ class _LongLived(BringUp):
         packages = self.stage_packages()
         return existing, packages
 
-    def stage_packages(self) -> dict[str, package_mod.Package]:
-        """The working_dir of the driver (always: it carries the recipe) and of every daemon with
-        upload paths, keyed by "driver" / role. Too big: exit 2 before anything is applied."""
+    def stage_packages(self, roles=None) -> dict[str, package_mod.Package]:
+        """The working_dir of the driver (always: it carries the recipe) and of each daemon of
+        ``roles`` (default: all) with upload paths, keyed by "driver" / role. Too big: exit 2
+        before anything is applied."""
         root = package_mod.repo_root(self.options.repo_root)
         text = recipe_text(self.plan.recipe)
 
@@ -100,36 +103,41 @@ class _LongLived(BringUp):
                 list(code.upload_paths) if code.upload_paths else None, root, where=where)
             return package_mod.stage(root, paths, text)
 
-        staged = {"driver": stage(self.plan.driver.code, "launch.rayUploadPaths")}
+        staged = {"driver": stage(self.plan.driver.code, "launch.rayUploadPaths")} if roles is None else {}
         for role, daemon in self.plan.daemons.items():
-            if daemon.code.source == "upload":
+            if daemon.code.source == "upload" and (roles is None or role in roles):
                 staged[role] = stage(daemon.code, f"kuberay.{role}.daemon.rayUploadPaths")
         return staged
 
     # -- bring-up --------------------------------------------------------------------------
-    def clusters(self) -> None:
-        """Every role's RayCluster, then its DRA objects and env Secret owned by it."""
-        for role, manifest in self.plan.clusters.items():
-            label = f"kuberay.{role}"
-            live, action = self.ensure(raycluster.KIND, manifest, label, recreate=self.options.recreate)
-            self.live[role] = live
-            self.result.clusters[role] = manifest["metadata"]["name"]
-            self.result.actions[label] = action
-            owned = [*self.plan.dra.get(role, []), *filter(None, [self.plan.env_secrets.get(role)])]
-            for obj in owned:
-                obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": [dgd.owner_reference(live)]}}
-                self.ensure(kind_of(obj), obj, label, recreate=self.options.recreate)
+    def cluster(self, role: str) -> None:
+        """A role's RayCluster ensured, then its DRA objects and env Secret, owned by it."""
+        manifest, label = self.plan.clusters[role], f"kuberay.{role}"
+        live, action = self.ensure(raycluster.KIND, manifest, label, recreate=self.options.recreate)
+        self.live[role] = live
+        self.result.clusters[role] = manifest["metadata"]["name"]
+        self.result.actions[label] = action
+        ref = dgd.owner_reference(live)
+        for obj in [*self.plan.dra.get(role, []), *filter(None, [self.plan.env_secrets.get(role)])]:
+            kind, name = kind_of(obj), obj["metadata"]["name"]
+            found = self.kube.find(kind, name, self.ns)
+            if found is not None and ref["uid"] not in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
+                self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)  # GC takes a replaced cluster's
+            self.ensure(kind, {**obj, "metadata": {**obj["metadata"], "ownerReferences": [ref]}}, label,
+                        recreate=self.options.recreate)
 
     def dgds(self, existing: dict) -> None:
         self.apply_dgds(self.plan.dgds, existing, owner=self.live["training"])
 
-    def wait_all(self) -> None:
-        """RayClusters provisioned and DGDs serving, all at once."""
+    def wait_all(self, roles=None, dgds=None) -> None:
+        """RayClusters (of ``roles``, default all) provisioned and DGDs (default all) serving, all at once."""
+        roles = self.plan.clusters if roles is None else roles
+        dgds = self.plan.dgds if dgds is None else dgds
         jobs = {f"kuberay.{role}": (lambda emit, role=role: self.wait_ready(
             raycluster.KIND, raycluster.readiness, self.result.clusters[role], f"kuberay.{role}",
-            _PROVISION_TIMEOUT_S, emit)) for role in self.plan.clusters}
-        if self.plan.dgds:
-            jobs["dynamo"] = lambda emit: self.wait_dgds(self.plan.dgds, self.plan.ready_timeouts)
+            _PROVISION_TIMEOUT_S, emit)) for role in roles}
+        if dgds:
+            jobs["dynamo"] = lambda emit: self.wait_dgds(dgds, self.plan.ready_timeouts)
         parallel(jobs, self.emit, lambda label: None)
 
     # -- Ray jobs --------------------------------------------------------------------------
@@ -139,8 +147,11 @@ class _LongLived(BringUp):
                                      configuration=self.kube.configuration, in_cluster=self.kube.in_cluster,
                                      url=url, retries=_DASHBOARD_RETRIES)
 
-    def daemons(self, packages: dict) -> None:
+    def daemons(self, packages: dict, roles=None) -> None:
+        """Each daemon (of ``roles``, default all) submitted unless it runs, then its health URL awaited."""
         for role, daemon in self.plan.daemons.items():
+            if roles is not None and role not in roles:
+                continue
             with self.dashboard(role) as dash:
                 self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
                                                           replace=self.options.replace, emit=self.emit)
@@ -262,12 +273,13 @@ def _size(n: int) -> str:
 
 
 def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit, on_log=None) -> LongLivedResult:
-    run = _LongLived(kube, plan, options, emit)
+    run = LongLived(kube, plan, options, emit)
     with interrupts_raise():
         try:
             existing, packages = run.preflight()
             run.deployments(plan.deployments, plan.health, recreate=options.recreate)
-            run.clusters()
+            for role in plan.clusters:
+                run.cluster(role)
             run.dgds(existing)
             run.wait_all()
             if not options.skip_daemons:

@@ -96,11 +96,12 @@ def test_run_dry_run_flags_reach_the_rayjob(cli):
     assert job["spec"]["activeDeadlineSeconds"] == 3600
 
 
+# The training role's env values that look secret (HF_TOKEN) travel in its own Secret.
 TARGETS = {
     "one dgd": (["--target", "dynamo.serving"], ["DynamoGraphDeployment"]),
-    "one role": (["--target", "kuberay.training"], ["RayCluster"]),
-    "repeated": (["-t", "kuberay.training", "-t", "dynamo.serving"], ["RayCluster", "DynamoGraphDeployment"]),
-    "all": ([], ["RayCluster", "DynamoGraphDeployment"]),
+    "one role": (["--target", "kuberay.training"], ["RayCluster", "Secret"]),
+    "repeated": (["-t", "kuberay.training", "-t", "dynamo.serving"], ["RayCluster", "Secret", "DynamoGraphDeployment"]),
+    "all": ([], ["RayCluster", "Secret", "DynamoGraphDeployment"]),
 }
 
 
