@@ -57,8 +57,8 @@ def one_run(root: Path, env: dict, dashboard: str) -> tuple[float, int]:
     start = time.perf_counter()
     subprocess.run([NRL_K8S, "run", "--raycluster", "--no-wait", "--replace", "recipe.yaml", "--infra", "infra.yaml"],
                    env=env, cwd=root, check=True, capture_output=True)
-    records = sorted((root / "cache/nrl-k8s/runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    record = json.loads(records[-1].read_text())
+    runs = root / "cache/nrl-k8s/runs"
+    record = json.loads((runs / f"{(runs / 'latest').read_text().strip()}.json").read_text())
     while httpx.get(f"{dashboard}/api/jobs/{record['job_id']}", timeout=30).json().get("status") != "RUNNING":
         time.sleep(0.01)  # the dashboard has no watch: poll it tightly
     return time.perf_counter() - start, record["uploaded_bytes"]

@@ -17,6 +17,9 @@ from .errors import ConfigError, NotFoundError
 from .redact import redact
 
 
+LATEST = "latest"  # holds the id of the newest run
+
+
 def runs_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "nrl-k8s" / "runs"
@@ -47,12 +50,17 @@ def save(record: dict) -> Path:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(directory, 0o700)
     path = directory / f"{record['run_id']}.json"
-    tmp = path.with_suffix(".json.tmp")
+    _write(path, json.dumps(record, indent=2, default=str))
+    _write(directory / LATEST, record["run_id"])  # not mtimes: two saves can share a timestamp tick
+    return path
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        json.dump(record, handle, indent=2, default=str)
+        handle.write(text)
     os.replace(tmp, path)
-    return path
 
 
 def load(run_id: str | None = None) -> dict:
@@ -63,11 +71,11 @@ def load(run_id: str | None = None) -> dict:
         if not path.is_file():
             raise NotFoundError(f"no record of run {run_id} in {directory}", hint="`nrl-k8s status` lists the latest run")
         return _read(path)
-    paths = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime_ns) if directory.is_dir() else []
-    if not paths:
+    latest = directory / LATEST
+    if not latest.is_file():
         raise ConfigError(f"no run recorded in {directory} and no run config given",
                           hint="pass RECIPE [--infra INFRA], or start a run with `nrl-k8s run --raycluster`")
-    return _read(paths[-1])
+    return load(latest.read_text().strip())
 
 
 def _read(path: Path) -> dict:

@@ -114,8 +114,8 @@ class LongLived:
         return names
 
     def record(self) -> dict:
-        runs = sorted((self.dir / "cache/nrl-k8s/runs").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-        return json.loads(runs[-1].read_text())
+        runs = self.dir / "cache/nrl-k8s/runs"
+        return json.loads((runs / f"{(runs / 'latest').read_text().strip()}.json").read_text())
 
 
 @pytest.fixture
