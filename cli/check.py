@@ -27,7 +27,7 @@ def check(
     show_secrets: ShowSecretsOpt = False,
 ) -> None:
     """Validate a recipe/infra pair and summarise what would run (no cluster needed)."""
-    from nrl_k8s.plan import plan_run
+    from nrl_k8s.plan import plan_longlived, plan_run
     from nrl_k8s.summary import bundle, summarize
 
     from ._console import err
@@ -41,7 +41,7 @@ def check(
     cfg = load(ctx, recipe, overrides, infra)
     plan = plan_run(cfg)
     render_summary(summarize(cfg, plan, show_secrets=show_secrets))
-    _probe_cluster(ctx, cfg, plan.manifests())
+    _probe_cluster(ctx, cfg, plan.manifests() + plan_longlived(cfg).manifests())  # what either flow applies
     if output is not None:
         data = bundle(cfg, plan, show_secrets=show_secrets)
         text = json.dumps(data, indent=2) + "\n" if output.suffix == ".json" else dump_yaml_stream([data])

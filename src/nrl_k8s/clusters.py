@@ -44,7 +44,7 @@ def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit)
                       {k: plan.health[k] for k in keys["deployments"] if k in plan.health},
                       recreate=options.recreate, wait=options.wait)
     for role in keys["kuberay"]:
-        steps.cluster(role)
+        steps.ensure_cluster(role)
     dgds = {k: plan.dgds[k] for k in keys["dynamo"]}
     for key, manifest in dgds.items():
         steps.ensure(dgd.KIND, manifest, f"dynamo.{key}", recreate=options.recreate)

@@ -110,7 +110,7 @@ class LongLived(BringUp):
         return staged
 
     # -- bring-up --------------------------------------------------------------------------
-    def cluster(self, role: str) -> None:
+    def ensure_cluster(self, role: str) -> None:
         """A role's RayCluster ensured, then its DRA objects and env Secret, owned by it."""
         manifest, label = self.plan.clusters[role], f"kuberay.{role}"
         live, action = self.ensure(raycluster.KIND, manifest, label, recreate=self.options.recreate)
@@ -279,7 +279,7 @@ def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: E
             existing, packages = run.preflight()
             run.deployments(plan.deployments, plan.health, recreate=options.recreate)
             for role in plan.clusters:
-                run.cluster(role)
+                run.ensure_cluster(role)
             run.dgds(existing)
             run.wait_all()
             if not options.skip_daemons:

@@ -188,7 +188,7 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
         if daemon:
             daemons[role] = Submission(
                 role=role, cluster=name,
-                submission_id=daemon.get("submissionId") or f"{name}-daemon",
+                submission_id=raycluster.daemon_submission_id(infra, role),
                 entrypoint=_daemon_entrypoint(daemon, role),
                 env={k: v for k, v in recipe_mod.checked_env(daemon.get("env"), f"kuberay.{role}.daemon.env").items()
                      if not is_secret(k)},
@@ -198,8 +198,9 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
             )
     launch = infra.get("launch") or {}
     source = launch.get("codeSource") or "upload"
-    code = Code(source, tuple(launch["rayUploadPaths"]) if launch.get("rayUploadPaths") else None,
-                launch.get("codePath"))
+    upload = source == "upload"  # else the driver starts in codePath; only the recipe travels
+    code = Code(source, tuple(launch["rayUploadPaths"]) if upload and launch.get("rayUploadPaths") else None,
+                None if upload else launch.get("codePath"))
     driver_env = {k: v for k, v in recipe_mod.launch_env(infra).items() if not is_secret(k)}
     driver = Submission(role="training", cluster=training, submission_id=run_id,
                         entrypoint=recipe_mod.driver_entrypoint(infra),

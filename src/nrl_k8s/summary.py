@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import targets
 from .config import LoadedConfig
 from .kinds import dgd, raycluster
-from .plan import RunPlan, health_check
+from .plan import RunPlan, health_check, plan_longlived
 from .redact import redact
 from .unused import unused_fields
 
@@ -142,7 +141,8 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
 def bundle(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -> dict:
     """What `check -o FILE` writes: resolved infra, final recipe, the manifests `run --rayjob`
     applies (``manifests``) and those `cluster up` / `run --raycluster` apply for every declared
-    target (``long_lived``: each role's RayCluster and DRA objects, the DGDs, Deployments, Services)."""
-    long_lived = [m for target in targets.available(cfg.infra) for m in targets.render_all(cfg.infra, target)]
-    data = {"infra": cfg.infra, "recipe": plan.recipe, "manifests": plan.manifests(), "long_lived": long_lived}
+    target (``long_lived``: Deployments and Services, each role's RayCluster with its DRA objects and
+    env Secret, the DGDs)."""
+    data = {"infra": cfg.infra, "recipe": plan.recipe, "manifests": plan.manifests(),
+            "long_lived": plan_longlived(cfg).manifests()}
     return data if show_secrets else redact(data)

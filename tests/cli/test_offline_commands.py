@@ -66,7 +66,7 @@ def test_check_output_bundle_redacts_secrets(cli, tmp_path, monkeypatch, suffix)
     data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
     assert set(data) == {"infra", "recipe", "manifests", "long_lived"}
     assert [m["kind"] for m in data["manifests"]] == ["DynamoGraphDeployment", "Secret", "RayJob"]
-    assert [m["kind"] for m in data["long_lived"]] == ["RayCluster", "DynamoGraphDeployment"]
+    assert [m["kind"] for m in data["long_lived"]] == ["RayCluster", "Secret", "DynamoGraphDeployment"]  # HF_TOKEN: its env Secret
     assert data["recipe"]["policy"]["generation"]["backend"] == "dynamo"
     assert "hf_topsecret" not in text and "hf_topsecret" not in result.stdout
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import deployment, dgd, raycluster, rayjob
-from nrl_k8s.plan import health_check
+from nrl_k8s.plan import _plan_longlived, health_check
 from nrl_k8s.unused import unused_fields
 
 DATA = Path(__file__).parent / "data" / "render"
@@ -108,9 +110,7 @@ EXPECTED_UNUSED = [
 
 # Fields whose removal cannot show: read by the DGD wait, always set by the loader, or set
 # to the value that removing it falls back to.
-NOT_OBSERVABLE = {"dynamo.g.readyTimeoutS", "namespace", "scheduler.kind"}
-# Read by the long-lived flow's plan (`run --raycluster`: daemons, the driver's code), not rendered.
-NOT_OBSERVABLE |= {"kuberay.training.daemon.entrypoint", "launch.codeSource", "launch.rayUploadPaths"}
+NOT_OBSERVABLE = {"dynamo.g.readyTimeoutS", "namespace", "scheduler.kind", "launch.codeSource"}
 # Values the test descends no further into: free-form blocks and whole fields.
 LEAVES = {"spec", "overrides", "nodeSelector", "affinity", "extra_env", "env", "labels", "annotations", "attach"}
 
@@ -121,6 +121,10 @@ def render_all(infra: dict) -> str:
     objs += [deployment.render(infra, key) for key in infra.get("deployments", {})]
     objs += [dgd.render(infra, key) for key in infra.get("dynamo", {})]
     objs += [{"health": health_check(entry)} for entry in infra.get("deployments", {}).values()]
+    # What `run --raycluster` submits: the daemons and the driver (its code source and paths).
+    # (its DGDs are the ones rendered above; this infra puts them in another namespace, which only it refuses)
+    plan = _plan_longlived(SimpleNamespace(infra={**infra, "dynamo": {}}, recipe={"grpo": {}}), "run-1")
+    objs += [dataclasses.asdict(s) for s in [*plan.daemons.values(), plan.driver]] + plan.manifests()
     return yaml.safe_dump_all(objs, sort_keys=False)
 
 
