@@ -27,6 +27,7 @@ from .driver_env import DriverEnv
 from .faults import Faults
 from .operators.base import Controller, Timing, api_client
 from .operators.deployments import Deployments
+from .operators.dra import ComputeDomains
 from .operators.dynamo import Dynamo
 from .operators.kuberay import KubeRay
 from .pids import MARKER, write_pid
@@ -89,6 +90,7 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
         if crds.DGD_CRD in installed:
             operators.append(Dynamo(api_client(http_url, operator_token), timing, registry))
         operators.append(Deployments(api_client(http_url, operator_token), timing, registry))
+        operators.append(ComputeDomains(api_client(http_url, operator_token), timing, registry))
         for operator in operators:
             operator.start()
         write_runtime(paths, {
