@@ -2,12 +2,16 @@
 
 What it simulates: bearer-token authentication, legacy discovery, CRUD/list/watch/patch/
 server-side apply/delete with garbage collection on core kinds (namespaces, pods, services,
-configmaps, secrets, events, serviceaccounts), apps/v1 deployments (storage only),
+configmaps, secrets, events, serviceaccounts), apps/v1 deployments and resource.k8s.io/v1
+resourceclaimtemplates (stored; deployments are run by ``operators/deployments.py``),
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
-SelfSubjectAccessReview, the service proxy to loopback backends (a job submitted through a Ray
-head Service gets what its head container would give it, see ``driver_env``), ``Table`` output
-for kubectl, and API-level faults (see ``faults.py``). Patch and apply semantics are simplified as
-documented in ``patch.py`` and ``apply.py``; store, watch and GC rules are in ``store.py``.
+SelfSubjectAccessReview, the service proxy to loopback backends (a Ray head Service's dashboard
+port through ``head_proxy``: that cluster's jobs and packages only, a job gets what its head
+container would give it), ``Table`` output for kubectl, and API-level faults (see ``faults.py``).
+Request bodies are bounded like the real server's (3 MiB, ``413 RequestEntityTooLarge``), and
+128 MiB through the service proxy (package uploads; Ray's dashboard takes under 100 MiB).
+Patch and apply semantics are simplified as documented in ``patch.py`` and ``apply.py``; store,
+watch and GC rules are in ``store.py``.
 
 What it does not: scheduling, kubelets, networking or DNS, admission webhooks, real RBAC
 (only the ``rbac-deny`` fault), schema validation of custom resources, protobuf, TLS, HTTP/2.

@@ -2,7 +2,10 @@
 
 Backends are read from the Service annotation ``sandbox.nrl-k8s.io/endpoints``: a JSON object
 mapping port numbers and port names (as strings) to a base URL such as
-``http://127.0.0.1:41234``. Only loopback URLs are ever contacted.
+``http://127.0.0.1:41234``, written by the simulated controllers (KubeRay for head Services,
+Dynamo for frontends, the endpoints controller for Services selecting a Deployment's pods) or
+by hand. Only loopback URLs are ever contacted. A Ray head Service's dashboard port goes
+through ``head_proxy`` first.
 """
 
 from __future__ import annotations

@@ -83,6 +83,11 @@ def test_deployment_gets_ready_pods_and_the_status_of_the_real_controller(sandbo
         assert pod["metadata"]["labels"]["app"] == name and pod["metadata"]["labels"]["pod-template-hash"]
         assert pod["status"]["phase"] == "Running" and all(c["ready"] for c in pod["status"]["containerStatuses"])
 
+    core.delete_namespaced_pod(pods[0]["metadata"]["name"], ns)  # replaced, like a pod that died
+    replaced = observe(core.list_namespaced_pod, ns, label_selector=f"app={name}",
+                       until=lambda o: pods[0]["metadata"]["name"] not in o and len(o) == 2
+                       and all(p["status"]["phase"] == "Running" for p in o.values()))  # fmt: skip
+    assert pods[1]["metadata"]["name"] in replaced
     apps.delete_namespaced_deployment(name, ns)
     observe(core.list_namespaced_pod, ns, label_selector=f"app={name}", until=lambda o: not o)
 

@@ -272,6 +272,13 @@ class Controller:
         response = self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
         return json_body(response)["items"]
 
+    def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(name, namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
     def patch_pod_status(self, namespace: str, name: str, status: dict) -> None:
         try:
             self.core.patch_namespaced_pod_status(name, namespace, {"status": status}, _content_type=MERGE_PATCH)

@@ -7,7 +7,8 @@ delay; then the status the real controller writes: ``replicas``, ``readyReplicas
 ``observedGeneration`` and the conditions ``Available`` (``MinimumReplicasAvailable`` once at
 least ``replicas - 25%`` pods are available) and ``Progressing`` (``NewReplicaSetAvailable`` once
 the rollout is done). A template change rolls: new pods are created, the old ones stay until
-the new ones are Ready, then they are deleted. Scaling adds or deletes pods.
+the new ones are Ready, then they are deleted. Scaling adds or deletes pods; a pod deleted by
+someone else is replaced.
 
 No container runs: for every container port of a Deployment's pods an ``HttpStub`` listens on
 127.0.0.1 (one server per port, shared by the Deployment's pods, 200 on any GET path). The
@@ -32,10 +33,11 @@ import logging
 
 import kubernetes
 
+from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.frontend_stub import HttpStub
 
 from . import pods
-from .base import ENDPOINTS_ANNOTATION, MERGE_PATCH, Controller, Resource, controller_ref, json_body, now, suffix
+from .base import ENDPOINTS_ANNOTATION, MERGE_PATCH, Controller, Resource, Timing, controller_ref, json_body, now, suffix
 
 log = logging.getLogger("nrl_k8s.sandbox.operators.deployments")
 
@@ -115,9 +117,8 @@ def deployment_status(deployment: dict, owned: list[dict]) -> dict:
 class Deployments(Controller):
     name = "deployments"
 
-    def __init__(self, api: kubernetes.client.ApiClient, timing, faults):
+    def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults):
         super().__init__(api, timing, faults)
-        self.apps = kubernetes.client.AppsV1Api(api)
         self._stubs: dict[str, dict[int, HttpStub]] = {}  # Deployment uid -> containerPort -> stub
         self._filled: set[str] = set()  # uids of Services whose endpoints this controller wrote
 
@@ -147,18 +148,14 @@ class Deployments(Controller):
             self.enqueue("sync_service", meta["namespace"], meta["name"])
 
     def _on_pod(self, kind: str, obj: dict) -> None:
-        if _owner_uid(obj) is not None:
-            self.enqueue("sync_services", obj["metadata"]["namespace"])
+        owner = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("kind") == "Deployment"), None)
+        if owner is None:
+            return
+        self.enqueue("sync_services", obj["metadata"]["namespace"])
+        if kind == "DELETED":  # a pod deleted by someone else is replaced
+            self.enqueue("sync_deployment", obj["metadata"]["namespace"], owner["name"])
 
     # -- Deployments -----------------------------------------------------------------------
-    def _get(self, namespace: str, name: str) -> dict | None:
-        try:
-            return json_body(self.apps.read_namespaced_deployment(name, namespace, _preload_content=False))
-        except kubernetes.client.exceptions.ApiException as err:
-            if err.status == 404:
-                return None
-            raise
-
     def _owned(self, deployment: dict) -> list[dict]:
         meta = deployment["metadata"]
         labels = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
@@ -168,7 +165,7 @@ class Deployments(Controller):
         ]  # fmt: skip
 
     def sync_deployment(self, namespace: str, name: str) -> None:
-        deployment = self._get(namespace, name)
+        deployment = self.get(DEPLOYMENT, namespace, name)
         if deployment is None:
             return
         spec = deployment.get("spec") or {}
@@ -180,7 +177,7 @@ class Deployments(Controller):
         for _ in range(desired - len(updated)):
             self._create_pod(deployment, template, current)
         for pod in updated[desired:]:
-            self._delete_pod(namespace, pod["metadata"]["name"])
+            self.delete_pod(namespace, pod["metadata"]["name"])
         owned = self._owned(deployment)
         if any(not is_ready(p) for p in owned if p["metadata"]["labels"].get(HASH_LABEL) == current):
             self.later(self.timing.delay(POD_READY_S), "ready_deployment", namespace, name, current)
@@ -192,7 +189,7 @@ class Deployments(Controller):
 
     def ready_deployment(self, namespace: str, name: str, current: str) -> None:
         """This template's pods become Ready, the older ones go, the Services follow, then the status."""
-        deployment = self._get(namespace, name)
+        deployment = self.get(DEPLOYMENT, namespace, name)
         if deployment is None or template_hash((deployment.get("spec") or {}).get("template") or {}) != current:
             return
         owned = self._owned(deployment)
@@ -201,7 +198,7 @@ class Deployments(Controller):
                 self.patch_pod_status(namespace, pod["metadata"]["name"], pods.running(pod))
         for pod in owned:
             if pod["metadata"]["labels"].get(HASH_LABEL) != current:
-                self._delete_pod(namespace, pod["metadata"]["name"])
+                self.delete_pod(namespace, pod["metadata"]["name"])
         ports = {p["containerPort"] for p in container_ports((deployment["spec"].get("template") or {}).get("spec") or {})}
         self._stop_stubs(deployment["metadata"]["uid"], keep=ports)
         self.sync_services(namespace)
@@ -209,8 +206,7 @@ class Deployments(Controller):
 
     def _write_status(self, deployment: dict, owned: list[dict]) -> None:
         meta = deployment["metadata"]
-        status = deployment_status(deployment, owned)
-        self.apps.patch_namespaced_deployment_status(meta["name"], meta["namespace"], {"status": status}, _content_type=MERGE_PATCH)
+        self.patch_status(DEPLOYMENT, meta["namespace"], meta["name"], deployment_status(deployment, owned))
 
     def _create_pod(self, deployment: dict, template: dict, current: str) -> None:
         meta = deployment["metadata"]
@@ -223,19 +219,12 @@ class Deployments(Controller):
                 "namespace": meta["namespace"],
                 "labels": {**(template_meta.get("labels") or {}), HASH_LABEL: current},
                 "annotations": template_meta.get("annotations") or {},
-                "ownerReferences": [controller_ref({**deployment, "apiVersion": "apps/v1", "kind": "Deployment"})],
+                "ownerReferences": [controller_ref(deployment)],
             },
             "spec": template.get("spec") or {},
         }
         self.create_core(self.core.create_namespaced_pod, meta["namespace"], pod)
         self.patch_pod_status(meta["namespace"], pod["metadata"]["name"], pods.creating(pod))
-
-    def _delete_pod(self, namespace: str, name: str) -> None:
-        try:
-            self.core.delete_namespaced_pod(name, namespace)
-        except kubernetes.client.exceptions.ApiException as err:
-            if err.status != 404:
-                raise
 
     # -- stubs -----------------------------------------------------------------------------
     def _start_stubs(self, deployment: dict) -> None:
