@@ -12,6 +12,7 @@ import yaml
 
 from nrl_k8s.kinds import rayjob
 from nrl_k8s.sandbox.driver_env import INJECTED_KEY, DriverEnv
+from nrl_k8s.sandbox.head_proxy import CLUSTER_KEY, HeadDashboard, cluster_submission, job_cluster, shown
 
 RUN = "train-0123abcd"
 INFRA = {
@@ -94,39 +95,37 @@ def test_forget_removes_the_clusters_files(tmp_path, cluster, secrets):
     assert not (tmp_path / "ns1/train-abcde").exists()
 
 
-HEAD_SERVICE = {"metadata": {"name": "train-abcde-head-svc", "namespace": "ns1", "labels": {"ray.io/cluster": "train-abcde"}}}
+HEAD_SERVICE = {"metadata": {"name": "train-abcde-head-svc", "namespace": "ns1", "labels": {"ray.io/cluster": "train-abcde"}},
+                "spec": {"ports": [{"name": "client", "port": 10001}, {"name": "dashboard", "port": 8265},
+                                  {"name": "8000-port", "port": 8000}]}}
 
 
-def test_the_proxy_gives_a_submission_its_head_containers_env(tmp_path, cluster, secrets):
-    store = {("ray.io", "rayclusters", "train-abcde"): cluster, ("", "secrets", RUN): secrets[RUN]}
-
-    def lookup(group, version, plural, namespace, name):
-        assert namespace == "ns1"
-        return store.get((group, plural, name))
-
-    drivers = DriverEnv(tmp_path)
-    raw = json.dumps({"entrypoint": "x", "submission_id": "j1"}).encode()
-    out = json.loads(drivers.proxied_request(HEAD_SERVICE, "POST", "/api/jobs/", raw, lookup))
+def test_a_submission_for_a_cluster_gets_its_head_containers_env_and_its_tag(tmp_path, cluster, secrets):
+    cluster["metadata"]["uid"] = "uid-1"
+    body = {"entrypoint": "x", "submission_id": "j1", "metadata": {"k": "v"}}
+    out = cluster_submission(DriverEnv(tmp_path), body, cluster, secrets.get)
     assert out["runtime_env"]["env_vars"]["HF_TOKEN"] == "hf_s3cr3t"
-    for method, path, service in [("GET", "/api/jobs/", HEAD_SERVICE), ("POST", "/api/jobs/j1/stop", HEAD_SERVICE),
-                                  ("POST", "/api/jobs/", {"metadata": {"name": "other", "namespace": "ns1"}})]:
-        assert drivers.proxied_request(service, method, path, raw, lookup) == raw
+    assert out["metadata"][CLUSTER_KEY] == "uid-1" and out["metadata"]["k"] == "v" and job_cluster(out) == "uid-1"
+    assert body == {"entrypoint": "x", "submission_id": "j1", "metadata": {"k": "v"}}
+    assert job_cluster({"metadata": None}) is None and job_cluster({}) is None
+
+
+@pytest.mark.parametrize("target, expected", [("train-abcde-head-svc:8265", True), ("train-abcde-head-svc:dashboard", True),
+                                              ("http:train-abcde-head-svc:8265", True), ("train-abcde-head-svc", False),
+                                              ("train-abcde-head-svc:8000", False), ("train-abcde-head-svc:9999", False)])
+def test_only_the_dashboard_port_of_a_head_service_is_isolated(target, expected):
+    assert HeadDashboard.serves(HEAD_SERVICE, target) is expected
+    assert HeadDashboard.serves({**HEAD_SERVICE, "metadata": {"name": "other", "namespace": "ns1"}}, target) is False
 
 
 def test_job_details_through_the_proxy_hide_what_was_added():
     injected = {"submission_id": "j1", "runtime_env": {"env_vars": {"HF_TOKEN": "hf_s3cr3t", "MINE": "1"}},
-                "metadata": {INJECTED_KEY: "HF_TOKEN", "k": "v"}}
+                "metadata": {INJECTED_KEY: "HF_TOKEN", CLUSTER_KEY: "uid-1", "k": "v"}}
     only_ours = {"submission_id": "j2", "runtime_env": {"env_vars": {"HF_TOKEN": "hf_s3cr3t"}}, "metadata": {INJECTED_KEY: "HF_TOKEN"}}
     foreign = {"submission_id": "j3", "runtime_env": {"env_vars": {"A": "1"}}, "metadata": {}}
-    listing = json.loads(DriverEnv.proxied_response(HEAD_SERVICE, "/api/jobs/", json.dumps([injected, only_ours, foreign]).encode()))
-    assert listing == [
+    assert [shown(job) for job in (injected, only_ours, foreign)] == [
         {"submission_id": "j1", "runtime_env": {"env_vars": {"MINE": "1"}}, "metadata": {"k": "v"}},
         {"submission_id": "j2", "runtime_env": {}, "metadata": {}},
         foreign,
     ]
-    one = DriverEnv.proxied_response(HEAD_SERVICE, "/api/jobs/j1", json.dumps(injected).encode())
-    assert "hf_s3cr3t" not in one.decode()
-    logs = json.dumps({"logs": "x"}).encode()
-    assert DriverEnv.proxied_response(HEAD_SERVICE, "/api/jobs/j1/logs", logs) == logs
-    assert DriverEnv.proxied_response({"metadata": {"name": "f"}}, "/api/jobs/", json.dumps([injected]).encode()) \
-        == json.dumps([injected]).encode()
+    assert "hf_s3cr3t" in json.dumps(injected)  # the original is left alone

@@ -3,25 +3,32 @@
 ``nrl-k8s sandbox up`` starts one background process (``daemon.py``) holding:
 
 * an in-memory **Kubernetes API server** (``apiserver.py``): discovery, namespaces, pods,
-  services, configmaps, secrets, events, CRDs and their custom resources with ``/status``,
+  services, configmaps, secrets, events, deployments, ``resource.k8s.io/v1``
+  resourceclaimtemplates, CRDs and their custom resources with ``/status``,
   SelfSubjectAccessReview, get/list/watch/create/update/patch/server-side apply/delete,
   ownerReference garbage collection and the service proxy. The kubeconfig it writes points at
   ``https://127.0.0.1:PORT`` with the server's self-signed CA embedded, because kubectl never
   sends a token over plain HTTP; the same port also answers plain HTTP (the operators use
   that). Objects live in memory (``--state FILE`` keeps them across restarts).
-* the RayCluster, RayJob and DynamoGraphDeployment **CRDs** (not the DGD one with
-  ``--fault no-dgd-crd``);
-* a simulated **KubeRay operator** and **Dynamo operator** (``operators/``): reconcilers
-  driven by watch events that create the pods, Services and statuses the real operators
-  create (see each module for exactly which);
-* **one real Ray head** (``ray_head.py``), shared by every RayCluster: RayJob entrypoints are
-  really submitted to its dashboard and really run, as shell commands on this machine, in the
-  environment ``sandbox up`` was started with plus what the cluster's head container would give
-  them (``driver_env.py``): its env, ``secretKeyRef`` values resolved from the stored Secret,
-  and its Secret volumes written under ``DIR/volumes`` (0700/0600; an env value pointing into
-  a volume's ``mountPath`` is rewritten to the written copy, so the path differs from a pod's);
-* one **stub Dynamo frontend** per DGD (``frontend_stub.py``): ``/v1/models``, ``/health``,
-  ``/live`` on 127.0.0.1.
+* the RayCluster, RayJob, DynamoGraphDeployment (not with ``--fault no-dgd-crd``) and
+  ComputeDomain **CRDs**;
+* simulated **controllers** driven by watch events (``operators/``), creating the pods,
+  Services and statuses the real ones create (see each module for exactly which): KubeRay
+  (RayCluster, RayJob), Dynamo (DGD), Deployment + endpoints (pods, ``Available``, a Service
+  selecting a Deployment's pods reaches them), and the NVIDIA DRA driver (a ComputeDomain's
+  channel ResourceClaimTemplate, ``status.status: Ready``);
+* **one real Ray head** (``ray_head.py``), shared by every RayCluster: RayJob entrypoints and
+  jobs submitted through a head Service (drivers, daemons) really run, as shell commands on
+  this machine, in the environment ``sandbox up`` was started with plus what the cluster's head
+  container would give them (``driver_env.py``): its env, ``secretKeyRef`` values resolved from
+  the stored Secret, and its Secret volumes written under ``DIR/volumes`` (0700/0600; an env
+  value pointing into a volume's ``mountPath`` is rewritten to the written copy, so the path
+  differs from a pod's). A job's ``working_dir`` package really unpacks and the driver starts
+  in it. Through ``<cluster>-head-svc`` each RayCluster's dashboard lists and serves only the
+  jobs and packages submitted through it (``head_proxy.py``), and deleting a RayCluster stops
+  them; other ports of the head container reach ``127.0.0.1:<same port>``;
+* loopback **stubs** (``frontend_stub.py``): one OpenAI-style frontend per DGD (``/v1/models``,
+  ``/health``, ``/live``) and one server per container port of each Deployment (200 on any GET).
 
 What it does NOT simulate — do not mistake it for a cluster:
 
@@ -33,13 +40,18 @@ What it does NOT simulate — do not mistake it for a cluster:
   with this machine's Python — not in the RayCluster's image;
 * **networking**: no pod network, cluster IPs or DNS; a Service is reachable only through the
   API server's service proxy, which forwards to the loopback endpoint recorded on the Service
-  (the real Ray dashboard for ``<cluster>-head-svc:8265``, the stub for ``<dgd>-frontend:8000``);
-* **real GPUs or inference**: the stub frontend serves no completions;
-* **isolation between RayClusters**: they all share the one Ray head (so the one dashboard
-  lists every cluster's jobs) and its CPUs; worker pods add no capacity;
+  (the real Ray dashboard for ``<cluster>-head-svc:8265``, the stub for ``<dgd>-frontend:8000``,
+  a Deployment's stubs for a Service selecting its pods);
+* **real GPUs, devices or inference**: the stubs serve no completions; DRA claims are never
+  allocated; a Deployment's containers do not run;
+* **full isolation between RayClusters**: they all share the one Ray head, its CPUs, its GCS and
+  its submission ids (an id another cluster used is "already exists"); only the Job and package
+  API through each head Service is kept apart; the dashboard reached directly lists every job;
+  worker pods add no capacity;
 * KubeRay suspend, retries (``backoffLimit``), autoscaling, submitter pods (every
   ``submissionMode`` behaves like HTTPMode); Dynamo planners, rolling updates, NATS/etcd;
-  real RBAC (only the ``rbac-deny`` fault), admission webhooks, CRD schema validation.
+  ReplicaSets, StatefulSets, Jobs, probes; real RBAC (only the ``rbac-deny`` fault), admission
+  webhooks, CRD schema validation, server defaults inside pod templates.
 
 Everything listens on loopback only: the API server and stubs bind 127.0.0.1, and so does every
 Ray server of the head, its workers and job drivers (``ray_head.py`` says how). Everything it

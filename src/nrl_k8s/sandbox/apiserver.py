@@ -2,12 +2,16 @@
 
 What it simulates: bearer-token authentication, legacy discovery, CRUD/list/watch/patch/
 server-side apply/delete with garbage collection on core kinds (namespaces, pods, services,
-configmaps, secrets, events, serviceaccounts), apps/v1 deployments (storage only),
+configmaps, secrets, events, serviceaccounts), apps/v1 deployments and resource.k8s.io/v1
+resourceclaimtemplates (stored; deployments are run by ``operators/deployments.py``),
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
-SelfSubjectAccessReview, the service proxy to loopback backends (a job submitted through a Ray
-head Service gets what its head container would give it, see ``driver_env``), ``Table`` output
-for kubectl, and API-level faults (see ``faults.py``). Patch and apply semantics are simplified as
-documented in ``patch.py`` and ``apply.py``; store, watch and GC rules are in ``store.py``.
+SelfSubjectAccessReview, the service proxy to loopback backends (a Ray head Service's dashboard
+port through ``head_proxy``: that cluster's jobs and packages only, a job gets what its head
+container would give it), ``Table`` output for kubectl, and API-level faults (see ``faults.py``).
+Request bodies are bounded like the real server's (3 MiB, ``413 RequestEntityTooLarge``), and
+128 MiB through the service proxy (package uploads; Ray's dashboard takes under 100 MiB).
+Patch and apply semantics are simplified as documented in ``patch.py`` and ``apply.py``; store,
+watch and GC rules are in ``store.py``.
 
 What it does not: scheduling, kubelets, networking or DNS, admission webhooks, real RBAC
 (only the ``rbac-deny`` fault), schema validation of custom resources, protobuf, TLS, HTTP/2.
@@ -44,6 +48,7 @@ from nrl_k8s.sandbox import tables
 from nrl_k8s.sandbox.discovery import SERVER_VERSION, OpenApi, ResourceType
 from nrl_k8s.sandbox.driver_env import DriverEnv
 from nrl_k8s.sandbox.faults import Faults
+from nrl_k8s.sandbox.head_proxy import HeadDashboard
 from nrl_k8s.sandbox.patch import PatchError, json_patch, merge_patch, parse_json, strategic_merge
 from nrl_k8s.sandbox.pids import open_private
 from nrl_k8s.sandbox.proxy import ServiceProxy
@@ -57,6 +62,8 @@ OPERATOR = "sandbox-operator"
 _TRUE = ("1", "t", "T", "true", "True", "TRUE")
 _WATCH_POLL_S = 0.5
 _DEFAULT_WATCH_TIMEOUT_S = 1800
+MAX_BODY_BYTES = 3 * 1024 * 1024  # the real API server's limit for a request body
+MAX_PROXY_BODY_BYTES = 128 * 1024 * 1024  # above Ray's dashboard limit (100 MiB) for package uploads
 
 
 def _truthy(value: str | None) -> bool:
@@ -105,9 +112,33 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        limit = MAX_PROXY_BODY_BYTES if "/proxy" in urlsplit(self.path).path else MAX_BODY_BYTES
+        try:
+            body = self._body(limit)
+        except ApiStatus as exc:
+            self.close_connection = True  # the rest of the body is not read
+            ApiServer.send(self, Response(exc.code, exc.body()))
+            return
         self.server.api.handle(self, body)
+
+    def _body(self, limit: int) -> bytes:
+        """The request body (Content-Length or chunked), at most ``limit`` bytes, else 413."""
+        too_large = ApiStatus(413, f"Request entity too large: limit is {limit}")
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks, size = [], 0
+            while (length := int(self.rfile.readline(1024).split(b";")[0].strip() or b"0", 16)) > 0:
+                size += length
+                if size > limit:
+                    raise too_large
+                chunks.append(self.rfile.read(length))
+                self.rfile.readline(1024)  # the CRLF after each chunk
+            while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):  # trailers
+                pass
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > limit:
+            raise too_large
+        return self.rfile.read(length) if length else b""
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
 
@@ -146,11 +177,11 @@ class ApiServer:
         drivers: DriverEnv | None = None,
     ):
         self._tokens = {user_token: USER, operator_token: OPERATOR}
-        self.drivers = drivers
         self.faults = faults
         self.state_file = Path(state_file) if state_file else None
         self.store = Store(history_size=history_size)
         self._proxy = ServiceProxy()
+        self._heads = HeadDashboard(drivers, self._proxy) if drivers is not None else None
         self._counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         self._http: _HttpServer | None = None
@@ -214,10 +245,10 @@ class ApiServer:
         headers = {k.lower(): v for k, v in handler.headers.items()}
         try:
             if split.path in ("/healthz", "/readyz", "/livez"):
-                self._send(handler, Response(200, b"ok", "text/plain"))
+                self.send(handler, Response(200, b"ok", "text/plain"))
                 return
             if split.path.rstrip("/") == "/version":  # public, as system:public-info-viewer makes it
-                self._send(handler, Response(200, SERVER_VERSION))
+                self.send(handler, Response(200, SERVER_VERSION))
                 return
             user = self._authenticate(headers)
             request = Request(handler.command, unquote(split.path), query, headers, body, user, split.query)
@@ -225,7 +256,7 @@ class ApiServer:
         except ApiStatus as exc:
             response = Response(exc.code, exc.body(), headers=exc.headers)
         if response is not None:
-            self._send(handler, response)
+            self.send(handler, response)
 
     def _authenticate(self, headers: dict[str, str]) -> str:
         scheme, _, token = headers.get("authorization", "").partition(" ")
@@ -235,7 +266,7 @@ class ApiServer:
         return user
 
     @staticmethod
-    def _send(handler: _Handler, response: Response) -> None:
+    def send(handler: _Handler, response: Response) -> None:
         handler.send_response(response.code)
         handler.send_header("Content-Type", response.content_type)
         handler.send_header("Content-Length", str(len(response.body)))
@@ -352,12 +383,11 @@ class ApiServer:
         if route.subresource == "proxy":
             with self.store.lock:
                 service = self.store.get(rtype, ns, name.split(":")[-2] if name.count(":") == 2 else name.split(":")[0])
-            body = req.body
-            if self.drivers is not None:
-                body = self.drivers.proxied_request(service, req.method, route.rest, body, self._find)
-            code, body, ctype = self._proxy.forward(service, name, req.method, route.rest, req.raw_query, body, req.headers)
-            if self.drivers is not None:
-                body = self.drivers.proxied_response(service, route.rest, body)
+            request = (service, name, req.method, route.rest, req.raw_query, req.body, req.headers)
+            if self._heads is not None and self._heads.serves(service, name):
+                code, body, ctype = self._heads.forward(*request, self._find)
+            else:
+                code, body, ctype = self._proxy.forward(*request)
             return Response(code, body, ctype)
         if rtype.plural == "selfsubjectaccessreviews":
             return self._access_review(req)

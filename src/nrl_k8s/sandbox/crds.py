@@ -1,4 +1,5 @@
-"""CustomResourceDefinitions the sandbox installs: KubeRay RayCluster/RayJob and Dynamo DGD.
+"""CustomResourceDefinitions the sandbox installs: KubeRay RayCluster/RayJob, Dynamo DGD and the
+NVIDIA DRA driver's ComputeDomain.
 
 Shaped like the upstream CRDs (names, scope, status subresource, short names, printer
 columns); the schemas are open (``x-kubernetes-preserve-unknown-fields``) instead of the
@@ -22,7 +23,7 @@ def _column(name: str, json_path: str, type_: str = "string", priority: int = 0)
 _AGE = _column("Age", ".metadata.creationTimestamp", "date")
 
 
-def _crd(group: str, version: str, kind: str, plural: str, short: list[str], columns: list[dict]) -> dict:
+def _crd(group: str, version: str, kind: str, plural: str, short: list[str], columns: list[dict], categories=("all",)) -> dict:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -35,7 +36,7 @@ def _crd(group: str, version: str, kind: str, plural: str, short: list[str], col
                 "plural": plural,
                 "singular": kind.lower(),
                 "shortNames": short,
-                "categories": ["all"],
+                "categories": list(categories),
             },
             "scope": "Namespaced",
             "versions": [
@@ -100,4 +101,6 @@ DGD_CRD = _crd(
     ],
 )
 
-ALL_CRDS = (RAYCLUSTER_CRD, RAYJOB_CRD, DGD_CRD)
+COMPUTEDOMAIN_CRD = _crd("resource.nvidia.com", "v1beta1", "ComputeDomain", "computedomains", [], [_AGE], categories=())
+
+ALL_CRDS = (RAYCLUSTER_CRD, RAYJOB_CRD, DGD_CRD, COMPUTEDOMAIN_CRD)

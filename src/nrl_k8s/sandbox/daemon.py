@@ -26,6 +26,8 @@ from .apiserver import ApiServer
 from .driver_env import DriverEnv
 from .faults import Faults
 from .operators.base import Controller, Timing, api_client
+from .operators.deployments import Deployments
+from .operators.dra import ComputeDomains
 from .operators.dynamo import Dynamo
 from .operators.kuberay import KubeRay
 from .pids import MARKER, write_pid
@@ -87,6 +89,8 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
         operators.append(KubeRay(api_client(http_url, operator_token), timing, registry, head.dashboard_url, drivers))
         if crds.DGD_CRD in installed:
             operators.append(Dynamo(api_client(http_url, operator_token), timing, registry))
+        operators.append(Deployments(api_client(http_url, operator_token), timing, registry))
+        operators.append(ComputeDomains(api_client(http_url, operator_token), timing, registry))
         for operator in operators:
             operator.start()
         write_runtime(paths, {

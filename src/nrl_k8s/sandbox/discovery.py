@@ -66,6 +66,7 @@ BUILTIN_TYPES = (
     _core("events", "Event", short=("ev",)),
     _core("serviceaccounts", "ServiceAccount", short=("sa",)),
     ResourceType("apps", "v1", "deployments", "Deployment", True, ("deploy",), True, (), VERBS, ("all",)),
+    ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",

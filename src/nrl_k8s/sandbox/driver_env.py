@@ -5,7 +5,8 @@ commands. On a real cluster a driver runs inside the head pod's Ray container (t
 container of ``headGroupSpec``) and sees that container's env and its mounted Secret volumes.
 ``DriverEnv.submission`` emulates both for a ``POST /api/jobs/`` body, for the two ways a job
 is submitted for a cluster: by the simulated KubeRay (HTTPMode) and through the API server's
-service proxy to ``<cluster>-head-svc`` (nrl-k8s's driver rescue):
+service proxy to ``<cluster>-head-svc`` (``head_proxy``: ``run --raycluster``, daemons, the
+driver rescue):
 
 - each Secret volume mounted in that container is written to
   ``ROOT/<namespace>/<cluster>/<volume>/`` (directories 0700, files 0600), removed again
@@ -16,7 +17,7 @@ service proxy to ``<cluster>-head-svc`` (nrl-k8s's driver rescue):
   ``mountPath`` is rewritten to where that volume was written: a sandbox limitation, the
   driver sees a different path than the pod would;
 - the names it added are recorded in the job's metadata (``INJECTED_KEY``), and
-  ``proxied_response`` removes them, with their values, from job details returned through the
+  ``head_proxy`` removes them, with their values, from job details returned through the
   service proxy, so a client sees what a real dashboard shows.
 
 Not emulated: other ``valueFrom`` sources, ``envFrom``, ``$(VAR)`` expansion, ``subPath``,
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import logging
 import os
 import re
@@ -43,13 +43,9 @@ from typing import Callable
 log = logging.getLogger("nrl_k8s.sandbox.driver_env")
 
 INJECTED_KEY = "sandbox.nrl-k8s.io/container-env"
-CLUSTER_LABEL = "ray.io/cluster"
-JOBS_PATH = "/api/jobs"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 ReadSecret = Callable[[str], "dict | None"]  # Secret name (in the cluster's namespace) -> object or None
-# (group, version, plural, namespace, name) -> the stored object or None
-Lookup = Callable[[str, str, str, str, str], "dict | None"]
 
 
 class DriverEnv:
@@ -75,46 +71,6 @@ class DriverEnv:
         body["runtime_env"] = {**runtime_env, "env_vars": {**added, **own}}
         body["metadata"] = {**(body.get("metadata") or {}), INJECTED_KEY: ",".join(added)}
         return body
-
-    def proxied_request(self, service: dict, method: str, path: str, body: bytes, lookup: Lookup) -> bytes:
-        """A job submitted through a Ray head Service gets its head container's env and files."""
-        meta = service["metadata"]
-        cluster_name = (meta.get("labels") or {}).get(CLUSTER_LABEL)
-        if method != "POST" or path.rstrip("/") != JOBS_PATH or not cluster_name:
-            return body
-        cluster = lookup("ray.io", "v1", "rayclusters", meta["namespace"], cluster_name)
-        try:
-            submitted = json.loads(body)
-        except ValueError:
-            return body  # the dashboard answers for malformed bodies
-        if cluster is None or not isinstance(submitted, dict):
-            return body
-        read_secret = lambda name: lookup("", "v1", "secrets", meta["namespace"], name)  # noqa: E731
-        return json.dumps(self.submission(submitted, cluster, read_secret)).encode()
-
-    @staticmethod
-    def proxied_response(service: dict, path: str, payload: bytes) -> bytes:
-        """Job details (one or a list) from a Ray head Service without what ``submission`` added."""
-        if not path.startswith(JOBS_PATH) or CLUSTER_LABEL not in (service["metadata"].get("labels") or {}):
-            return payload
-        try:
-            data = json.loads(payload)
-        except ValueError:
-            return payload
-        changed = False
-        for job in data if isinstance(data, list) else [data]:
-            metadata = job.get("metadata") if isinstance(job, dict) else None
-            if not isinstance(metadata, dict) or INJECTED_KEY not in metadata:
-                continue
-            names = metadata.pop(INJECTED_KEY).split(",")
-            runtime_env = job.get("runtime_env") or {}
-            env_vars = runtime_env.get("env_vars") or {}
-            for name in names:
-                env_vars.pop(name, None)
-            if not env_vars:
-                runtime_env.pop("env_vars", None)
-            changed = True
-        return json.dumps(data).encode() if changed else payload
 
     def forget(self, namespace: str, cluster: str) -> None:
         """Remove the files written for a deleted cluster."""

@@ -1,9 +1,12 @@
-"""A loopback OpenAI-style stand-in for a Dynamo frontend: one small HTTP server per DGD.
+"""Loopback HTTP stand-ins for what the sandbox does not run: one small server per port.
 
-Answers ``GET /v1/models`` (the served model id), ``GET /health`` (``{"status": "healthy"}``)
-and ``GET /live``; everything else is 404. With ``unavailable_for`` seconds it answers 503 to
-every request for that long after it starts (the ``frontend-unavailable`` fault). It serves
-no completions: nothing is inferred.
+``HttpStub`` answers every ``GET``/``HEAD``/``POST`` with 200 and a JSON body naming itself and
+the path: what the simulated Deployment controller runs for each container port of a
+Deployment's pods. ``FrontendStub`` is an OpenAI-style stand-in for a Dynamo frontend, one per
+DGD: ``GET /v1/models`` (the served model id), ``GET /health`` (``{"status": "healthy"}``) and
+``GET /live``; everything else is 404. With ``unavailable_for`` seconds it answers 503 to every
+request for that long after it starts (the ``frontend-unavailable`` fault). Neither serves
+completions: nothing is inferred.
 """
 
 from __future__ import annotations
@@ -18,29 +21,16 @@ class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-        stub = self.server.stub
-        if stub.unavailable():
-            self._reply(503, {"error": {"message": "frontend is starting (sandbox fault frontend-unavailable)"}})
-        elif self.path == "/v1/models":
-            model = {"id": stub.model, "object": "model", "created": int(stub.started), "owned_by": "nvidia"}
-            self._reply(200, {"object": "list", "data": [model]})
-        elif self.path == "/health":
-            self._reply(200, {"status": "healthy", "endpoints": ["/v1/models"], "instances": []})
-        elif self.path == "/live":
-            self._reply(200, {"status": "live"})
-        else:
-            self._reply(404, {"error": {"message": f"no route for {self.path}"}})
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.do_GET()
-
-    def _reply(self, code: int, body: dict) -> None:
+        code, body = self.server.stub.answer(self.path)
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_HEAD = do_POST = do_GET  # noqa: N815
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (signature from the base)
         """Quiet: the daemon log is not an access log."""
@@ -48,28 +38,48 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    stub: "FrontendStub"
+    stub: "HttpStub"
 
 
-class FrontendStub:
-    """One stub frontend on 127.0.0.1 (a free port); ``url`` is where it listens."""
+class HttpStub:
+    """One stub server on 127.0.0.1 (a free port); ``url`` is where it listens."""
 
-    def __init__(self, model: str, unavailable_for: float = 0.0):
-        self.model = model
-        self.unavailable_for = unavailable_for
+    def __init__(self, label: str):
+        self.label = label
         self.started = time.time()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.stub = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"stub-{model}", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"stub-{label}", daemon=True)
         self._thread.start()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def unavailable(self) -> bool:
-        return time.time() - self.started < self.unavailable_for
+    def answer(self, path: str) -> tuple[int, dict]:
+        return 200, {"status": "ok", "stub": self.label, "path": path}
 
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class FrontendStub(HttpStub):
+    def __init__(self, model: str, unavailable_for: float = 0.0):
+        self.model = model
+        self.unavailable_for = unavailable_for
+        super().__init__(model)
+
+    def unavailable(self) -> bool:
+        return time.time() - self.started < self.unavailable_for
+
+    def answer(self, path: str) -> tuple[int, dict]:
+        if self.unavailable():
+            return 503, {"error": {"message": "frontend is starting (sandbox fault frontend-unavailable)"}}
+        if path == "/v1/models":
+            return 200, {"object": "list", "data": [{"id": self.model, "object": "model", "created": int(self.started), "owned_by": "nvidia"}]}
+        if path == "/health":
+            return 200, {"status": "healthy", "endpoints": ["/v1/models"], "instances": []}
+        if path == "/live":
+            return 200, {"status": "live"}
+        return 404, {"error": {"message": f"no route for {path}"}}

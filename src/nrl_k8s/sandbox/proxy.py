@@ -2,7 +2,10 @@
 
 Backends are read from the Service annotation ``sandbox.nrl-k8s.io/endpoints``: a JSON object
 mapping port numbers and port names (as strings) to a base URL such as
-``http://127.0.0.1:41234``. Only loopback URLs are ever contacted.
+``http://127.0.0.1:41234``, written by the simulated controllers (KubeRay for head Services,
+Dynamo for frontends, the endpoints controller for Services selecting a Deployment's pods) or
+by hand. Only loopback URLs are ever contacted. A Ray head Service's dashboard port goes
+through ``head_proxy`` first.
 """
 
 from __future__ import annotations
@@ -25,22 +28,32 @@ def _unavailable(name: str, why: str = "") -> ApiStatus:
     return ApiStatus(503, message, name=name, kind="services")
 
 
-def backend_url(service: dict, port: str | None) -> str:
-    """The base URL behind ``port`` (number or name; None = first port) of a Service object."""
+def target_port(target: str) -> str | None:
+    """The port (number or name) of a proxy URL segment ``[SCHEME:]NAME[:PORT]``; None: not given."""
+    parts = target.split(":")
+    return parts[-1] if len(parts) > 1 and parts[-1] else None
+
+
+def service_port(service: dict, target: str) -> dict | None:
+    """The Service port a proxy URL segment addresses (no port given: the first one)."""
+    ports = (service.get("spec") or {}).get("ports") or []
+    port = target_port(target)
+    if port is None:
+        return ports[0] if ports else None
+    return next((p for p in ports if port in (str(p.get("port")), p.get("name"))), None)
+
+
+def backend_url(service: dict, target: str) -> str:
+    """The base URL behind the port (number or name; none = the first port) that a proxy URL
+    segment ``[SCHEME:]NAME[:PORT]`` addresses on a Service object."""
     name = service["metadata"]["name"]
     raw = (service["metadata"].get("annotations") or {}).get(ENDPOINTS_ANNOTATION)
     try:
         endpoints = json.loads(raw) if raw else {}
     except json.JSONDecodeError:
         endpoints = {}
-    ports = (service.get("spec") or {}).get("ports") or []
-    if port is None and ports:
-        candidates = [str(ports[0].get("port")), ports[0].get("name")]
-    else:
-        candidates = [port]
-        for p in ports:
-            if port in (str(p.get("port")), p.get("name")):
-                candidates += [str(p.get("port")), p.get("name")]
+    port = service_port(service, target) or {}
+    candidates = [target_port(target), str(port["port"]) if "port" in port else None, port.get("name")]
     url = next((endpoints[c] for c in candidates if c and c in endpoints), None)
     if not isinstance(url, str):
         raise _unavailable(name)
@@ -60,9 +73,7 @@ class ServiceProxy:
         self, service: dict, target: str, method: str, path: str, query: str, body: bytes, headers: dict[str, str]
     ) -> tuple[int, bytes, str]:
         """Forward one request; ``target`` is the ``[SCHEME:]NAME[:PORT]`` URL segment."""
-        parts = target.split(":")
-        port = parts[-1] if len(parts) > 1 and parts[-1] else None
-        url = backend_url(service, port) + (path or "/") + (f"?{query}" if query else "")
+        url = backend_url(service, target) + (path or "/") + (f"?{query}" if query else "")
         forwarded = {k: v for k, v in headers.items() if k in _FORWARDED_HEADERS}
         try:
             reply = self._client.request(method, url, content=body or None, headers=forwarded)

@@ -11,6 +11,7 @@ REASONS = {
     406: "NotAcceptable",
     409: "Conflict",
     410: "Gone",
+    413: "RequestEntityTooLarge",
     415: "UnsupportedMediaType",
     422: "Invalid",
     429: "TooManyRequests",

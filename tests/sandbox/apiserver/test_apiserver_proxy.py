@@ -25,7 +25,7 @@ class _Echo(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    do_GET = do_POST = do_DELETE = _reply
+    do_GET = do_POST = do_PUT = do_DELETE = _reply
 
 
 @pytest.fixture
@@ -104,3 +104,25 @@ def test_proxy_forbidden_fault(core, faults, backend):
         core.connect_get_namespaced_service_proxy_with_path("head-svc:8265", "default", "api/version")
     assert err.value.status == 403
     assert 'cannot get resource "services/proxy"' in json.loads(err.value.body)["message"]
+
+
+def test_proxy_forwards_a_chunked_body(core, http, backend):
+    _service(core, {"8265": backend})
+    chunks = (part for part in (b'{"entry', b'point": ', b'"echo hi"}'))
+    reply = http.post("/api/v1/namespaces/default/services/head-svc:8265/proxy/api/jobs/", content=chunks,
+                      headers={"Content-Type": "application/json"})  # fmt: skip
+    assert reply.status_code == 201
+    assert json.loads(reply.json()["body"]) == {"entrypoint": "echo hi"}
+
+
+def test_bodies_over_the_limit_are_413(core, http, backend, monkeypatch):
+    from nrl_k8s.sandbox import apiserver
+
+    _service(core, {"8265": backend})
+    monkeypatch.setattr(apiserver, "MAX_PROXY_BODY_BYTES", 1000)
+    assert http.put("/api/v1/namespaces/default/services/head-svc:8265/proxy/x", content=b"x" * 1000).status_code == 200
+    too_large = http.put("/api/v1/namespaces/default/services/head-svc:8265/proxy/x", content=b"x" * 1001)
+    assert (too_large.status_code, too_large.json()["reason"]) == (413, "RequestEntityTooLarge")
+    big = {"metadata": {"name": "big"}, "data": {"k": "x" * apiserver.MAX_BODY_BYTES}}
+    reply = http.post("/api/v1/namespaces/default/configmaps", json=big)
+    assert (reply.status_code, reply.json()["message"]) == (413, f"Request entity too large: limit is {apiserver.MAX_BODY_BYTES}")

@@ -11,12 +11,15 @@ from kubernetes import client
 from sandbox_harness import eventually, observe, unique
 
 
-def proxy(api: client.ApiClient, method: str, namespace: str, target: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
-    """A request through the API server's service proxy (``target`` = ``NAME:PORT``)."""
+def proxy(api: client.ApiClient, method: str, namespace: str, target: str, path: str,
+          body: dict | bytes | None = None) -> tuple[int, bytes]:  # fmt: skip
+    """A request through the API server's service proxy (``target`` = ``NAME:PORT``); a bytes
+    ``body`` is sent as it is."""
+    content_type = "application/octet-stream" if isinstance(body, bytes) else "application/json"
     method, url, headers, data, post = api.param_serialize(
         method,
         f"/api/v1/namespaces/{namespace}/services/{target}/proxy/{path.lstrip('/')}",
-        header_params={"Accept": "application/json", **({"Content-Type": "application/json"} if body else {})},
+        header_params={"Accept": "application/json", **({"Content-Type": content_type} if body is not None else {})},
         body=body,
         auth_settings=["BearerToken"],
     )

@@ -20,21 +20,23 @@ import string
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import httpx
 import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 from nrl_k8s.sandbox.faults import Faults
+from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION  # noqa: F401 (re-exported for the operators)
 
 log = logging.getLogger("nrl_k8s.sandbox.operators")
 
 MERGE_PATCH = "application/merge-patch+json"
 WATCH_TIMEOUT_S = 60
 RETRY_S = 1.0
-ENDPOINTS_ANNOTATION = "sandbox.nrl-k8s.io/endpoints"
 
 
 @dataclass(frozen=True)
@@ -187,38 +189,46 @@ class Controller:
                 self.later(RETRY_S, *key)
 
     # -- watching --------------------------------------------------------------------------
+    def _lister(self, resource: Resource) -> Callable[..., urllib3.BaseHTTPResponse]:
+        """The cluster-wide list call for ``resource`` (a core kind, or any group's by path)."""
+        if not resource.group:
+            return getattr(self.core, f"list_{resource.plural[:-1]}_for_all_namespaces")
+        return partial(self.custom.list_cluster_custom_object, resource.group, resource.version, resource.plural)
+
     def _watch(self, resource: Resource, handle: Callable[[str, dict], None]) -> None:
-        """List, then watch from the list's resourceVersion; relist on 410; reconnect on errors."""
-        args = (resource.group, resource.version, resource.plural)
+        """List, then watch from the list's resourceVersion; relist on 410 (also sent as an
+        ERROR event); reconnect on errors."""
+        lister = self._lister(resource)
         version = None
         while not self._stop.is_set():
             try:
                 if version is None:
-                    listing = self.custom.list_cluster_custom_object(*args)
+                    listing = json_body(lister(_preload_content=False))
                     version = listing["metadata"]["resourceVersion"]
                     for item in listing["items"]:
                         handle("ADDED", item)
-                stream = kubernetes.watch.Watch().stream(
-                    self.custom.list_cluster_custom_object,
-                    *args,
-                    resource_version=version,
-                    timeout_seconds=WATCH_TIMEOUT_S,
-                    deserialize=False,
-                )
-                for event in stream:
-                    if self._stop.is_set():
-                        return
-                    obj = event["object"]
-                    version = obj["metadata"]["resourceVersion"]
-                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                        handle(event["type"], obj)
+                response = lister(watch=True, resource_version=version, timeout_seconds=WATCH_TIMEOUT_S, _preload_content=False)
+                try:
+                    for line in iter_resp_lines(response):
+                        if self._stop.is_set():
+                            return
+                        event = json.loads(line)
+                        obj = event["object"]
+                        if event["type"] == "ERROR":
+                            raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+                        version = obj["metadata"]["resourceVersion"]
+                        if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                            handle(event["type"], obj)
+                finally:
+                    response.close()
+                    response.release_conn()
             except ApiException as err:
                 if err.status == 410:
                     version = None
                     continue
                 log.warning("%s: watch %s failed: %s", self.name, resource.plural, err)
                 self._stop.wait(RETRY_S)
-            except (urllib3.exceptions.HTTPError, OSError) as err:
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
                 log.warning("%s: watch %s lost: %s", self.name, resource.plural, err)
                 self._stop.wait(RETRY_S)
 
@@ -261,6 +271,13 @@ class Controller:
     def list_pods(self, namespace: str, selector: str) -> list[dict]:
         response = self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
         return json_body(response)["items"]
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(name, namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise
 
     def patch_pod_status(self, namespace: str, name: str, status: dict) -> None:
         try:

@@ -182,7 +182,7 @@ class Dynamo(Controller):
             if labels.get(LABEL_GENERATION) == str(generation):
                 current[labels.get(LABEL_COMPONENT, "")] = current.get(labels.get(LABEL_COMPONENT, ""), 0) + 1
             else:
-                self._delete_pod(namespace, pod["metadata"]["name"])
+                self.delete_pod(namespace, pod["metadata"]["name"])
         created = []
         for part in parts:
             for _ in range(part.replicas - current.get(part.name, 0)):
@@ -206,13 +206,6 @@ class Dynamo(Controller):
                 self.patch_pod_status(namespace, pod["metadata"]["name"], pods.creating(pod))
                 created.append(pod)
         return created
-
-    def _delete_pod(self, namespace: str, name: str) -> None:
-        try:
-            self.core.delete_namespaced_pod(name, namespace)
-        except kubernetes.client.exceptions.ApiException as err:
-            if err.status != 404:
-                raise
 
     def _ensure_frontend(self, dgd: dict, parts: list[Component]) -> None:
         meta = dgd["metadata"]

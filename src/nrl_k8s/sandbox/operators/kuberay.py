@@ -2,8 +2,10 @@
 
 RayCluster (from a RayJob or applied directly) → head pod + one pod per worker replica
 (× ``numOfHosts``), the head Service ``<cluster>-head-svc`` whose dashboard port (8265) is
-backed by the REAL Ray dashboard, pods Ready after a delay, then ``state: ready`` with
-``HeadPodReady`` and ``RayClusterProvisioned``.
+backed by the REAL Ray dashboard (seen through ``head_proxy``: only this cluster's jobs and
+packages) and whose other head container ports reach ``127.0.0.1:<same port>``, pods Ready
+after a delay, then ``state: ready`` with ``HeadPodReady`` and ``RayClusterProvisioned``.
+Several RayClusters at once all share the one Ray head.
 
 RayJob → ``jobId``/``rayClusterName``/Initializing, a controller-owned RayCluster (or the one
 ``clusterSelector`` names, never deleted), Running once the cluster is ready, then — like
@@ -13,7 +15,9 @@ what its head container would give it (``driver_env``). Every
 mirrored from the dashboard about once a second (the dashboard has no watch; real KubeRay polls
 too); terminal → Complete/Failed, ``endTime``, ``shutdownAfterJobFinishes`` after
 ``ttlSecondsAfterFinished``; ``activeDeadlineSeconds`` stops the job (Failed,
-``DeadlineExceeded``). A RayJob or RayCluster deleted while its job runs stops that Ray job.
+``DeadlineExceeded``). A RayJob deleted while its job runs stops that Ray job; a RayCluster
+deleted stops every running Ray job submitted for it (its RayJobs', and those submitted
+through its head Service, daemons included).
 Fault ``miss-driver-submission``: never submit, but keep mirroring a job that someone else
 submits under the same id. Not simulated: suspend, retries (``backoffLimit``), autoscaling,
 ``preRunningDeadlineSeconds``.
@@ -32,6 +36,7 @@ import yaml
 from nrl_k8s.redact import redact_text
 from nrl_k8s.sandbox.driver_env import DriverEnv
 from nrl_k8s.sandbox.faults import Faults
+from nrl_k8s.sandbox.head_proxy import cluster_submission, job_cluster
 
 from . import pods
 from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller_ref, json_body, now, parse_time, suffix
@@ -101,7 +106,7 @@ class KubeRay(Controller):
         meta = obj["metadata"]
         if kind == "DELETED":
             self._seen.discard(meta["uid"])
-            self.call(lambda: self._cluster_deleted(meta["namespace"], meta["name"]))
+            self.call(lambda: self._cluster_deleted(meta["namespace"], meta["name"], meta["uid"]))
             return
         self.enqueue("sync_raycluster", meta["namespace"], meta["name"])
         self.enqueue("wake_rayjobs", meta["namespace"], meta["name"])
@@ -115,9 +120,17 @@ class KubeRay(Controller):
         listing = self.custom.list_namespaced_custom_object(RAYJOB.group, RAYJOB.version, namespace, RAYJOB.plural)
         return [j for j in listing["items"] if (j.get("status") or {}).get("rayClusterName") == cluster]
 
-    def _cluster_deleted(self, namespace: str, cluster: str) -> None:
+    def _cluster_deleted(self, namespace: str, cluster: str, uid: str) -> None:
+        """Stop the cluster's Ray jobs: its RayJobs', and those submitted through its head Service."""
         for job in self._rayjobs_using(namespace, cluster):
             self._stop_ray_job(job)
+        response = self.dashboard.get("/api/jobs/")
+        response.raise_for_status()
+        for info in response.json():
+            if job_cluster(info) == uid and info.get("status") not in TERMINAL_JOB and info.get("submission_id"):
+                stopped = self.dashboard.post(f"/api/jobs/{info['submission_id']}/stop")
+                log.info("stopped Ray job %s of deleted RayCluster %s/%s: HTTP %s",
+                         info["submission_id"], namespace, cluster, stopped.status_code)  # fmt: skip
         self.drivers.forget(namespace, cluster)
 
     def _stop_ray_job(self, job: dict) -> None:
@@ -195,8 +208,22 @@ class KubeRay(Controller):
         self.patch_pod_status(meta["namespace"], name, pods.creating(pod))
 
     def _ensure_head_service(self, cluster: dict) -> None:
+        """The head Service: the default Ray ports plus every port the head container declares
+        (unnamed ones as ``PORT-port``, as KubeRay names them); the dashboard port is the real
+        dashboard, any other declared port ``127.0.0.1:<same port>`` (where a daemon the user
+        runs on the head would listen)."""
         meta = cluster["metadata"]
         endpoints = {"8265": self.dashboard_url, "dashboard": self.dashboard_url}
+        ports = [{"name": n, "port": p, "targetPort": p, "protocol": "TCP"} for n, p in HEAD_PORTS]
+        template = ((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}
+        head = (_pod_spec(template)["containers"] or [{}])[0]
+        for declared in head.get("ports") or []:
+            number = declared.get("containerPort")
+            if not number or any(number == p["port"] for p in ports):
+                continue
+            name = declared.get("name") or f"{number}-port"
+            ports.append({"name": name, "port": number, "targetPort": number, "protocol": declared.get("protocol", "TCP")})
+            endpoints[str(number)] = endpoints[name] = f"http://127.0.0.1:{number}"
         service = {
             "apiVersion": "v1",
             "kind": "Service",
@@ -210,7 +237,7 @@ class KubeRay(Controller):
             "spec": {
                 "type": "ClusterIP",
                 "selector": {"ray.io/cluster": meta["name"], "ray.io/node-type": "head"},
-                "ports": [{"name": n, "port": p, "targetPort": p, "protocol": "TCP"} for n, p in HEAD_PORTS],
+                "ports": ports,
             },
         }
         self.ensure_service(service)
@@ -339,7 +366,7 @@ class KubeRay(Controller):
         body = submission_body(spec, job_id)
         cluster = self.get(RAYCLUSTER, meta["namespace"], job["status"]["rayClusterName"])
         if cluster is not None:
-            body = self.drivers.submission(body, cluster, lambda name: self._read_secret(meta["namespace"], name))
+            body = cluster_submission(self.drivers, body, cluster, lambda name: self._read_secret(meta["namespace"], name))
         response = self.dashboard.post("/api/jobs/", json=body)
         text = redact_text(response.text)  # Ray may echo the runtime_env, which holds the container env
         if response.is_success or "already exists" in text:

@@ -1,0 +1,161 @@
+"""Several RayClusters on one `sandbox up`: each head Service's dashboard shows only its own jobs
+and packages, jobs run from their uploaded working_dir with the head container's env, and a
+deleted RayCluster's jobs stop. Jobs go through nrl-k8s's own dashboard client, as the CLI sends them."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shlex
+import sys
+import zipfile
+
+import httpx
+import pytest
+from kubernetes import client
+from operator_helpers import field, proxy, ray_cluster_spec
+from sandbox_harness import DEADLINE_S, Gate, eventually, observe, unique
+
+from nrl_k8s.dashboard import Dashboard
+from nrl_k8s.sandbox.ray_head import free_ports
+
+SECRET = "head-secret"
+
+
+def raycluster(name: str, head: dict | None = None) -> dict:
+    spec = ray_cluster_spec(workers=0)
+    spec["headGroupSpec"]["template"]["spec"]["containers"][0].update(head or {})
+    if head and head.get("volumeMounts"):
+        spec["headGroupSpec"]["template"]["spec"]["volumes"] = [{"name": "creds", "secret": {"secretName": SECRET}}]
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name}, "spec": spec}
+
+
+def create_ready(custom, ns: str, body: dict) -> None:
+    name = body["metadata"]["name"]
+    custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", body)
+    observe(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayclusters", field_selector=f"metadata.name={name}",
+            until=lambda o: field(o.get(name), "status", "state") == "ready")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def clusters(api, core, custom):
+    """Namespace, and RayClusters ``a`` (a head container with env, a secretKeyRef and a Secret
+    volume) and ``b`` (defaults) in it."""
+    ns = unique("heads")
+    core.create_namespace({"metadata": {"name": ns}})
+    core.create_namespaced_secret(ns, {"metadata": {"name": SECRET}, "stringData": {"value": "s3cr3t", "token": "tok-file"}})
+    a, b = unique("a"), unique("b")
+    create_ready(custom, ns, raycluster(a, {
+        "env": [{"name": "FROM_HEAD", "value": "head-a"}, {"name": "MINE", "value": "head"},
+                {"name": "SECRET_VALUE", "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "value"}}},
+                {"name": "TOKEN_FILE", "value": "/etc/creds/token"}],
+        "volumeMounts": [{"name": "creds", "mountPath": "/etc/creds", "readOnly": True}],
+    }))  # fmt: skip
+    create_ready(custom, ns, raycluster(b))
+    yield ns, a, b
+    core.delete_namespace(ns)
+
+
+def dashboard(api: client.ApiClient, ns: str, cluster: str) -> Dashboard:
+    return Dashboard.via_api_proxy(api.configuration, f"{cluster}-head-svc", ns, timeout_s=60)
+
+
+def finished(dash: Dashboard, submission_id: str) -> tuple[str, str]:
+    """The job's whole log and final status, read through the dashboard client."""
+    text = "".join(dash.follow_logs(submission_id, poll_s=0.2, deadline_s=DEADLINE_S))
+    return text, dash.get_job(submission_id).status
+
+
+def package(files: dict[str, str]) -> tuple[str, bytes]:
+    """A working_dir package as `ray job submit --working-dir` uploads it: (its name, the zip)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path, text in sorted(files.items()):
+            archive.writestr(path, text)
+    data = buffer.getvalue()
+    return f"_ray_pkg_{hashlib.sha1(data).hexdigest()[:16]}.zip", data
+
+
+def test_each_head_service_shows_only_its_own_jobs(sandbox, api, clusters, tmp_path):
+    ns, a, b = clusters
+    gate = Gate(tmp_path)
+    with dashboard(api, ns, a) as dash_a, dashboard(api, ns, b) as dash_b:
+        job_a = dash_a.submit(gate.entrypoint("echo from-a"), submission_id=unique("job-a"), metadata={"k": "v"})
+        job_b = dash_b.submit("echo from-b", submission_id=unique("job-b"))
+        direct = unique("direct")
+        httpx.post(f"{sandbox.dashboard_url}/api/jobs/", json={"entrypoint": "true", "submission_id": direct},
+                   trust_env=False).raise_for_status()  # fmt: skip
+
+        assert [j.submission_id for j in dash_a.list_jobs()] == [job_a]
+        assert [j.submission_id for j in dash_b.list_jobs()] == [job_b]
+        assert dash_a.get_job(job_a).metadata == {"k": "v"}  # the sandbox's tag is not shown
+        for job in (job_b, direct):
+            assert dash_a.get_job(job) is None
+        for method, path in [("GET", f"api/jobs/{job_a}"), ("GET", f"api/jobs/{job_a}/logs"),
+                             ("POST", f"api/jobs/{job_a}/stop"), ("DELETE", f"api/jobs/{job_a}")]:  # fmt: skip
+            code, body = proxy(api, method, ns, f"{b}-head-svc:8265", path)
+            assert (code, body.decode()) == (404, f"Job {job_a} does not exist"), (method, path)
+        assert dash_a.get_job(job_a).status in ("PENDING", "RUNNING")  # the 404s touched nothing
+
+        gate.open()
+        for dash, job, output in ((dash_a, job_a, "from-a\n"), (dash_b, job_b, "from-b\n")):
+            text, status = finished(dash, job)
+            assert status == "SUCCEEDED" and output in text, text
+
+
+def test_a_package_exists_only_for_the_cluster_it_was_uploaded_through(sandbox, api, clusters):
+    ns, a, b = clusters
+    name, data = package({"x.txt": unique("content")})
+    assert proxy(api, "GET", ns, f"{a}-head-svc:8265", f"api/packages/gcs/{name}")[0] == 404
+    assert proxy(api, "PUT", ns, f"{a}-head-svc:8265", f"api/packages/gcs/{name}", data)[0] == 200
+    assert proxy(api, "GET", ns, f"{a}-head-svc:8265", f"api/packages/gcs/{name}")[0] == 200
+    code, body = proxy(api, "GET", ns, f"{b}-head-svc:dashboard", f"api/packages/gcs/{name}")
+    assert (code, body.decode()) == (404, f"Package gcs://{name} does not exist")
+    assert httpx.get(f"{sandbox.dashboard_url}/api/packages/gcs/{name}", trust_env=False).status_code == 200  # the shared GCS has it
+
+
+def test_a_job_runs_in_its_uploaded_working_dir_with_the_head_containers_env(api, clusters):
+    ns, a, _ = clusters
+    recipe = f"grpo:\n  run: {unique('recipe')}\n"
+    name, data = package({"nrl_k8s_run.yaml": recipe, "code/uploaded.txt": "an uploaded file\n"})
+    assert proxy(api, "PUT", ns, f"{a}-head-svc:8265", f"api/packages/gcs/{name}", data)[0] == 200
+    entrypoint = 'cat nrl_k8s_run.yaml code/uploaded.txt; echo "$FROM_HEAD $MINE $SECRET_VALUE"; cat "$TOKEN_FILE"'
+    with dashboard(api, ns, a) as dash:
+        job = dash.submit(entrypoint, runtime_env={"working_dir": f"gcs://{name}", "env_vars": {"MINE": "job"}})
+        text, status = finished(dash, job)
+        details = dash.get_job(job)
+    assert status == "SUCCEEDED", text
+    assert f"{recipe}an uploaded file\nhead-a job s3cr3t\ntok-file" in text
+    assert "s3cr3t" not in json.dumps(details.metadata)  # nor the added env in what the client is shown
+    code, body = proxy(api, "GET", ns, f"{a}-head-svc:8265", f"api/jobs/{job}")
+    assert code == 200 and json.loads(body)["runtime_env"]["env_vars"] == {"MINE": "job"}
+
+
+def test_a_package_of_almost_100_mib_passes_the_proxy(api, clusters):
+    ns, a, _ = clusters
+    data = bytes(100 * 1024 * 1024 - 1024)  # Ray's dashboard takes bodies under 100 MiB
+    name = f"_ray_pkg_{hashlib.sha1(data).hexdigest()[:16]}.zip"
+    code, body = proxy(api, "PUT", ns, f"{a}-head-svc:8265", f"api/packages/gcs/{name}", data)
+    assert code == 200, body[:500]
+    assert proxy(api, "GET", ns, f"{a}-head-svc:8265", f"api/packages/gcs/{name}")[0] == 200
+
+
+def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_raycluster(sandbox, api, core, custom, clusters, tmp_path):
+    ns, _, _ = clusters
+    name, (port,) = unique("daemon"), free_ports(1)
+    create_ready(custom, ns, raycluster(name, {"ports": [{"containerPort": 6379, "name": "gcs"}, {"containerPort": port, "name": "web"}]}))
+    service = core.read_namespaced_service(f"{name}-head-svc", ns)
+    assert {p.name: p.port for p in service.spec.ports} == {"dashboard": 8265, "client": 10001, "gcs-server": 6379, "web": port}
+    (tmp_path / "index.html").write_text("served by the daemon\n")
+    server = shlex.join([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)])
+    with dashboard(api, ns, name) as dash:
+        daemon = dash.submit(server, submission_id=unique("daemon"))
+        body = eventually(lambda: (reply := proxy(api, "GET", ns, f"{name}-head-svc:web", "index.html"))[0] == 200 and reply[1],
+                          what="the daemon answering through the head Service")  # fmt: skip
+        assert body == b"served by the daemon\n"
+        assert dash.get_job(daemon).status == "RUNNING"
+
+    custom.delete_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", name)
+    eventually(lambda: httpx.get(f"{sandbox.dashboard_url}/api/jobs/{daemon}", trust_env=False).json()["status"] == "STOPPED",
+               what="the daemon stopped with its RayCluster")  # fmt: skip
