@@ -141,8 +141,9 @@ def test_long_lived_run_then_warm_rerun_then_cluster_down(ll):
     record = ll.record()
     assert record["job_id"] in first.stdout and record["uploaded_bytes"] > 0
     assert record["clusters"] == {"training": ll.training, "gym": ll.gym}
-    # DRA objects per cluster, owned by it; the worker claims point at them.
-    assert sorted(ll.dra_names()) == sorted([f"{ll.training}-cd", f"{ll.training}-roce"])
+    # DRA objects per cluster, owned by it (the DRA driver makes the ComputeDomain's channel
+    # template); the worker claims point at them.
+    assert sorted(ll.dra_names()) == sorted([f"{ll.training}-cd", f"{ll.training}-cd-channel", f"{ll.training}-roce"])
     claims = training["spec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"]
     assert {c["resourceClaimTemplateName"] for c in claims} == {f"{ll.training}-cd-channel", f"{ll.training}-roce"}
 

@@ -123,13 +123,13 @@ class HeadDashboard:
         return self._shown(send())
 
     def _package(self, uid: str, method: str, package: str, send: Callable[..., Reply]) -> Reply:
+        code, payload, ctype = send()  # a GET pins the package in Ray for a while, also before its upload
         if method == "GET":
             with self._lock:
                 known = package in self._packages.get(uid, ())
             if not known:
                 protocol, _, name = package.partition("/")
                 return _missing(f"Package {protocol}://{name} does not exist")
-        code, payload, ctype = send()
         if method == "PUT" and 200 <= code < 300:
             with self._lock:
                 self._packages.setdefault(uid, set()).add(package)
