@@ -199,12 +199,14 @@ class BringUp:
                         DEPLOYMENT_TIMEOUT_S, emit)
         self.wait_healthy(label, health, emit)
 
-    def wait_healthy(self, label: str, health: tuple[str, float] | None, emit: Emit | None = None) -> None:
-        """Until ``health`` = (url, timeout) answers 2xx (service proxy from outside the cluster)."""
+    def wait_healthy(self, label: str, health: tuple[str, float] | None, emit: Emit | None = None,
+                     failed=lambda: None) -> None:
+        """Until ``health`` = (url, timeout) answers 2xx (service proxy from outside the cluster);
+        ``failed()`` returning a reason ends the wait early."""
         if health is not None:
             emit = emit or self.emit
             url, timeout = health
-            wait_http(self.kube, label, url, self.ns, time.monotonic() + timeout, emit, up=HEALTHY)
+            wait_http(self.kube, label, url, self.ns, time.monotonic() + timeout, emit, up=HEALTHY, failed=failed)
             emit(Became(label, f"healthy ({url})"))
 
     # -- DGDs ------------------------------------------------------------------------------

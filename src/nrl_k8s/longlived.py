@@ -153,9 +153,9 @@ class LongLived(BringUp):
             if roles is not None and role not in roles:
                 continue
             with self.dashboard(role) as dash:
-                self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
-                                                          replace=self.options.replace, emit=self.emit)
-            self.wait_healthy(f"daemon {role}", daemon.health)
+                done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
+                                                                 replace=self.options.replace, emit=self.emit)
+                self.wait_healthy(f"daemon {role}", daemon.health, failed=lambda: _ended(dash, done.split()[-1], role))
 
     def driver(self, package: package_mod.Package) -> None:
         driver = self.plan.driver
@@ -266,6 +266,15 @@ def stop_jobs(dash: Dashboard, jobs: list[JobInfo], emit: Emit) -> None:
 def _stopped(dash: Dashboard, submission_id: str) -> bool:
     job = dash.get_job(submission_id)
     return job is None or job.terminal
+
+
+def _ended(dash: Dashboard, submission_id: str, role: str) -> str | None:
+    """Why job ``submission_id`` will not serve any more (None while it runs)."""
+    job = dash.get_job(submission_id)
+    if job is None or not job.terminal:
+        return None
+    return f"job {submission_id} is {job.status}" + (f": {job.message}" if job.message else "") + \
+        f" (its log: nrl-k8s job logs --job {submission_id} -r {role})"
 
 
 def _size(n: int) -> str:

@@ -73,11 +73,16 @@ def probe_url(kube, url: str, namespace: str) -> int | None:
     return status
 
 
-def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *, up=_UP) -> bool:
+def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *, up=_UP,
+              failed=lambda: None) -> bool:
     """Wait until GET ``url`` answers with a status in ``up``. False (after a note) when the API
-    server forbids services/proxy, so the caller can rely on its other gates."""
+    server forbids services/proxy, so the caller can rely on its other gates. ``failed()``
+    returning a reason (what should answer has died) ends the wait with ResourceFailed."""
     last = None
     while True:
+        dead = failed()
+        if dead:
+            raise ResourceFailed(f"{label}: {url} will not answer: {dead}")
         try:
             status = probe_url(kube, url, namespace)
         except ForbiddenError as err:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import uuid
@@ -34,6 +35,15 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def _pod(name: str, ports: list[dict] | None = None, claims: bool = False) -> dict:
@@ -198,6 +208,10 @@ def test_failed_daemon_is_an_error_until_replace(ll):
     assert again.returncode == 1
     assert "daemon gym-server-" in again.stderr and "FAILED" in again.stderr and "--replace" in again.stderr
     assert "Traceback" not in again.stderr
+    replaced = ll.run("--no-wait", "--replace")
+    assert replaced.returncode == 0, replaced.stderr
+    daemon_id = ll.infra["kuberay"]["gym"]["daemon"]["submissionId"]
+    assert re.search(rf"daemon gym +submitted {daemon_id}-\d+", replaced.stderr), replaced.stderr
 
 
 def test_failure_before_the_driver_rolls_back_what_the_run_created(ll):
@@ -211,3 +225,30 @@ def test_failure_before_the_driver_rolls_back_what_the_run_created(ll):
     apps = client.AppsV1Api(ll.api)
     eventually(lambda: not apps.list_namespaced_deployment(ll.ns).items, what="the Deployment deleted")
     eventually(lambda: not ll.dra_names(), what="the DRA objects deleted")
+
+
+def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbox_namespace, tmp_path):
+    """examples/sandbox_longlived.* as the README shows it, from the project checkout."""
+    user = f"u{uuid.uuid4().hex[:6]}"  # every name in the example derives from ${user:}
+    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": user, "XDG_CACHE_HOME": str(tmp_path)}
+    pair = [str(ROOT / "examples/sandbox_longlived.yaml"), "--infra", str(ROOT / "examples/sandbox_longlived.infra.yaml"),
+            f"infra.namespace={sandbox_namespace}"]
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=env, timeout=DEADLINE_S, cwd=ROOT)
+
+    try:
+        run = cli("run", "--raycluster", "--wait", *pair)
+        assert run.returncode == 0, run.stderr
+        assert f"dgd_name: {user}-ll-dgd" in run.stdout and "message: " in run.stdout
+        assert "healthy" in run.stderr  # the Deployment and the gym daemon answered their health URLs
+        # The gym cluster again from scratch: cluster up brings it up and submits its daemon.
+        assert cli("cluster", "down", "-t", "kuberay.gym", *pair).returncode == 0
+        eventually(lambda: _port_free(18431), what="the old gym daemon stopped (sandbox heads share 127.0.0.1)")
+        up = cli("cluster", "up", "-t", "kuberay.gym", *pair)
+        assert up.returncode == 0, up.stderr
+        assert f"{user}-ll-gym-server" in up.stderr and "submitted" in up.stderr
+        jobs = cli("job", "list", "-r", "gym", *pair)
+        assert f"{user}-ll-gym-server" in jobs.stdout and "RUNNING" in jobs.stdout, jobs.stdout + jobs.stderr
+    finally:
+        cli("cluster", "down", "--force", *pair)

@@ -16,7 +16,10 @@ starts empty, like a new head):
   ``GET`` of a package not uploaded through this Service is 404 even when the shared GCS has it;
 - job details returned lose the tag and the env that was added.
 
-Not isolated: submission ids (an id another cluster used answers "already exists"), a job's
+Submission ids are per cluster too: a given id is stored in Ray as ``<cluster uid>--<id>``
+(``scoped``) and shown without the prefix, so a new cluster can reuse an id an old one used.
+
+Not isolated: a job's
 ``working_dir`` (a package uploaded through another cluster still unpacks), the state API
 (``/api/v0/...``), the dashboard UI, and what a running driver sees of the shared head.
 """
@@ -51,9 +54,17 @@ def job_cluster(job: dict) -> str | None:
     return (job.get("metadata") or {}).get(CLUSTER_KEY) if isinstance(job, dict) else None
 
 
+def scoped(uid: str, submission_id: str) -> str:
+    """The id Ray stores for ``submission_id`` submitted through the cluster with ``uid``."""
+    return f"{uid}--{submission_id}"
+
+
 def shown(job: dict) -> dict:
-    """Job details without what the sandbox added (its tag, and the env ``driver_env`` added)."""
+    """Job details without what the sandbox added (its tag, id prefix, and the env ``driver_env`` added)."""
     job = copy.deepcopy(job)
+    uid = job_cluster(job)
+    if uid and str(job.get("submission_id") or "").startswith(f"{uid}--"):
+        job["submission_id"] = job["submission_id"][len(uid) + 2:]
     metadata = job.get("metadata") or {}
     metadata.pop(CLUSTER_KEY, None)
     names = metadata.pop(INJECTED_KEY, None)
@@ -109,18 +120,26 @@ class HeadDashboard:
             except ValueError:
                 return send()  # the dashboard answers for a malformed body
             if isinstance(submitted, dict):
+                if isinstance(submitted.get("submission_id"), str):
+                    submitted["submission_id"] = scoped(uid, submitted["submission_id"])
                 body = json.dumps(cluster_submission(self.drivers, submitted, cluster, read_secret)).encode()
-            return self._shown(send(send_body=body))
+            code, payload, ctype = send(send_body=body)
+            if code == 200:  # {"job_id", "submission_id"}: the id as the client gave it
+                answer = json.loads(payload)
+                answer["submission_id"] = str(answer.get("submission_id", "")).removeprefix(f"{uid}--")
+                payload = json.dumps(answer).encode()
+            return code, payload, ctype
         if len(parts) == 2:
             code, payload, ctype = send()
             if code == 200 and method == "GET":
                 jobs = [shown(job) for job in json.loads(payload) if job_cluster(job) == uid]
                 return code, json.dumps(jobs).encode(), ctype
             return code, payload, ctype
-        code, payload, ctype = send("GET", f"/api/jobs/{parts[2]}", b"", "")
-        if code == 404 or (code == 200 and job_cluster(json.loads(payload)) != uid):
-            return _missing(f"Job {parts[2]} does not exist")
-        return self._shown(send())
+        for stored in (scoped(uid, parts[2]), parts[2]):  # given through this Service, else KubeRay's or Ray's own
+            code, payload, ctype = send("GET", f"/api/jobs/{stored}", b"", "")
+            if code == 200 and job_cluster(json.loads(payload)) == uid:
+                return self._shown(send(send_path="/" + "/".join(["api", "jobs", stored, *parts[3:]])))
+        return _missing(f"Job {parts[2]} does not exist")
 
     def _package(self, uid: str, method: str, package: str, send: Callable[..., Reply]) -> Reply:
         code, payload, ctype = send()  # a GET pins the package in Ray for a while, also before its upload

@@ -18,6 +18,7 @@ from operator_helpers import field, proxy, ray_cluster_spec
 from sandbox_harness import DEADLINE_S, Gate, eventually, observe, unique
 
 from nrl_k8s.dashboard import Dashboard
+from nrl_k8s.sandbox.head_proxy import scoped
 from nrl_k8s.sandbox.ray_head import free_ports
 
 SECRET = "head-secret"
@@ -102,6 +103,10 @@ def test_each_head_service_shows_only_its_own_jobs(sandbox, api, clusters, tmp_p
         for dash, job, output in ((dash_a, job_a, "from-a\n"), (dash_b, job_b, "from-b\n")):
             text, status = finished(dash, job)
             assert status == "SUCCEEDED" and output in text, text
+        # Ids are per cluster, as with separate heads: b may use the id a used.
+        assert dash_b.submit("echo again", submission_id=job_a) == job_a
+        text, status = finished(dash_b, job_a)
+        assert status == "SUCCEEDED" and "again\n" in text and dash_a.get_job(job_a).status == "SUCCEEDED"
 
 
 def test_a_package_exists_only_for_the_cluster_it_was_uploaded_through(sandbox, api, clusters):
@@ -156,6 +161,8 @@ def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_ray
         assert body == b"served by the daemon\n"
         assert dash.get_job(daemon).status == "RUNNING"
 
+    uid = custom.get_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", name)["metadata"]["uid"]
     custom.delete_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", name)
-    eventually(lambda: httpx.get(f"{sandbox.dashboard_url}/api/jobs/{daemon}", trust_env=False).json()["status"] == "STOPPED",
+    stored = scoped(uid, daemon)  # the id as the shared Ray head stores it
+    eventually(lambda: httpx.get(f"{sandbox.dashboard_url}/api/jobs/{stored}", trust_env=False).json()["status"] == "STOPPED",
                what="the daemon stopped with its RayCluster")  # fmt: skip
