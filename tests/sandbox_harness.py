@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -49,6 +50,14 @@ def nrl_k8s(*args: str, check: bool = True, timeout: float = DEADLINE_S, env: di
     if check and result.returncode != 0:
         pytest.fail(f"nrl-k8s {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def interruptible(argv: list[str], env: dict) -> subprocess.Popen:
+    """Start the CLI as a user's terminal would: Ctrl-C (SIGINT) reaches Python's handler even when
+    the tests themselves run with SIGINT ignored (a background job of a non-interactive shell,
+    `nohup`), which the child would otherwise inherit and so never see the test's Ctrl-C."""
+    return subprocess.Popen(argv, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def unique(prefix: str) -> str:

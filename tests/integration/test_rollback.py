@@ -20,20 +20,20 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client, watch
+from sandbox_harness import DEADLINE_S, interruptible
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).with_name("nrl-k8s"))
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
 RAY, NVIDIA = ("ray.io", "v1", "rayjobs"), ("nvidia.com", "v1alpha1", "dynamographdeployments")
 RAYCLUSTERS = ("ray.io", "v1", "rayclusters")
-DEADLINE_S = 180
 
 
 class Proc:
     """A background `nrl-k8s` whose stderr is read line by line as it comes."""
 
     def __init__(self, argv: list[str], env: dict):
-        self.proc = subprocess.Popen(argv, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = interruptible(argv, env)
         self.lines: queue.Queue = queue.Queue()
         self.stderr: list[str] = []
         self.stdout: list[str] = []

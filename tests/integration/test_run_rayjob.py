@@ -19,7 +19,7 @@ import httpx
 import pytest
 import yaml
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, observe
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, observe
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -189,8 +189,7 @@ def test_proxy_forbidden_falls_back_with_a_hint(run):
 def test_ctrl_c_during_dgd_wait_rolls_back(run):
     env = {**os.environ, "KUBECONFIG": str(run.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
     with run.sandbox.fault("dgd-stuck-pending"):
-        proc = subprocess.Popen([NRL_K8S, "run", "--rayjob", *PAIR, *run.overrides()], env=env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = interruptible([NRL_K8S, "run", "--rayjob", *PAIR, *run.overrides()], env)
         run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, lambda o: o is not None)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=DEADLINE_S)
