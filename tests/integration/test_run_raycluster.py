@@ -160,7 +160,7 @@ def test_long_lived_run_then_warm_rerun_then_cluster_down(ll):
     # Warm re-run: everything reused, the daemon left running, the unchanged code not uploaded again.
     second = ll.run("--wait")
     assert second.returncode == 0, second.stderr
-    for what in (f"kuberay.training", "kuberay.gym", "deployments.mx", "dynamo.serving"):
+    for what in ("kuberay.training", "kuberay.gym", "deployments.mx", "dynamo.serving"):
         assert f"{what}" in second.stderr
     assert "created" not in second.stderr, second.stderr
     assert "reused (RUNNING)" in second.stderr
