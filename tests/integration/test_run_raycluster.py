@@ -167,6 +167,11 @@ def test_long_lived_run_then_warm_rerun_then_cluster_down(ll):
     again = ll.record()
     assert again["run_id"] != record["run_id"] and again["uploaded_bytes"] == 0
 
+    # logs and job logs without a run config: the latest run's driver.
+    for command in (("logs",), ("job", "logs")):
+        logs = ll.cli(*command)
+        assert logs.returncode == 0 and f"dgd_name: {ll.dgd}" in logs.stdout, (command, logs.stderr)
+
     # status without a run config: the latest run, with the gym daemon running.
     status = ll.cli("status", "-o", "json")
     assert status.returncode == 0, status.stderr
