@@ -1,4 +1,4 @@
-"""CustomResourceDefinitions the sandbox installs: KubeRay RayCluster/RayJob and Dynamo DGD.
+"""CustomResourceDefinitions the sandbox installs: KubeRay RayCluster/RayJob and Dynamo DGD (two versions).
 
 Shaped like the upstream CRDs (names, scope, status subresource, short names, printer
 columns); the schemas are open (``x-kubernetes-preserve-unknown-fields``) instead of the
@@ -89,7 +89,7 @@ RAYJOB_CRD = _crd(
 
 DGD_CRD = _crd(
     "nvidia.com",
-    "v1alpha1",
+    "v1beta1",
     "DynamoGraphDeployment",
     "dynamographdeployments",
     ["dgd"],
@@ -99,5 +99,9 @@ DGD_CRD = _crd(
         _column("Age", ".metadata.creationTimestamp", "date"),
     ],
 )
+
+# v1beta1 is the storage version (Dynamo >= 1.3); v1alpha1 stays served, converted on the way in
+# and out as the operator's conversion webhook does it (``conversion``).
+DGD_CRD["spec"]["versions"].append({**DGD_CRD["spec"]["versions"][0], "name": "v1alpha1", "storage": False})
 
 ALL_CRDS = (RAYCLUSTER_CRD, RAYJOB_CRD, DGD_CRD)
