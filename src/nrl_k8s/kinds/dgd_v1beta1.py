@@ -9,7 +9,7 @@ The rules behind ``dgd``'s interface, equivalent to v1alpha1's:
   replace, except the pod template's ``containers`` and ``initContainers``, which merge by
   container name as in a strategic merge patch (an override of ``main``'s args keeps its
   resources). A list-map is written either as a list of entries with ``name`` or as a mapping
-  of name to entry (what ``infra.dynamo.KEY.overrides.components.NAME.replicas=2`` gives);
+  of name to entry (what ``+infra.dynamo.KEY.overrides.components.NAME.replicas=2`` gives);
 - pod defaults: the ``main`` container's image only where unset (a template without ``main``
   gets one), ``imagePullSecrets`` on the pod template only where unset, ``serviceAccountName``
   never injected.
