@@ -45,9 +45,10 @@ def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit)
                       recreate=options.recreate, wait=options.wait)
     for role in keys["kuberay"]:
         steps.ensure_cluster(role)
-    dgds = {k: plan.dgds[k] for k in keys["dynamo"]}
-    for key, manifest in dgds.items():
-        steps.ensure(dgd.kind_of(manifest), manifest, f"dynamo.{key}", recreate=options.recreate)
+    dgds = {}
+    for key in keys["dynamo"]:  # awaited as they run: a drifted DGD kept as it is
+        manifest = plan.dgds[key]
+        dgds[key], _ = steps.ensure(dgd.kind_of(manifest), manifest, f"dynamo.{key}", recreate=options.recreate)
     if not options.wait:
         return
     steps.wait_all(roles=keys["kuberay"], dgds=dgds)
