@@ -61,7 +61,7 @@ def render_summary(s: dict) -> None:
         out.print("  (no infra.dynamo entries)")
     for d in s["dynamo"]:
         out.print(f"  dynamo.{escape(d['key'])} -> {escape(d['name'])}  (namespace {escape(d['namespace'])})")
-        out.print(f"    manifest       {escape(d['manifest'])}")
+        out.print(f"    manifest       {escape(d['manifest'])}  ({d['api_version']})")
         out.print(f"    ready timeout  {d['ready_timeout_s']}s")
         table = Table(box=None, padding=(0, 2), show_edge=False)
         for col in ("service", "type", "replicas", "GPUs/replica"):

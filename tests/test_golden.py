@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nrl_k8s import targets
 from nrl_k8s.config import load_config
@@ -73,6 +74,16 @@ def test_every_dgd_manifest_renders_to_golden(manifest):
         "dynamo": {"key": {"manifest": str(ROOT / "examples_dgd" / manifest), "readyTimeoutS": 600}},
     }
     _compare(f"dgd.{Path(manifest).stem}.yaml", dump_yaml_stream([dgd.render(infra, "key")]))
+
+
+@pytest.mark.parametrize("twin", sorted(p.name for p in (ROOT / "examples_dgd").glob("*_v1beta1.yaml")))
+def test_v1beta1_examples_are_their_v1alpha1_twins_converted(twin):
+    """Each ``*_v1beta1.yaml`` is what the Dynamo operator's conversion makes of its v1alpha1 twin
+    (the sandbox's webhook), so both versions of an example describe the same graph."""
+    from nrl_k8s.sandbox.conversion import BETA, convert
+
+    alpha = yaml.safe_load((ROOT / "examples_dgd" / twin.replace("_v1beta1", "")).read_text())
+    assert convert(alpha, BETA) == yaml.safe_load((ROOT / "examples_dgd" / twin).read_text())
 
 
 def test_every_example_file_is_covered():

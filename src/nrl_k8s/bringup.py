@@ -97,6 +97,7 @@ class BringUp:
         self.kube, self.ns, self.emit = kube, namespace, emit
         self.ledger = Ledger(kube, namespace, run, emit)
         self.dgd_actions: dict[str, str] = {}  # DGD name -> "created" | "reused"
+        self.dgd_kinds: dict[str, Kind] = {}  # DGD name -> its descriptor, in its manifest's version
         self.dgd_owners: dict[str, list[str]] = {}  # DGD name -> owner names
         self.cluster: str | None = None  # the training RayCluster, once known
 
@@ -121,7 +122,7 @@ class BringUp:
         existing = {}
         for key, manifest in dgds.items():
             name = manifest["metadata"]["name"]
-            found = self.kube.find(dgd.KIND, name, self.ns)
+            found = self.kube.find(dgd.kind_of(manifest), name, self.ns)
             changed = spec_drift(manifest, found) if found is not None else []
             if changed:
                 raise ConfigError(
@@ -214,6 +215,7 @@ class BringUp:
         """Create each DGD (with ``owner`` already in its metadata when given) or reuse the live one."""
         for key, manifest in dgds.items():
             name, label = manifest["metadata"]["name"], f"dynamo.{key}"
+            self.dgd_kinds[name] = dgd.kind_of(manifest)
             if existing[key] is not None:
                 self.claim(name)
                 self.dgd_actions[name] = "reused"
@@ -225,18 +227,19 @@ class BringUp:
                 manifest = {**manifest, "metadata": {**manifest["metadata"],
                                                      "ownerReferences": [dgd.owner_reference(owner)]}}
                 self.dgd_owners[name] = [owner["metadata"]["name"]]
-            self.create(dgd.KIND, manifest, label)
+            self.create(self.dgd_kinds[name], manifest, label)
             self.dgd_actions[name] = "created"
             self.emit(Applied(label, name, "created" + (f", owned by RayCluster {owner['metadata']['name']}"
                                                         if owner is not None else "")))
 
     def claim(self, name: str) -> None:
         """List this run among the users of a DGD it reuses, so no other run's rollback deletes it."""
-        self.ledger.claimed.append(name)
+        entry = Created(self.dgd_kinds[name], name, "dynamo")
+        self.ledger.claimed.append(entry)
         try:
-            self.kube.modify(dgd.KIND, name, lambda obj: dgd.users_patch(obj, add=self.ledger.run), self.ns)
+            self.kube.modify(entry.kind, name, lambda obj: dgd.users_patch(obj, add=self.ledger.run), self.ns)
         except NotFoundError:
-            self.ledger.claimed.remove(name)
+            self.ledger.claimed.remove(entry)
             raise ResourceFailed(f"DGD {name} was deleted while this run was starting to reuse it",
                                  hint="run again: this run creates it") from None
 
@@ -277,7 +280,7 @@ class BringUp:
                 return None
             return {"metadata": {"ownerReferences": [*owners, ref]}}
 
-        updated = self.kube.modify(dgd.KIND, name, change, self.ns)
+        updated = self.kube.modify(self.dgd_kinds[name], name, change, self.ns)
         names = [o.get("name") for o in seen["owners"]]
         if action == "reused" and not seen["owners"] and not seen["shared"]:
             self.emit(Warning(f"DGD {name} existed before this run and has no owner: it is not linked to "
@@ -297,8 +300,9 @@ class BringUp:
         """DGDs this run created that no RayCluster owns: nothing deletes them when the run ends."""
         for name, action in self.dgd_actions.items():
             if action == "created" and not self.dgd_owners.get(name):
-                self.emit(LeftBehind(f"{dgd.KIND.kind} {name}", f"not linked to RayCluster {self.cluster or '(not created)'}"
-                                     ", so it outlives the run", delete_command(dgd.KIND, name, self.ns)))
+                kind = self.dgd_kinds[name]
+                self.emit(LeftBehind(f"{kind.kind} {name}", f"not linked to RayCluster {self.cluster or '(not created)'}"
+                                     ", so it outlives the run", delete_command(kind, name, self.ns)))
 
     # -- failure ---------------------------------------------------------------------------
     def driver_started(self) -> bool | None:

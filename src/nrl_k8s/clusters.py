@@ -9,8 +9,8 @@ from .errors import ConfigError
 from .events import Became, Emit, Warning
 from .kinds import deployment, dgd, raycluster, rayjob, service
 from .kinds.base import MANAGED_BY_SELECTOR, managed
+from .kinds.index import kind_of
 
-KINDS = {"kuberay": raycluster.KIND, "dynamo": dgd.KIND, "deployments": deployment.KIND}
 _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
 
 
@@ -45,9 +45,10 @@ def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit)
                       recreate=options.recreate, wait=options.wait)
     for role in keys["kuberay"]:
         steps.ensure_cluster(role)
-    dgds = {k: plan.dgds[k] for k in keys["dynamo"]}
-    for key, manifest in dgds.items():
-        steps.ensure(dgd.KIND, manifest, f"dynamo.{key}", recreate=options.recreate)
+    dgds = {}
+    for key in keys["dynamo"]:  # awaited as they run: a drifted DGD kept as it is
+        manifest = plan.dgds[key]
+        dgds[key], _ = steps.ensure(dgd.kind_of(manifest), manifest, f"dynamo.{key}", recreate=options.recreate)
     if not options.wait:
         return
     steps.wait_all(roles=keys["kuberay"], dgds=dgds)
@@ -62,8 +63,9 @@ def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: 
     ns = infra["namespace"]
     found = []
     for target in chosen:
-        name = targets.render(infra, target)["metadata"]["name"]
-        found += [(target, kind, name, kube.find(kind, name, ns)) for kind in _kinds(target)]
+        manifest = targets.render(infra, target)
+        name = manifest["metadata"]["name"]
+        found += [(target, kind, name, kube.find(kind, name, ns)) for kind in _kinds(target, manifest)]
     busy = [f"{target} ({kind.kind} {name}) is used by running RayJob {', '.join(runs)}"
             for target, kind, name, live in found
             if live is not None and managed(live) and (runs := _live_users(kube, kind, live, ns))]
@@ -82,20 +84,20 @@ def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: 
         emit(Became(str(target), f"{kind.kind} {name} deleted"))
 
 
-def _kinds(target: targets.Target) -> list:
+def _kinds(target: targets.Target, manifest: dict) -> list:
     """The run's RayJob (same name as the training RayCluster) goes first: GC then takes its cluster and DGDs."""
     if target == targets.Target("kuberay", "training"):
         return [rayjob.KIND, raycluster.KIND]
     if target.kind == "deployments":
         return [deployment.KIND, service.KIND]
-    return [KINDS[target.kind]]
+    return [kind_of(manifest)]
 
 
 def _live_users(kube, kind, obj: dict, ns: str) -> list[str]:
     """The live RayJobs that deleting ``obj`` would stop or strip of inference."""
     if kind == rayjob.KIND:
         return [obj["metadata"]["name"]] if rayjob.live(obj) else []
-    if kind == dgd.KIND:
+    if kind in dgd.KINDS:
         return usage.live(kube, usage.users(kube, obj, ns), ns)
     return []
 

@@ -109,10 +109,11 @@ class _Run(BringUp):
             uid = cluster["metadata"]["uid"]
             self.kube.wait_gone(raycluster.KIND, cluster["metadata"]["name"], self.ns, timeout_s=GONE_TIMEOUT_S)
             for manifest in self.plan.dgds.values():  # GC takes the DGDs that cluster alone owned
-                live = self.kube.find(dgd.KIND, manifest["metadata"]["name"], self.ns)
+                kind, name = dgd.kind_of(manifest), manifest["metadata"]["name"]
+                live = self.kube.find(kind, name, self.ns)
                 owners = (live or {}).get("metadata", {}).get("ownerReferences") or []
                 if owners and all(o.get("uid") == uid for o in owners):
-                    self.kube.wait_gone(dgd.KIND, manifest["metadata"]["name"], self.ns, timeout_s=GONE_TIMEOUT_S)
+                    self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)
         self.emit(Became("rayjob", f"finished {name} deleted"))
 
     # -- bring-up --------------------------------------------------------------------------

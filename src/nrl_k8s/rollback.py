@@ -4,7 +4,8 @@ The product rule: rollback deletes only what the current run created and no othe
 uses; when a rollback cannot finish, it says what is left and how to remove it.
 
 - ``Ledger.created`` lists every object the run created (any kind), in creation order, and
-  ``Ledger.claimed`` the DGDs it reused (it added itself to their users annotation).
+  ``Ledger.claimed`` the DGDs it reused (it added itself to their users annotation). Entries
+  carry their descriptor, so a DGD is always addressed in its manifest's version.
 - Rollback first takes the run off the DGDs it reused (users and ownerReferences), then deletes
   the ledger in creation order. A DGD it created but another live run uses is kept, minus this
   run's RayCluster as owner, so GC cannot take it with that cluster. Deletes retry transient
@@ -69,21 +70,21 @@ class Ledger:
     run: str  # the RayJob name, as listed in a DGD's users
     emit: Emit
     created: list[Created] = field(default_factory=list)
-    claimed: list[str] = field(default_factory=list)
+    claimed: list[Created] = field(default_factory=list)
     cluster_uid: str | None = None  # the RayCluster this run linked its DGDs to
 
     def rollback(self, interrupts: RollbackInterrupts) -> bool:
         """Undo everything; True when a further Ctrl-C aborted it."""
-        done: dict[str, list[str]] = {"deleted": [], "kept": [f"DynamoGraphDeployment {name} (existed before this "
-                                                              "run)" for name in self.claimed]}
+        done: dict[str, list[str]] = {"deleted": [], "kept": [f"DynamoGraphDeployment {entry.name} (existed before this "
+                                                              "run)" for entry in self.claimed]}
         left: list[LeftBehind] = []
         todo = list(self.created)
         try:
             # Reused DGDs first: off with this run before its RayJob goes, so GC cannot take them
             # with this run's RayCluster.
-            for name in list(self.claimed):
-                self._release(name, unclaim=True)
-                self.claimed.remove(name)
+            for entry in list(self.claimed):
+                self._release(entry, unclaim=True)
+                self.claimed.remove(entry)
             # Creation order: the DGDs go before the RayJob, whose deletion would let GC take
             # them (and leave the report unsure whether they were deleted).
             while todo:
@@ -109,25 +110,25 @@ class Ledger:
     def _undo(self, entry: Created) -> tuple[str, str] | None:
         """Delete one entry: ("deleted"|"kept", description), or None when it was already gone."""
         what = f"{entry.kind.kind} {entry.name}"
-        if entry.kind != dgd.KIND:
+        if entry.kind not in dgd.KINDS:
             return ("deleted", what) if self.kube.delete(entry.kind, entry.name, self.namespace) else None
         while True:  # only when no other live run uses it; the delete is guarded by the version judged
-            current = self.kube.find(dgd.KIND, entry.name, self.namespace)
+            current = self.kube.find(entry.kind, entry.name, self.namespace)
             if current is None:
                 return None
             others = [user for user in usage.users(self.kube, current, self.namespace) if user != self.run]
             others = usage.live(self.kube, others, self.namespace, starting_is_live=True)
             if others:
-                self._release(entry.name, unclaim=False)
+                self._release(entry, unclaim=False)
                 return "kept", f"{what} (run {', '.join(others)} uses it too)"
             try:
-                self.kube.delete(dgd.KIND, entry.name, self.namespace,
+                self.kube.delete(entry.kind, entry.name, self.namespace,
                                  resource_version=current["metadata"]["resourceVersion"])
                 return "deleted", what
             except ConflictError:
                 continue  # changed since we looked (maybe a new user): judge again
 
-    def _release(self, name: str, *, unclaim: bool) -> None:
+    def _release(self, entry: Created, *, unclaim: bool) -> None:
         """Take this run's RayCluster off a kept DGD's owners (and, ``unclaim``, this run off its users)."""
         def change(obj: dict) -> dict | None:
             patch = (dgd.users_patch(obj, remove=self.run) if unclaim else None) or {"metadata": {}}
@@ -137,9 +138,9 @@ class Ledger:
             return patch if patch["metadata"] else None
 
         try:
-            self.kube.modify(dgd.KIND, name, change, self.namespace)
+            self.kube.modify(entry.kind, entry.name, change, self.namespace)
         except NotFoundError:
             pass
         except ApiError as err:
-            self.emit(Warning(f"could not take run {self.run} off DGD {name} ({err.message}); if this run's "
+            self.emit(Warning(f"could not take run {self.run} off DGD {entry.name} ({err.message}); if this run's "
                               "RayCluster still owns it, GC deletes it with that cluster"))

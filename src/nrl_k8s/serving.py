@@ -118,7 +118,7 @@ def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit)
         emit(Waiting(label, reason))
 
     try:
-        kube.wait(dgd.KIND, present(dgd.readiness), name=name, namespace=namespace, timeout_s=remaining(),
+        kube.wait(dgd.kind_of(manifest), present(dgd.readiness), name=name, namespace=namespace, timeout_s=remaining(),
                   on_progress=progress, what=f"{label} ({name})")
         kube.wait(pod.KIND, pods_readiness(dgd.desired_pods(manifest)), label_selector=dgd.pod_selector(name),
                   namespace=namespace, timeout_s=remaining(), on_progress=progress, what=f"{label} pods")

@@ -89,17 +89,15 @@ def _dynamo(kube, key: str, manifest: dict) -> dict:
     name, ns = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
     row = {"key": key, "name": name, "namespace": ns, "state": "not found", "ready": False, "services": [],
            "frontend": None, "owners": [], "users": []}
-    live = kube.find(dgd.KIND, name, ns)
+    live = kube.find(dgd.kind_of(manifest), name, ns)
     if live is None:
         return row
-    status = live.get("status") or {}
-    observed = status.get("services") or {}
+    ready = dgd.ready_replicas(live)
     row.update(
-        state=status.get("state") or "unknown",
+        state=(live.get("status") or {}).get("state") or "unknown",
         ready=condition_true(live, "Ready"),
         services=[
-            {"name": s.name, "type": s.component_type, "desired": s.replicas,
-             "ready": (observed.get(s.name) or {}).get("readyReplicas", 0)}
+            {"name": s.name, "type": s.component_type, "desired": s.replicas, "ready": ready.get(s.name, 0)}
             for s in dgd.services(live)
         ],
         frontend=_frontend(kube, name, ns),

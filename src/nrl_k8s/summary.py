@@ -114,6 +114,7 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
                 "name": manifest["metadata"]["name"],
                 "namespace": manifest["metadata"]["namespace"],
                 "manifest": _display(entry["manifest"]),
+                "api_version": manifest["apiVersion"],
                 "ready_timeout_s": entry["readyTimeoutS"],
                 "services": [vars(s) for s in dgd.services(manifest)],
             }

@@ -42,7 +42,7 @@ def test_check_prints_summary_with_dynamo_section(cli):
         "rayjob     tester-qwen3-0-6b",
         "DYNAMO",
         "dynamo.serving -> tester-qwen3-0-6b-dgd",
-        "examples_dgd/qwen3_0.6b_kind.yaml",
+        "examples_dgd/qwen3_0.6b_kind_v1beta1.yaml  (nvidia.com/v1beta1)",
         "ready timeout  900s",
         "VllmDecodeWorker",
         "policy.generation.dynamo_cfg.dgd_name=tester-qwen3-0-6b-dgd",

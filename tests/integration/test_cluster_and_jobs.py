@@ -44,7 +44,7 @@ def test_cluster_up_is_idempotent_warns_on_drift_and_recreates(cli):
 
     drifted = ("+infra.dynamo.serving.overrides={services: {VllmDecodeWorker: {replicas: 2}}}",)
     warned = cli("cluster", "up", "-t", "dynamo.serving", extra=drifted)
-    assert warned.returncode == 0 and "differs from the live object" in warned.stderr
+    assert warned.returncode == 0 and "differs from the live object" in warned.stderr, warned.stderr
     assert "spec.services.VllmDecodeWorker.replicas" in warned.stderr
 
     recreated = cli("cluster", "up", "-t", "dynamo.serving", "--recreate", extra=drifted)

@@ -10,9 +10,11 @@ import yaml
 
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import dgd
-from nrl_k8s.kinds.base import Failed, Pending, Ready
+from nrl_k8s.kinds.base import Failed, Kind, Pending, Ready
 
 DATA = Path(__file__).parent / "data" / "render"
+BASIC = ["dgd_basic.yaml", "dgd_basic_v1beta1.yaml"]  # the same graph in both versions: rules 2 and 3 agree
+both_versions = pytest.mark.parametrize("basic", BASIC, ids=["v1alpha1", "v1beta1"])
 
 
 def make_infra(manifest: str = "dgd_basic.yaml", **entry) -> dict:
@@ -48,7 +50,7 @@ LOAD_ERRORS = [
     ("directory", ".", "render: is a directory, expected a YAML file"),
     ("malformed yaml", "dgd_malformed.yaml", r"dgd_malformed\.yaml:6: metadata\.labels: invalid YAML: did not find expected"),
     ("no DGD document", "dgd_nodgd.yaml", r"dgd_nodgd\.yaml has no DynamoGraphDeployment document \(found: Deployment, Pod\)"),
-    ("unsupported apiVersion", "dgd_v1beta1.yaml", r"dgd_v1beta1\.yaml uses apiVersion 'nvidia\.com/v1beta1'"),
+    ("unsupported apiVersion", "dgd_v2.yaml", r"dgd_v2\.yaml uses apiVersion 'nvidia\.com/v2'"),
 ]
 
 
@@ -61,13 +63,15 @@ def test_load_errors(name, message):
 
 def test_unsupported_api_version_hint():
     with pytest.raises(ConfigError) as info:
-        dgd.load_manifest(DATA / "dgd_v1beta1.yaml", where="w")
-    assert "nvidia.com/v1alpha1" in info.value.hint
+        dgd.load_manifest(DATA / "dgd_v2.yaml", where="w")
+    assert info.value.hint == "use apiVersion: nvidia.com/v1beta1 or nvidia.com/v1alpha1"
 
 
-def test_render_basic_object():
-    obj = render(make_infra())
-    assert obj["apiVersion"] == "nvidia.com/v1alpha1"
+@pytest.mark.parametrize("basic, version", list(zip(BASIC, ["v1alpha1", "v1beta1"])), ids=["v1alpha1", "v1beta1"])
+def test_render_basic_object_in_its_manifests_version(basic, version):
+    obj = render(make_infra(basic))
+    assert obj["apiVersion"] == f"nvidia.com/{version}"
+    assert dgd.kind_of(obj) == Kind("nvidia.com", version, "dynamographdeployments", "DynamoGraphDeployment")
     assert obj["kind"] == "DynamoGraphDeployment"
     assert obj["metadata"]["name"] == "qwen3-small"
     assert "ownerReferences" not in obj["metadata"]
@@ -137,17 +141,26 @@ def test_rule2_name_errors(manifest, entry, message, hint):
     assert hint in info.value.hint
 
 
+@both_versions
 @pytest.mark.parametrize(
     "entry, expected",
     [({}, "rl"), ({"namespace": "inference"}, "inference")],
     ids=["infra namespace replaces the manifest's", "entry namespace"],
 )
-def test_rule2_namespace(entry, expected):
-    assert render(make_infra(**entry))["metadata"]["namespace"] == expected
+def test_rule2_namespace(basic, entry, expected):
+    assert render(make_infra(basic, **entry))["metadata"]["namespace"] == expected
 
 
-def test_rule3_label_and_annotation_precedence():
-    infra = make_infra(labels={"tier": "entry", "extra": "e"}, annotations={"note": "from-entry"})
+@both_versions
+@pytest.mark.parametrize("entry, expected", [({}, "qwen3-small"), ({"name": "alice-qwen"}, "alice-qwen")],
+                         ids=["manifest name", "entry name wins"])
+def test_rule2_name_in_both_versions(basic, entry, expected):
+    assert render(make_infra(basic, **entry))["metadata"]["name"] == expected
+
+
+@both_versions
+def test_rule3_label_and_annotation_precedence(basic):
+    infra = make_infra(basic, labels={"tier": "entry", "extra": "e"}, annotations={"note": "from-entry"})
     infra["labels"] = {"team": "infra", "tier": "infra", "app.kubernetes.io/managed-by": "someone", "only-infra": "i"}
     infra["annotations"] = {"note": "from-infra", "nvidia.com/kai-scheduler-queue": "infra-q", "infra-only": "i"}
     meta = render(infra)["metadata"]
@@ -261,14 +274,25 @@ def test_entry_errors(breaker, message):
         render(infra)
 
 
-def test_services_summary():
-    obj = render(make_infra("dgd_multinode.yaml"))
+@pytest.mark.parametrize("manifest", ["dgd_multinode.yaml", "dgd_multinode_v1beta1.yaml"], ids=["v1alpha1", "v1beta1"])
+def test_services_summary(manifest):
+    obj = render(make_infra(manifest))
     assert dgd.services(obj) == [
         dgd.ServiceInfo("Frontend", "frontend", 1, 0),
         dgd.ServiceInfo("Prefill", "prefill", 2, 8),
         dgd.ServiceInfo("Decode", "decode", 3, 8),
     ]
     assert dgd.desired_pods(obj) == 1 + 2 * 2 + 3
+
+
+COUNTS = {"Frontend": {"replicas": 1, "readyReplicas": 1}, "Worker": {"replicas": 2, "readyReplicas": 1}, "New": {}}
+
+
+@pytest.mark.parametrize("version, field", [("v1alpha1", "services"), ("v1beta1", "components")], ids=["v1alpha1", "v1beta1"])
+def test_ready_replicas_per_part(version, field):
+    live = {"apiVersion": f"nvidia.com/{version}", "status": {field: COUNTS}}
+    assert dgd.ready_replicas(live) == {"Frontend": 1, "Worker": 1, "New": 0}
+    assert dgd.ready_replicas({"apiVersion": f"nvidia.com/{version}"}) == {}
 
 
 OWNER = {
@@ -301,7 +325,7 @@ def test_names_for_probes():
 
 
 def graph(state=None, conditions=None, generation=None, observed=None) -> dict:
-    obj = {"metadata": {"name": "g"}, "status": {}}
+    obj = {"apiVersion": "nvidia.com/v1alpha1", "metadata": {"name": "g"}, "status": {}}
     if state:
         obj["status"]["state"] = state
     if conditions is not None:
@@ -334,6 +358,7 @@ READINESS_CASES = [
 ]
 
 
+@pytest.mark.parametrize("version", ["v1alpha1", "v1beta1"])
 @pytest.mark.parametrize("obj, expected", [c[1:] for c in READINESS_CASES], ids=[c[0] for c in READINESS_CASES])
-def test_readiness(obj, expected):
-    assert dgd.readiness(obj) == expected
+def test_readiness(obj, expected, version):
+    assert dgd.readiness({**obj, "apiVersion": f"nvidia.com/{version}"}) == expected

@@ -184,10 +184,10 @@ def test_readiness(obj, expected):
     assert dra.readiness(obj) == expected
 
 
-KINDS = [deployment.KIND, service.KIND, secret.KIND, raycluster.KIND, rayjob.KIND, dgd.KIND, *dra.KINDS]
+KINDS = [deployment.KIND, service.KIND, secret.KIND, raycluster.KIND, rayjob.KIND, *dgd.KINDS, *dra.KINDS]
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[k.kind for k in KINDS])
+@pytest.mark.parametrize("kind", KINDS, ids=[k.api_version + " " + k.kind for k in KINDS])
 def test_kind_of_every_rendered_kind(kind):
     assert kind_of({"apiVersion": kind.api_version, "kind": kind.kind}) is kind
 

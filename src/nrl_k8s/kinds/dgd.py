@@ -1,18 +1,26 @@
 """NVIDIA Dynamo DynamoGraphDeployment (DGD): manifest loading, pure rendering, readiness.
 
+Both served versions sit behind this one interface; the manifest's ``apiVersion`` picks the
+version module holding its shape rules (``dgd_v1alpha1``: ``spec.services`` map with
+``extraPodSpec.mainContainer``; ``dgd_v1beta1``: ``spec.components`` list keyed by ``name`` with
+a ``podTemplate`` whose container ``main`` is the workload). Flows never ask which: they call
+``kind_of(manifest)`` for the descriptor (the live object is read in the manifest's version, so
+drift compares like with like) and the functions below for everything else.
+
 ``render`` builds the object from ``infra.dynamo.KEY`` in four steps:
 
-1. deep-merge ``overrides`` onto the manifest's ``.spec`` (dicts merge, lists replace);
+1. merge ``overrides`` onto the manifest's ``.spec`` (dicts merge, lists replace; v1beta1
+   components and pod-template containers merge by name);
 2. ``name`` overrides ``metadata.name`` (error if neither gives one); namespace = the entry's
    namespace, else the infra namespace;
 3. labels: managed-by < infra labels < manifest labels < entry labels; annotations
    infra < manifest < entry;
-4. per service ``extraPodSpec``: ``mainContainer.image`` = infra image only where unset,
+4. per service/component pod: the main container's image = infra image only where unset,
    ``imagePullSecrets`` only where unset, ``serviceAccountName`` never injected (the operator
    wires its own discovery service account; an explicit value is kept).
 
-``readiness`` is the operator gate only; the pod and frontend gates need the cluster (see
-``pod_selector``, ``frontend_service``, ``FRONTEND_PORT``).
+``readiness`` is the operator gate only (the status is the same in both versions); the pod and
+frontend gates need the cluster (see ``pod_selector``, ``frontend_service``, ``FRONTEND_PORT``).
 """
 
 from __future__ import annotations
@@ -22,20 +30,21 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepmerge import Merger
-
 from .. import k8s_rules as rules
 from .. import safe_yaml
 from ..errors import ConfigError, InfraError, dotted
 from ..k8s_rules import Invalid
 from ..names import validate_name
+from . import dgd_v1alpha1, dgd_v1beta1
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
 from .base import without_nulls
-from .pod_schema import check_extra_pod_spec, whole_number
-from .raycluster import pull_secret_refs
 
-KIND = Kind("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment")
-SUPPORTED_API_VERSIONS = (KIND.api_version,)
+_VERSIONS = {module.KIND.api_version: module for module in (dgd_v1alpha1, dgd_v1beta1)}
+KINDS = tuple(module.KIND for module in _VERSIONS.values())
+#: For calls that touch only metadata when no manifest says which version (v1alpha1 is served by
+#: every Dynamo release: natively before 1.2, through the operator's conversion webhook since).
+KIND = dgd_v1alpha1.KIND
+SUPPORTED_API_VERSIONS = tuple(_VERSIONS)
 POD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 FRONTEND_PORT = 8000
 
@@ -51,12 +60,11 @@ _SERVER_METADATA = (
     "deletionGracePeriodSeconds",
     "ownerReferences",
 )
-_SPEC_MERGER = Merger([(dict, ["merge"]), (list, ["override"])], ["override"], ["override"])
 
 
 @dataclass(frozen=True)
 class ServiceInfo:
-    """One DGD service as ``check`` reports it; ``gpus`` is per replica (all its nodes)."""
+    """One DGD service (v1beta1: component) as ``check`` reports it; ``gpus`` is per replica (all its nodes)."""
 
     name: str
     component_type: str | None
@@ -64,12 +72,21 @@ class ServiceInfo:
     gpus: int
 
 
+def _version(obj: dict):
+    return _VERSIONS[obj.get("apiVersion")]
+
+
+def kind_of(obj: dict) -> Kind:
+    """The descriptor of a DGD manifest or object, in its own version."""
+    return _version(obj).KIND
+
+
 def load_manifest(path: str | Path, *, where: str) -> dict:
     """The first DynamoGraphDeployment document of ``path``, without server-assigned fields.
 
     ``where`` names the config key that points at the file (``infra.dynamo.KEY.manifest``).
-    The fields nrl-k8s reads or renders are checked by type (``check_spec``); problems name
-    the manifest file and the key in it.
+    The fields nrl-k8s reads or renders are checked by type (the version's ``check_spec``);
+    problems name the manifest file and the key in it.
     """
     path = Path(path)
     if not os.path.lexists(path):
@@ -90,8 +107,9 @@ def load_manifest(path: str | Path, *, where: str) -> dict:
     if api_version not in SUPPORTED_API_VERSIONS:
         raise ConfigError(
             f"{where}: {path} uses apiVersion {api_version!r}, which nrl-k8s does not support",
-            hint=f"use apiVersion: {KIND.api_version} (served by every Dynamo operator release)",
+            hint=f"use apiVersion: {' or '.join(reversed(SUPPORTED_API_VERSIONS))}",
         )
+    version = _VERSIONS[api_version]
     manifest = {k: v for k, v in found.items() if k != "status"}
     try:
         metadata = without_nulls(rules.expect(manifest.get("metadata") or {}, dict, ("metadata",)))
@@ -99,8 +117,8 @@ def load_manifest(path: str | Path, *, where: str) -> dict:
             if field in metadata:
                 rule(metadata[field], ("metadata", field))
         if manifest.get("spec") is None:
-            raise Invalid(("spec",), "is missing", "a DGD declares its services under spec.services")
-        manifest["spec"] = check_spec(manifest["spec"])
+            raise Invalid(("spec",), "is missing", f"a DGD of {api_version} declares its parts under spec.{version.FIELD}")
+        manifest["spec"] = version.check_spec(manifest["spec"])
     except Invalid as bad:
         raise ConfigError(f"{path}: {dotted(bad.path)}: {bad.problem}", hint=f"{bad.hint} (the DGD manifest named by {where})") from None
     for key in _SERVER_METADATA:
@@ -109,56 +127,18 @@ def load_manifest(path: str | Path, *, where: str) -> dict:
     return manifest
 
 
-def check_spec(spec: object) -> dict:
-    """``spec`` without null entries, if the fields nrl-k8s reads and renders have their types.
-
-    Every service is a mapping; replicas, resources, multinode and ``extraPodSpec`` (a Kubernetes
-    PodSpec plus ``mainContainer``) are checked the way the operator and Kubernetes read them.
-    """
-    spec = without_nulls(rules.expect(spec, dict, ("spec",)))
-    services = spec.get("services")
-    if not services:
-        problem = "is missing" if services is None else "is empty"
-        raise Invalid(("spec", "services"), problem, "declare the graph's services, e.g. a Frontend and a worker")
-    for name, service in rules.expect(services, dict, ("spec", "services")).items():
-        _check_service(service, ("spec", "services", name))
-    return spec
-
-
-def _check_service(service: object, path: tuple) -> None:
-    rules.expect(service, dict, path)
-    if "componentType" in service:
-        rules.expect(service["componentType"], str, (*path, "componentType"))
-    if "replicas" in service:
-        rules.count(service["replicas"], (*path, "replicas"), what="a replica count")
-    resources = rules.expect(service.get("resources", {}), dict, (*path, "resources"))
-    for section in ("requests", "limits"):
-        for name, value in rules.expect(resources.get(section, {}), dict, (*path, "resources", section)).items():
-            at = (*path, "resources", section, name)
-            rules.quantity(value, at)
-            if name == "gpu":
-                whole_number(value, at)
-    multinode = rules.expect(service.get("multinode", {}), dict, (*path, "multinode"))
-    if "nodeCount" in multinode:
-        rules.count(multinode["nodeCount"], (*path, "multinode", "nodeCount"), minimum=1, what="a node count")
-    if "extraPodSpec" in service:
-        try:
-            check_extra_pod_spec(service["extraPodSpec"])
-        except Invalid as bad:
-            raise bad.within((*path, "extraPodSpec")) from None
-
-
 def render(infra: dict, key: str) -> dict:
-    """The DGD object for ``infra.dynamo.KEY`` (without ownerReferences)."""
+    """The DGD object for ``infra.dynamo.KEY`` (without ownerReferences), in the manifest's version."""
     entry = (infra.get("dynamo") or {}).get(key)
     if not entry:
         raise InfraError(("dynamo", key), "is not set", hint="declare it with a manifest path")
     if not entry.get("manifest"):
         raise InfraError(("dynamo", key, "manifest"), "is not set", hint="point it at a DGD YAML file")
     manifest = load_manifest(entry["manifest"], where=f"infra.dynamo.{key}.manifest")
+    version = _version(manifest)
     meta = manifest["metadata"]
     overrides = entry.get("overrides") or {}
-    spec = _merged_spec(manifest["spec"], overrides, key)
+    spec = _merged_spec(version, manifest["spec"], overrides, key)
 
     if entry.get("name"):
         name = validate_name(entry["name"], what="DGD name", key=("dynamo", key, "name"))
@@ -175,36 +155,22 @@ def render(infra: dict, key: str) -> dict:
         key=("dynamo", key),
     )
     metadata.update({k: v for k, v in meta.items() if k not in metadata and k not in ("labels", "annotations")})
-
-    for service_name, service in spec["services"].items():
-        _patch_service(service, infra)
-        if "extraPodSpec" in service:
-            try:
-                check_extra_pod_spec(service["extraPodSpec"])
-            except Invalid as bad:
-                raise _blame(bad.within(("spec", "services", service_name, "extraPodSpec")), overrides, key, entry) from None
+    try:
+        version.apply_pod_defaults(spec, infra.get("image"), infra.get("imagePullSecrets") or [])
+    except Invalid as bad:
+        raise _blame(bad, overrides, key, entry) from None
     return {"apiVersion": manifest["apiVersion"], "kind": KIND.kind, "metadata": metadata, "spec": spec}
 
 
-def _merged_spec(spec: dict, overrides: dict, key: str) -> dict:
-    """``overrides`` deep-merged onto the manifest's spec; they may only name services it has."""
+def _merged_spec(version, spec: dict, overrides: dict, key: str) -> dict:
+    """``overrides`` merged onto the manifest's spec by the version's rules, then checked."""
     where = ("dynamo", key, "overrides")
-    if "services" in overrides:
-        named = overrides["services"]
-        if not isinstance(named, dict):
-            raise InfraError((*where, "services"), f"expected a mapping of service names, got {rules.describe(named)}",
-                             hint="e.g. services: {VllmDecodeWorker: {replicas: 2}}")
-        for name, service in named.items():
-            if name not in spec["services"]:
-                known = ", ".join(spec["services"])
-                raise InfraError((*where, "services", name), "the DGD manifest has no such service",
-                                 hint=f"its services are: {known}")
-            if not isinstance(service, dict):
-                raise InfraError((*where, "services", name), f"expected a mapping, got {rules.describe(service)}",
-                                 hint="override fields of the service, e.g. replicas: 2")
-    merged = _SPEC_MERGER.merge(copy.deepcopy(spec), copy.deepcopy(overrides))
     try:
-        return check_spec(merged)
+        merged = version.merge(copy.deepcopy(spec), copy.deepcopy(overrides))
+    except Invalid as bad:
+        raise InfraError((*where, *bad.path), bad.problem, bad.hint) from None
+    try:
+        return version.check_spec(merged)
     except Invalid as bad:
         raise InfraError((*where, *bad.path[1:]), bad.problem, bad.hint) from None
 
@@ -219,44 +185,21 @@ def _blame(bad: Invalid, overrides: dict, key: str, entry: dict) -> ConfigError:
     return InfraError(("dynamo", key, "overrides", *bad.path[1:]), bad.problem, bad.hint)
 
 
-def _patch_service(service: dict, infra: dict) -> None:
-    image = infra.get("image")
-    secrets = infra.get("imagePullSecrets") or []
-    pod = service.get("extraPodSpec") or {}
-    if image and not (pod.get("mainContainer") or {}).get("image"):
-        pod.setdefault("mainContainer", {})["image"] = image
-    if secrets and not pod.get("imagePullSecrets"):
-        pod["imagePullSecrets"] = pull_secret_refs(secrets)
-    if pod:
-        service["extraPodSpec"] = pod
-
-
 def services(dgd: dict) -> list[ServiceInfo]:
-    """Per service: name, component type, replicas and GPUs per replica."""
-    out = []
-    for name, svc in ((dgd.get("spec") or {}).get("services") or {}).items():
-        resources = svc.get("resources") or {}
-        per_pod = (resources.get("limits") or {}).get("gpu") or (resources.get("requests") or {}).get("gpu") or 0
-        nodes = (svc.get("multinode") or {}).get("nodeCount") or 1
-        replicas = svc.get("replicas")
-        out.append(
-            ServiceInfo(
-                name=name,
-                component_type=svc.get("componentType"),
-                replicas=1 if replicas is None else int(replicas),
-                gpus=int(per_pod) * int(nodes),
-            )
-        )
-    return out
+    """Per service (v1beta1: component): name, type, replicas and GPUs per replica."""
+    return [ServiceInfo(name, type_, replicas, gpus * nodes)
+            for name, type_, replicas, nodes, gpus in _version(dgd).parts(dgd.get("spec") or {})]
 
 
 def desired_pods(dgd: dict) -> int:
     """How many pods the DGD runs when ready (replicas × nodes, summed over services)."""
-    total = 0
-    for svc in ((dgd.get("spec") or {}).get("services") or {}).values():
-        replicas = svc.get("replicas")
-        total += (1 if replicas is None else int(replicas)) * int((svc.get("multinode") or {}).get("nodeCount") or 1)
-    return total
+    return sum(replicas * nodes for _, _, replicas, nodes, _ in _version(dgd).parts(dgd.get("spec") or {}))
+
+
+def ready_replicas(obj: dict) -> dict[str, int]:
+    """Ready replicas per service (v1beta1: component) as the operator reports them."""
+    observed = (obj.get("status") or {}).get(_version(obj).FIELD) or {}
+    return {name: int((counts or {}).get("readyReplicas") or 0) for name, counts in observed.items()}
 
 
 def owner_reference(obj: dict) -> dict:

@@ -1,5 +1,5 @@
-"""CustomResourceDefinitions the sandbox installs: KubeRay RayCluster/RayJob, Dynamo DGD and the
-NVIDIA DRA driver's ComputeDomain.
+"""CustomResourceDefinitions the sandbox installs: KubeRay RayCluster/RayJob, Dynamo DGD (two versions)
+and the NVIDIA DRA driver's ComputeDomain.
 
 Shaped like the upstream CRDs (names, scope, status subresource, short names, printer
 columns); the schemas are open (``x-kubernetes-preserve-unknown-fields``) instead of the
@@ -90,7 +90,7 @@ RAYJOB_CRD = _crd(
 
 DGD_CRD = _crd(
     "nvidia.com",
-    "v1alpha1",
+    "v1beta1",
     "DynamoGraphDeployment",
     "dynamographdeployments",
     ["dgd"],
@@ -102,5 +102,9 @@ DGD_CRD = _crd(
 )
 
 COMPUTEDOMAIN_CRD = _crd("resource.nvidia.com", "v1beta1", "ComputeDomain", "computedomains", [], [_AGE], categories=())
+
+# v1beta1 is the storage version (Dynamo >= 1.3); v1alpha1 stays served, converted on the way in
+# and out as the operator's conversion webhook does it (``conversion``).
+DGD_CRD["spec"]["versions"].append({**DGD_CRD["spec"]["versions"][0], "name": "v1alpha1", "storage": False})
 
 ALL_CRDS = (RAYCLUSTER_CRD, RAYJOB_CRD, DGD_CRD, COMPUTEDOMAIN_CRD)

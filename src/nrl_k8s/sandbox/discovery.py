@@ -38,10 +38,15 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     printer_columns: tuple[dict, ...] = field(default=(), compare=False)
     custom: bool = False
+    storage_version: str = ""  # a CRD's storage version, when it serves several (objects are kept in it)
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def storage_api_version(self) -> str:
+        return f"{self.group}/{self.storage_version}" if self.storage_version else self.api_version
 
     @property
     def singular(self) -> str:
@@ -85,6 +90,7 @@ def types_from_crd(crd: dict) -> list[ResourceType]:
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     types = []
+    storage = next((v["name"] for v in spec.get("versions") or [] if v.get("storage")), "")
     for version in spec.get("versions") or []:
         if not version.get("served", True):
             continue
@@ -100,6 +106,7 @@ def types_from_crd(crd: dict) -> list[ResourceType]:
                 categories=tuple(names.get("categories") or ()),
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 custom=True,
+                storage_version=storage,
             )
         )
     return types

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
+from nrl_k8s.sandbox.conversion import convert
 from nrl_k8s.sandbox.discovery import Registry, ResourceType
 from nrl_k8s.sandbox.statuses import ApiStatus, already_exists, conflict, invalid, not_found
 
@@ -79,7 +80,7 @@ class Watch:
             kind = event.type if new_ok else None
         if kind is None:
             return None
-        obj = copy.deepcopy(event.obj)
+        obj = copy.deepcopy(convert(event.obj, self.rtype.api_version))
         obj["apiVersion"] = self.rtype.api_version
         return kind, obj
 
@@ -111,7 +112,8 @@ class Store:
         return self._objects.setdefault(rtype.key, {})
 
     def _out(self, rtype: ResourceType, obj: dict) -> dict:
-        result = copy.deepcopy(obj)
+        """A copy of a stored object in ``rtype``'s version."""
+        result = copy.deepcopy(convert(obj, rtype.api_version))
         result["apiVersion"] = rtype.api_version
         result["kind"] = rtype.kind
         return result
@@ -225,8 +227,9 @@ class Store:
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
             if rtype.has_status:
                 obj.pop("status", None)
+            obj = convert({**obj, "apiVersion": rtype.api_version}, rtype.storage_api_version)
             apply_defaults(rtype, obj)
-            obj["apiVersion"], obj["kind"] = rtype.api_version, rtype.kind
+            obj["apiVersion"], obj["kind"] = rtype.storage_api_version, rtype.kind
             if dry_run:
                 return self._out(rtype, obj)
             return self._commit(rtype, "ADDED", obj, None)
@@ -254,7 +257,7 @@ class Store:
             meta["namespace"] = old["metadata"]["namespace"]
         if _spec_part(result) != _spec_part(old):
             meta["generation"] = old["metadata"].get("generation", 1) + 1
-        result["apiVersion"], result["kind"] = rtype.api_version, rtype.kind
+        result["apiVersion"], result["kind"] = rtype.storage_api_version, rtype.kind
         return result
 
     def update(
@@ -286,6 +289,7 @@ class Store:
                     name,
                     "the object has been modified; please apply your changes to the latest version and try again",
                 )
+            new = convert({**new, "apiVersion": rtype.api_version}, rtype.storage_api_version)
             result = self._merge_update(rtype, old, new, subresource)
             if dry_run:
                 return self._out(rtype, result)

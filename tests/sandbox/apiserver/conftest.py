@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import shutil
+import subprocess
+
 import httpx
 import pytest
+import yaml
 from kubernetes import client
+from sandbox_harness import DEADLINE_S
 
 from nrl_k8s.sandbox.apiserver import ApiServer
 from nrl_k8s.sandbox.crds import ALL_CRDS
@@ -81,3 +87,28 @@ def custom(api) -> client.CustomObjectsApi:
 def crds(server: ApiServer) -> None:
     for crd in ALL_CRDS:
         server.install_crd(crd)
+
+
+@pytest.fixture
+def kubectl(server, tmp_path):
+    """Run the real kubectl (TLS, user token) against ``server``; its stdout (it must succeed)."""
+    port = server.url.rsplit(":", 1)[1]
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "sandbox", "cluster": {"server": f"https://127.0.0.1:{port}", "certificate-authority-data": base64.b64encode(server.ca_pem).decode()}}],
+        "users": [{"name": "user", "user": {"token": "user-token"}}],
+        "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": "user", "namespace": "default"}}],
+        "current-context": "sandbox",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig))
+    base = [shutil.which("kubectl"), "--kubeconfig", str(path), "--cache-dir", str(tmp_path / "cache")]
+
+    def run(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(base + list(args), input=stdin, capture_output=True, text=True, timeout=DEADLINE_S)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run.base = base
+    return run

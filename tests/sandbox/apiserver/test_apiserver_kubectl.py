@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import shutil
 import subprocess
 import threading
@@ -13,8 +12,7 @@ from sandbox_harness import DEADLINE_S
 
 from nrl_k8s.sandbox.crds import DGD_CRD
 
-KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"mode": "fast"}}
 DGD = {
@@ -23,30 +21,6 @@ DGD = {
     "metadata": {"name": "demo"},
     "spec": {"backendFramework": "vllm", "services": {"Frontend": {"componentType": "frontend", "replicas": 1}}},
 }
-
-
-@pytest.fixture
-def kubectl(server, tmp_path):
-    port = server.url.rsplit(":", 1)[1]
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "sandbox", "cluster": {"server": f"https://127.0.0.1:{port}", "certificate-authority-data": base64.b64encode(server.ca_pem).decode()}}],
-        "users": [{"name": "user", "user": {"token": "user-token"}}],
-        "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": "user", "namespace": "default"}}],
-        "current-context": "sandbox",
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig))
-    base = [KUBECTL, "--kubeconfig", str(path), "--cache-dir", str(tmp_path / "cache")]
-
-    def run(*args: str, stdin: str | None = None) -> str:
-        done = subprocess.run(base + list(args), input=stdin, capture_output=True, text=True, timeout=DEADLINE_S)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    run.base = base
-    return run
 
 
 def test_get_namespaces(kubectl):

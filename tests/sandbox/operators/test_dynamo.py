@@ -13,12 +13,18 @@ from sandbox_harness import History, eventually, observe, unique
 
 NS = "default"
 GROUP, VERSION, PLURAL = "nvidia.com", "v1alpha1", "dynamographdeployments"
+BETA = "v1beta1"
 LABEL = "nvidia.com/dynamo-graph-deployment-name"
 
 
 @pytest.fixture(scope="module")
 def dgds(custom):
     return partial(custom.list_namespaced_custom_object, GROUP, VERSION, NS, PLURAL)
+
+
+@pytest.fixture(scope="module")
+def beta_dgds(custom):
+    return partial(custom.list_namespaced_custom_object, GROUP, BETA, NS, PLURAL)
 
 
 def state_is(name: str, *states: str):
@@ -29,10 +35,17 @@ def pods_of(core, name: str) -> list[dict]:
     return json.loads(core.list_namespaced_pod(NS, label_selector=f"{LABEL}={name}", _preload_content=False).data)["items"]
 
 
+def by_component(core, name: str) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for pod in pods_of(core, name):
+        found.setdefault(pod["metadata"]["labels"]["nvidia.com/dynamo-component"], set()).add(pod["metadata"]["name"])
+    return found
+
+
 def components_shape(name: str) -> dict:
-    """The same graph in the v1beta1 ``spec.components`` shape, two-node worker."""
+    """A v1beta1 graph (``spec.components``) with a two-node worker."""
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": f"{GROUP}/{BETA}",
         "kind": "DynamoGraphDeployment",
         "metadata": {"name": name},
         "spec": {
@@ -46,32 +59,44 @@ def components_shape(name: str) -> dict:
     }  # fmt: skip
 
 
+def counts(name: str, replicas: dict[str, tuple[int, str]]) -> dict:
+    return {part: {"componentKind": kind, "componentNames": [f"{name}-{part.lower()}"], "replicas": n,
+                   "updatedReplicas": n, "readyReplicas": n, "availableReplicas": n}
+            for part, (n, kind) in replicas.items()}
+
+
+# manifest, the version it is created in, replicas per part (and how the operator runs it), pods, model
 CASES = {
-    "services-shape": (lambda name: dgd(name, worker_replicas=2), {"Frontend": 1, "VllmDecodeWorker": 2}, "Qwen/Qwen3-0.6B"),
-    "components-shape": (components_shape, {"Frontend": 1, "Worker": 2}, "m-beta"),
+    "created-as-v1alpha1": (lambda name: dgd(name, worker_replicas=2), VERSION,
+                            {"Frontend": (1, "Deployment"), "VllmDecodeWorker": (2, "Deployment")},
+                            {"Frontend": 1, "VllmDecodeWorker": 2}, "Qwen/Qwen3-0.6B"),
+    "created-as-v1beta1": (components_shape, BETA, {"Frontend": (1, "Deployment"), "Worker": (1, "LeaderWorkerSet")},
+                           {"Frontend": 1, "Worker": 2}, "m-beta"),
 }
 
 
-@pytest.mark.parametrize("manifest, replicas, model", CASES.values(), ids=CASES.keys())
-def test_dgd_becomes_successful_with_labelled_pods_and_a_reachable_frontend(api, core, custom, dgds, manifest, replicas, model):
+@pytest.mark.parametrize("manifest, version, replicas, pod_counts, model", CASES.values(), ids=CASES.keys())
+def test_dgd_becomes_successful_with_labelled_pods_and_a_reachable_frontend(api, core, custom, beta_dgds, manifest,
+                                                                            version, replicas, pod_counts, model):
     name = unique("dgd")
-    created = custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, manifest(name))
+    created = custom.create_namespaced_custom_object(GROUP, version, NS, PLURAL, manifest(name))
 
-    graph = observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))[name]
-    assert condition(graph, "Ready")["status"] == "True"
+    graph = observe(beta_dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))[name]
+    ready = condition(graph, "Ready")
+    assert (ready["status"], ready["reason"], ready["message"]) == ("True", "all_resources_are_ready", "All resources are ready")
     assert graph["status"]["observedGeneration"] == graph["metadata"]["generation"]
-    assert graph["status"]["services"] == {
-        svc: {"replicas": n, "readyReplicas": n, "updatedReplicas": n, "availableReplicas": n} for svc, n in replicas.items()
-    }
+    assert graph["status"]["components"] == counts(name, replicas)
+    # The same object read in the other version: the per-part counts are under status.services.
+    alpha = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    assert alpha["status"]["services"] == counts(name, replicas) and "components" not in alpha["status"]
     pods = pods_of(core, name)
-    counts: dict[str, int] = {}
+    assert {part: len(names) for part, names in by_component(core, name).items()} == pod_counts
     for pod in pods:
         labels = pod["metadata"]["labels"]
-        counts[labels["nvidia.com/dynamo-component"]] = counts.get(labels["nvidia.com/dynamo-component"], 0) + 1
         assert labels["nvidia.com/dynamo-component-type"] in ("frontend", "worker")
         assert pod["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
         assert pod["status"]["phase"] == "Running" and all(c["ready"] for c in pod["status"]["containerStatuses"])
-    assert counts == replicas
+        assert [c["name"] for c in pod["spec"]["containers"]][0] == "main"
 
     service = core.read_namespaced_service(f"{name}-frontend", NS)
     assert [p.port for p in service.spec.ports] == [8000]
@@ -81,27 +106,45 @@ def test_dgd_becomes_successful_with_labelled_pods_and_a_reachable_frontend(api,
     assert (code, json.loads(body)["status"]) == (200, "healthy")
     assert proxy(api, "GET", NS, f"{name}-frontend:8000", "live")[0] == 200
 
-    custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    custom.delete_namespaced_custom_object(GROUP, version, NS, PLURAL, name)
     observe(core.list_namespaced_pod, NS, label_selector=f"{LABEL}={name}", until=lambda o: not o)
     observe(core.list_namespaced_service, NS, field_selector=f"metadata.name={name}-frontend", until=lambda o: not o)
 
 
-def test_dgd_spec_change_replaces_pods_and_reports_the_new_generation(core, custom, dgds):
-    name = unique("gen")
+def _settled(name: str, generation: int):
+    return lambda o: state_is(name, "successful")(o) and field(o[name], "status", "observedGeneration") == generation
+
+
+def test_a_replica_change_of_one_component_touches_only_its_pods(core, custom, dgds):
+    name = unique("scale")
     custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, dgd(name))
     observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))
-    first = {p["metadata"]["name"] for p in pods_of(core, name)}
+    first = by_component(core, name)
 
     patch = {"spec": {"services": {"VllmDecodeWorker": {"replicas": 3}}}}
     custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, patch, _content_type="application/merge-patch+json")
-    graph = observe(
-        dgds, field_selector=f"metadata.name={name}",
-        until=lambda o: state_is(name, "successful")(o) and field(o[name], "status", "observedGeneration") == 2,
-    )[name]  # fmt: skip
+    graph = observe(dgds, field_selector=f"metadata.name={name}", until=_settled(name, 2))[name]
     assert graph["status"]["services"]["VllmDecodeWorker"]["readyReplicas"] == 3
-    pods = observe(core.list_namespaced_pod, NS, label_selector=f"{LABEL}={name}", until=lambda o: len(o) == 4)
-    assert not first & set(pods)
+    now = by_component(core, name)
+    assert now["Frontend"] == first["Frontend"]  # the other component kept its pod
+    assert first["VllmDecodeWorker"] < now["VllmDecodeWorker"] and len(now["VllmDecodeWorker"]) == 3
     custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+
+
+def test_a_template_change_of_one_component_replaces_only_its_pods(core, custom, beta_dgds):
+    name = unique("tmpl")
+    custom.create_namespaced_custom_object(GROUP, BETA, NS, PLURAL, components_shape(name))
+    observe(beta_dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))
+    first = by_component(core, name)
+
+    graph = custom.get_namespaced_custom_object(GROUP, BETA, NS, PLURAL, name)
+    graph["spec"]["components"][1]["podTemplate"]["spec"]["containers"][0]["args"] = ["--new"]
+    custom.replace_namespaced_custom_object(GROUP, BETA, NS, PLURAL, name, graph)
+    observe(beta_dgds, field_selector=f"metadata.name={name}", until=_settled(name, 2))
+    now = by_component(core, name)
+    assert now["Frontend"] == first["Frontend"]
+    assert len(now["Worker"]) == 2 and not now["Worker"] & first["Worker"]
+    custom.delete_namespaced_custom_object(GROUP, BETA, NS, PLURAL, name)
 
 
 def test_fault_dgd_failed_reports_failed_with_a_message(sandbox, custom, dgds):
@@ -130,7 +173,9 @@ def test_fault_dgd_stuck_pending_leaves_pods_unschedulable_with_an_event(sandbox
     failed = [e for e in events if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] in pods]
     assert {e["involvedObject"]["name"] for e in failed} == set(pods)
     assert all(e["type"] == "Warning" and e["involvedObject"]["kind"] == "Pod" for e in failed)
-    assert field(custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name), "status", "state") == "pending"
+    graph = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    ready = condition(graph, "Ready")
+    assert (graph["status"]["state"], ready["status"], ready["reason"]) == ("pending", "False", "insufficient_capacity")
     custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
 
 
@@ -156,6 +201,9 @@ def test_fault_slow_holds_pods_back(sandbox, core, custom, dgds):
         observe(core.list_namespaced_pod, NS, label_selector=f"{LABEL}={name}", until=lambda o: len(o) == 2)
         history.holds(state_is(name, "pending"), seconds=3)
     assert all(p["status"]["phase"] == "Pending" for p in pods_of(core, name))
+    ready = condition(custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name), "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "pods_not_ready")
+    assert ready["message"] == "Resources not ready: Frontend: 0/1 replicas ready; VllmDecodeWorker: 0/1 replicas ready"
     custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
 
 

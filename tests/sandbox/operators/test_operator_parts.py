@@ -11,31 +11,47 @@ import pytest
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.frontend_stub import FrontendStub
 from nrl_k8s.sandbox.operators.base import Controller, Timing, api_client
-from nrl_k8s.sandbox.operators.dynamo import components, model_id
+from nrl_k8s.sandbox.conversion import ALPHA, BETA, convert
+from nrl_k8s.sandbox.operators.dynamo import LABEL_COMPONENT, LABEL_HASH, components, graph_status, model_id
 from nrl_k8s.sandbox.operators.kuberay import submission_body
 
+def _beta(spec: dict) -> dict:
+    """A spec as the operator reads it: in v1beta1, converted by the API server when written in v1alpha1."""
+    return convert({"apiVersion": ALPHA, "kind": "DynamoGraphDeployment", "metadata": {}, "spec": spec}, BETA)["spec"]
+
+
 SPECS = {
-    "alpha-replicas-times-nodes": (
-        {"services": {"W": {"componentType": "worker", "replicas": 2, "multinode": {"nodeCount": 4}}}},
-        [("W", "worker", 8)],
+    "alpha-replicas-and-nodes": (
+        _beta({"services": {"W": {"componentType": "worker", "replicas": 2, "multinode": {"nodeCount": 4}}}}),
+        [("W", "worker", 2, 8)],
     ),
-    "alpha-default-replicas": ({"services": {"F": {"componentType": "frontend"}}}, [("F", "frontend", 1)]),
+    "alpha-default-replicas": (_beta({"services": {"F": {"componentType": "frontend"}}}), [("F", "frontend", 1, 1)]),
+    "alpha-decode-worker": (_beta({"services": {"D": {"componentType": "worker", "subComponentType": "decode"}}}),
+                            [("D", "decode", 1, 1)]),
     "beta-components": (
-        {"components": [{"name": "F", "type": "frontend", "replicas": 1}, {"name": "D", "componentType": "decode", "replicas": 3}]},
-        [("F", "frontend", 1), ("D", "decode", 3)],
+        {"components": [{"name": "F", "type": "frontend", "replicas": 1}, {"name": "D", "type": "decode", "replicas": 3}]},
+        [("F", "frontend", 1, 1), ("D", "decode", 3, 3)],
     ),
 }
 
 
 @pytest.mark.parametrize("spec, expected", SPECS.values(), ids=SPECS.keys())
-def test_components_read_both_spec_shapes(spec, expected):
+def test_components_of_a_spec(spec, expected):
     parts = components(spec)
-    assert [(p.name, p.type, p.replicas) for p in parts] == expected
+    assert [(p.name, p.type, p.replicas, p.pods) for p in parts] == expected
     assert all(p.pod_spec["containers"] for p in parts)
 
 
+def test_only_a_template_change_changes_a_components_hash():
+    spec = {"components": [{"name": "W", "replicas": 1, "podTemplate": {"spec": {"containers": [{"name": "main", "image": "a"}]}}}]}
+    scaled = {"components": [{**spec["components"][0], "replicas": 5}]}
+    changed = {"components": [{**spec["components"][0], "podTemplate": {"spec": {"containers": [{"name": "main", "image": "b"}]}}}]}
+    (first,), (second,), (third,) = components(spec), components(scaled), components(changed)
+    assert first.hash == second.hash != third.hash
+
+
 def _service(args: list[str], command: list[str] | None = None) -> dict:
-    return {"services": {"W": {"extraPodSpec": {"mainContainer": {"command": command or [], "args": args}}}}}
+    return _beta({"services": {"W": {"extraPodSpec": {"mainContainer": {"command": command or [], "args": args}}}}})
 
 
 MODELS = {
@@ -50,6 +66,43 @@ MODELS = {
 @pytest.mark.parametrize("spec, expected", MODELS.values(), ids=MODELS.keys())
 def test_model_id_comes_from_container_args_or_the_dgd_name(spec, expected):
     assert model_id("my-dgd", components(spec)) == expected
+
+
+PARTS = components({"components": [{"name": "F", "type": "frontend"}, {"name": "W", "multinode": {"nodeCount": 2}}]})
+F, W = PARTS
+
+
+def _pod(part, state: str, hash_: str | None = None) -> dict:
+    labels = {LABEL_COMPONENT: part.name, LABEL_HASH: hash_ or part.hash}
+    status = {"ready": {"phase": "Running", "containerStatuses": [{"ready": True}]},
+              "creating": {"phase": "Pending", "containerStatuses": [{"ready": False}]},
+              "unschedulable": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}}[state]
+    return {"metadata": {"labels": labels}, "status": status}
+
+
+# name, pods, state, Ready (status, reason), ready replicas per component
+GRAPH_STATUS = [
+    ("all ready", [_pod(F, "ready"), _pod(W, "ready"), _pod(W, "ready")], "successful", ("True", "all_resources_are_ready"),
+     {"F": 1, "W": 1}),
+    ("pods still starting", [_pod(F, "creating"), _pod(W, "ready"), _pod(W, "creating")], "pending",
+     ("False", "pods_not_ready"), {"F": 0, "W": 0}),
+    ("no room for the pods", [_pod(F, "unschedulable"), _pod(W, "unschedulable"), _pod(W, "unschedulable")], "pending",
+     ("False", "insufficient_capacity"), {"F": 0, "W": 0}),
+    ("components wait for different things", [_pod(F, "creating"), _pod(W, "unschedulable"), _pod(W, "ready")], "pending",
+     ("False", "mixed_not_ready_reasons"), {"F": 0, "W": 0}),
+    ("pods of an older template do not count", [_pod(F, "ready", "old"), _pod(W, "ready"), _pod(W, "ready")], "pending",
+     ("False", "pods_not_ready"), {"F": 0, "W": 1}),
+]
+
+
+@pytest.mark.parametrize("found, state, ready, replicas", [c[1:] for c in GRAPH_STATUS], ids=[c[0] for c in GRAPH_STATUS])
+def test_graph_status(found, state, ready, replicas):
+    status = graph_status("g", PARTS, found, 3)
+    condition = status["conditions"][0]
+    assert (status["state"], (condition["status"], condition["reason"]), status["observedGeneration"]) == (state, ready, 3)
+    assert {name: counts["readyReplicas"] for name, counts in status["components"].items()} == replicas
+    assert status["components"]["W"]["componentKind"] == "LeaderWorkerSet"
+    assert status["components"]["F"]["componentNames"] == ["g-f"]
 
 
 BODIES = {

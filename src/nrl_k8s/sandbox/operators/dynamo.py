@@ -1,12 +1,19 @@
 """Simulated Dynamo operator: DynamoGraphDeployment reconciler with a stub frontend per DGD.
 
-A new DGD generation → ``state: pending``, pods of older generations deleted, one pod per
-service replica (× ``multinode.nodeCount``) labelled like the real operator's, and — when a
-service has ``componentType: frontend`` — a loopback ``FrontendStub`` behind the Service
-``<dgd>-frontend`` (port 8000). Pods become Ready after a delay → ``state: successful``,
-``Ready`` True, ``status.services`` counts, ``observedGeneration``. A deleted DGD (directly or
-by garbage collection) stops its stub; its pods and Service go by garbage collection.
-Both spec shapes are read: v1alpha1 ``services{NAME: ...}`` and v1beta1 ``components[]``.
+Like the real operator it reconciles the storage version, ``nvidia.com/v1beta1`` (a DGD created
+in v1alpha1 arrives converted by the API server, see ``sandbox.conversion``): one pod per
+component replica × ``multinode.nodeCount`` from the component's ``podTemplate``, labelled like
+the real operator's, and — for a ``type: frontend`` component — a loopback ``FrontendStub``
+behind the Service ``<dgd>-frontend`` (port 8000).
+
+Each component's pods carry a hash of its pod template, type and node count: a new generation
+replaces only the pods of components whose template changed, and a replica change adds or
+removes pods of that component alone. New pods become Ready after a delay. Status as the real
+operator writes it: ``state`` (``pending`` → ``successful``), condition ``Ready`` with reason
+``all_resources_are_ready`` or, while not ready, ``pods_not_ready`` / ``insufficient_capacity``
+(``mixed_not_ready_reasons`` when components differ), ``components.NAME`` replica counts and
+``observedGeneration``. A deleted DGD (directly or by garbage collection) stops its stub; its
+pods and Service go by garbage collection.
 
 Faults: ``dgd-failed`` (state failed, Ready False with the fault's message), ``dgd-stuck-pending``
 (pods unschedulable + a ``FailedScheduling`` event), ``frontend-unavailable=SECONDS`` (the stub
@@ -15,6 +22,7 @@ answers 503 that long after it starts). No model is loaded and nothing is inferr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shlex
@@ -30,15 +38,17 @@ from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller
 
 log = logging.getLogger("nrl_k8s.sandbox.operators.dynamo")
 
-DGD = Resource("nvidia.com", "v1alpha1", "dynamographdeployments")
+DGD = Resource("nvidia.com", "v1beta1", "dynamographdeployments")
 POD_READY_S = 0.5
 FRONTEND_PORT = 8000
 LABEL_DGD = "nvidia.com/dynamo-graph-deployment-name"
 LABEL_COMPONENT = "nvidia.com/dynamo-component"
 LABEL_TYPE = "nvidia.com/dynamo-component-type"
-LABEL_GENERATION = "sandbox.nrl-k8s.io/generation"
+LABEL_HASH = "sandbox.nrl-k8s.io/template-hash"
 MODEL_FLAGS = ("--served-model-name", "--model", "--model-path")
 DEFAULT_IMAGE = "nvcr.io/nvidia/ai-dynamo/runtime"
+READY, PODS_NOT_READY, NO_CAPACITY, MIXED = (
+    "all_resources_are_ready", "pods_not_ready", "insufficient_capacity", "mixed_not_ready_reasons")
 
 
 @dataclass(frozen=True)
@@ -46,34 +56,34 @@ class Component:
     name: str
     type: str
     replicas: int
-    pod_spec: dict
+    nodes: int
+    template: dict  # the pod template: metadata and spec (containers always set)
 
+    @property
+    def pod_spec(self) -> dict:
+        return self.template["spec"]
 
-def _alpha_pod_spec(service: dict) -> dict:
-    extra = dict(service.get("extraPodSpec") or {})
-    main = dict(extra.pop("mainContainer", None) or {})
-    main.setdefault("name", "main")
-    main.setdefault("image", DEFAULT_IMAGE)
-    gpus = ((service.get("resources") or {}).get("limits") or {}).get("gpu")
-    if gpus:
-        main.setdefault("resources", {"limits": {"nvidia.com/gpu": str(gpus)}})
-    extra["containers"] = [main, *(extra.get("containers") or [])]
-    return extra
+    @property
+    def pods(self) -> int:
+        return self.replicas * self.nodes
+
+    @property
+    def hash(self) -> str:
+        """What makes this component's pods: a change replaces them (a replica change does not)."""
+        identity = json.dumps([self.template, self.type, self.nodes], sort_keys=True)
+        return hashlib.sha256(identity.encode()).hexdigest()[:10]
 
 
 def components(spec: dict) -> list[Component]:
-    """The DGD's services, from either ``spec.services`` (v1alpha1) or ``spec.components`` (v1beta1)."""
+    """The graph's components, from a v1beta1 spec (``spec.components``)."""
     found = []
-    for name, service in (spec.get("services") or {}).items():
-        nodes = int(((service.get("multinode") or {}).get("nodeCount")) or 1)
-        replicas = int(service.get("replicas", 1)) * nodes
-        found.append(Component(name, service.get("componentType", "worker"), replicas, _alpha_pod_spec(service)))
     for item in spec.get("components") or []:
-        nodes = int(((item.get("multinode") or {}).get("nodeCount")) or 1)
-        pod_spec = dict((item.get("podTemplate") or {}).get("spec") or {})
+        template = dict(item.get("podTemplate") or {})
+        pod_spec = dict(template.get("spec") or {})
         pod_spec.setdefault("containers", [{"name": "main", "image": DEFAULT_IMAGE}])
-        kind = item.get("type") or item.get("componentType") or "worker"
-        found.append(Component(item["name"], kind, int(item.get("replicas", 1)) * nodes, pod_spec))
+        nodes = int((item.get("multinode") or {}).get("nodeCount") or 1)
+        found.append(Component(item["name"], item.get("type") or "worker", int(item.get("replicas", 1)), nodes,
+                               {**template, "spec": pod_spec}))
     return found
 
 
@@ -96,6 +106,42 @@ def model_id(dgd_name: str, parts: list[Component]) -> str:
 
 def _ready_condition(status: str, reason: str, message: str) -> dict:
     return {"type": "Ready", "status": status, "reason": reason, "message": message, "lastTransitionTime": now()}
+
+
+def _pod_ready(pod: dict) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and all(c.get("ready") for c in status.get("containerStatuses") or [])
+
+
+def _unscheduled(pod: dict) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def graph_status(name: str, parts: list[Component], found: list[dict], generation: int) -> dict:
+    """The status the operator reports for ``parts`` given the graph's pods ``found``."""
+    counts, waiting = {}, {}
+    for part in parts:
+        mine = [p for p in found if p["metadata"]["labels"].get(LABEL_COMPONENT) == part.name
+                and p["metadata"]["labels"].get(LABEL_HASH) == part.hash]
+        ready = sum(map(_pod_ready, mine)) // part.nodes
+        counts[part.name] = {
+            "componentKind": "Deployment" if part.nodes == 1 else "LeaderWorkerSet",
+            "componentNames": [f"{name}-{part.name.lower()}"],
+            "replicas": part.replicas, "updatedReplicas": min(len(mine) // part.nodes, part.replicas),
+            "readyReplicas": ready, "availableReplicas": ready,
+        }  # fmt: skip
+        if ready < part.replicas:
+            waiting[part.name] = (NO_CAPACITY if any(map(_unscheduled, mine)) else PODS_NOT_READY,
+                                  f"{part.name}: {ready}/{part.replicas} replicas ready")
+    if not waiting:
+        condition = _ready_condition("True", READY, "All resources are ready")
+    else:
+        reasons = {reason for reason, _ in waiting.values()}
+        condition = _ready_condition("False", reasons.pop() if len(reasons) == 1 else MIXED,
+                                     "Resources not ready: " + "; ".join(message for _, message in waiting.values()))
+    return {"state": "pending" if waiting else "successful", "conditions": [condition], "components": counts,
+            "observedGeneration": generation}
 
 
 class Dynamo(Controller):
@@ -146,7 +192,7 @@ class Dynamo(Controller):
             message = failure or "sandbox fault dgd-failed: the operator failed to reconcile the graph"
             self.patch_status(DGD, namespace, name, {
                 "state": "failed",
-                "conditions": [_ready_condition("False", "ReconcileFailed", message)],
+                "conditions": [_ready_condition("False", "reconcile_failed", message)],
                 "observedGeneration": generation,
             })  # fmt: skip
         else:
@@ -154,58 +200,67 @@ class Dynamo(Controller):
         self._reconciled[meta["uid"]] = generation
 
     def _roll_out(self, dgd: dict, parts: list[Component], generation: int) -> None:
-        """This generation's pods and frontend, ``pending``, then readiness after a delay."""
+        """This generation's pods and frontend, the status they give, then readiness after a delay."""
         namespace, name = dgd["metadata"]["namespace"], dgd["metadata"]["name"]
-        created = self._replace_pods(dgd, parts, generation)
+        created = self._reconcile_pods(dgd, parts)
         if _has_frontend(parts):
             self._ensure_frontend(dgd, parts)
-        self.patch_status(DGD, namespace, name, {
-            "state": "pending",
-            "conditions": [_ready_condition("False", "PodsNotReady", "waiting for the graph's pods to become ready")],
-            "services": {p.name: _counts(p.replicas, 0) for p in parts},
-            "observedGeneration": generation,
-        })  # fmt: skip
         if self.faults.get("dgd-stuck-pending") is not None:
             for pod in created:
                 self.patch_pod_status(namespace, pod["metadata"]["name"], pods.unschedulable())
                 self.create_core(self.core.create_namespaced_event, namespace, pods.failed_scheduling_event(pod))
-            return
-        self.later(self.timing.delay(POD_READY_S), "ready_dgd", namespace, name, str(generation))
+        else:
+            self.later(self.timing.delay(POD_READY_S), "ready_dgd", namespace, name, str(generation))
+        self._report(dgd, parts, generation)
 
-    def _replace_pods(self, dgd: dict, parts: list[Component], generation: int) -> list[dict]:
-        """Delete the pods of other generations, create this generation's; return the new pods."""
+    def _reconcile_pods(self, dgd: dict, parts: list[Component]) -> list[dict]:
+        """Per component: keep its pods of the current template (at most replicas × nodes), delete
+        the others, create what is missing; pods of removed components go. Return the new pods."""
         meta = dgd["metadata"]
         namespace = meta["namespace"]
-        current: dict[str, int] = {}
-        for pod in self.list_pods(namespace, f"{LABEL_DGD}={meta['name']}"):
-            labels = pod["metadata"].get("labels") or {}
-            if labels.get(LABEL_GENERATION) == str(generation):
-                current[labels.get(LABEL_COMPONENT, "")] = current.get(labels.get(LABEL_COMPONENT, ""), 0) + 1
-            else:
-                self.delete_pod(namespace, pod["metadata"]["name"])
+        found: dict[str, list[dict]] = {}
+        for pod in sorted(self.list_pods(namespace, f"{LABEL_DGD}={meta['name']}"), key=lambda p: p["metadata"]["name"]):
+            found.setdefault(pod["metadata"]["labels"].get(LABEL_COMPONENT, ""), []).append(pod)
         created = []
         for part in parts:
-            for _ in range(part.replicas - current.get(part.name, 0)):
-                pod = {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": f"{meta['name']}-{part.name.lower()}-{suffix()}",
-                        "namespace": namespace,
-                        "labels": {
-                            LABEL_DGD: meta["name"],
-                            LABEL_COMPONENT: part.name,
-                            LABEL_TYPE: part.type,
-                            LABEL_GENERATION: str(generation),
-                        },
-                        "ownerReferences": [controller_ref(dgd)],
-                    },
-                    "spec": part.pod_spec,
-                }
-                self.create_core(self.core.create_namespaced_pod, namespace, pod)
-                self.patch_pod_status(namespace, pod["metadata"]["name"], pods.creating(pod))
-                created.append(pod)
+            mine = found.pop(part.name, [])
+            keep = [p for p in mine if p["metadata"]["labels"].get(LABEL_HASH) == part.hash][: part.pods]
+            for pod in mine:
+                if pod not in keep:
+                    self.delete_pod(namespace, pod["metadata"]["name"])
+            for _ in range(part.pods - len(keep)):
+                created.append(self._create_pod(dgd, part))
+        for gone in found.values():
+            for pod in gone:
+                self.delete_pod(namespace, pod["metadata"]["name"])
         return created
+
+    def _create_pod(self, dgd: dict, part: Component) -> dict:
+        meta = dgd["metadata"]
+        template = part.template.get("metadata") or {}
+        labels = {LABEL_DGD: meta["name"], LABEL_COMPONENT: part.name, LABEL_TYPE: part.type, LABEL_HASH: part.hash}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{meta['name']}-{part.name.lower()}-{suffix()}",
+                "namespace": meta["namespace"],
+                "labels": {**(template.get("labels") or {}), **labels},
+                **({"annotations": template["annotations"]} if template.get("annotations") else {}),
+                "ownerReferences": [controller_ref(dgd)],
+            },
+            "spec": part.pod_spec,
+        }
+        self.create_core(self.core.create_namespaced_pod, meta["namespace"], pod)
+        self.patch_pod_status(meta["namespace"], pod["metadata"]["name"], pods.creating(pod))
+        return pod
+
+    def _report(self, dgd: dict, parts: list[Component], generation: int) -> None:
+        namespace, name = dgd["metadata"]["namespace"], dgd["metadata"]["name"]
+        status = graph_status(name, parts, self.list_pods(namespace, f"{LABEL_DGD}={name}"), generation)
+        gone = set((dgd.get("status") or {}).get("components") or {}) - set(status["components"])
+        status["components"].update(dict.fromkeys(gone))  # merge patch: null removes a component's counts
+        self.patch_status(DGD, namespace, name, status)
 
     def _ensure_frontend(self, dgd: dict, parts: list[Component]) -> None:
         meta = dgd["metadata"]
@@ -235,23 +290,15 @@ class Dynamo(Controller):
         self.ensure_service(service)
 
     def ready_dgd(self, namespace: str, name: str, generation: str) -> None:
+        """The pods of ``generation`` (still current) are up: Running and Ready, and reported."""
         dgd = self.get(DGD, namespace, name)
         if dgd is None or str(dgd["metadata"].get("generation", 1)) != generation:
             return
-        for pod in self.list_pods(namespace, f"{LABEL_DGD}={name},{LABEL_GENERATION}={generation}"):
-            self.patch_pod_status(namespace, pod["metadata"]["name"], pods.running(pod))
-        parts = components(dgd.get("spec") or {})
-        self.patch_status(DGD, namespace, name, {
-            "state": "successful",
-            "conditions": [_ready_condition("True", "AllResourcesReady", "all graph resources are ready")],
-            "services": {p.name: _counts(p.replicas, p.replicas) for p in parts},
-            "observedGeneration": int(generation),
-        })  # fmt: skip
+        for pod in self.list_pods(namespace, f"{LABEL_DGD}={name}"):
+            if not _pod_ready(pod):
+                self.patch_pod_status(namespace, pod["metadata"]["name"], pods.running(pod))
+        self._report(dgd, components(dgd.get("spec") or {}), int(generation))
 
 
 def _has_frontend(parts: list[Component]) -> bool:
     return any(part.type == "frontend" for part in parts)
-
-
-def _counts(replicas: int, ready: int) -> dict:
-    return {"replicas": replicas, "readyReplicas": ready, "updatedReplicas": replicas, "availableReplicas": ready}
