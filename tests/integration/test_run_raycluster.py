@@ -247,6 +247,16 @@ def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbo
         assert run.returncode == 0, run.stderr
         assert f"dgd_name: {user}-ll-dgd" in run.stdout and "message: " in run.stdout
         assert "healthy" in run.stderr  # the Deployment and the gym daemon answered their health URLs
+        # The example's DGD is nvidia.com/v1beta1; the same object reads in v1alpha1 too (conversion).
+        custom = client.CustomObjectsApi(sandbox.api_client())
+        beta, alpha = (custom.get_namespaced_custom_object("nvidia.com", version, sandbox_namespace,
+                                                           "dynamographdeployments", f"{user}-ll-dgd")
+                       for version in ("v1beta1", "v1alpha1"))
+        assert beta["metadata"]["uid"] == alpha["metadata"]["uid"] and isinstance(beta["spec"]["components"], list)
+        assert beta["metadata"]["ownerReferences"][0]["name"] == f"{user}-ll-train"
+        status = cli("status", "-o", "json")
+        assert status.returncode == 0, status.stderr
+        assert [d["name"] for d in json.loads(status.stdout)["dynamo"]] == [f"{user}-ll-dgd"], status.stdout
         # The gym cluster again from scratch: cluster up brings it up and submits its daemon.
         assert cli("cluster", "down", "-t", "kuberay.gym", *pair).returncode == 0
         eventually(lambda: _port_free(18431), what="the old gym daemon stopped (sandbox heads share 127.0.0.1)")
