@@ -147,7 +147,7 @@ def render_run_result(r) -> None:
 def render_probes(results) -> None:
     out.print("\n[bold]CLUSTER[/]")
     for r in results:
-        mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
+        mark = "[green]ok[/]  " if r.ok else "[yellow]WARN[/]" if r.warn else "[red]FAIL[/]"
         out.print(f"  {mark} {escape(r.name)}" + ("" if r.ok else f"  {escape(redact_text(r.detail))}"))
         if not r.ok and r.hint:
             out.print(f"         hint: {escape(redact_text(r.hint))}")

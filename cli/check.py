@@ -63,7 +63,8 @@ def _write_private(path: Path, text: str) -> None:
 def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
     """Namespace, CRDs and RBAC when a kubeconfig is usable; otherwise say the checks were skipped.
 
-    Credentials the API server rejects fail the check (exit 1); an unreachable server skips it.
+    Credentials the API server rejects fail the check (exit 1), and so does a failed row; a
+    warning row (a RayJob field only ``--parallel`` needs) does not. An unreachable server skips it.
     """
     from nrl_k8s.config.kubeconfig import has_cluster_config
 
@@ -93,5 +94,5 @@ def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
     except ApiError as error:
         results = [Probe("cluster", False, error.message, error.hint or "")]
     render_probes(results)
-    if not all(r.ok for r in results):
+    if not all(r.ok or r.warn for r in results):
         raise typer.Exit(1)

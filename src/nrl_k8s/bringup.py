@@ -13,6 +13,7 @@ import threading
 import time
 from contextlib import contextmanager
 
+from . import crds
 from .drift import spec_drift
 from .errors import (
     ApiError,
@@ -117,8 +118,22 @@ class BringUp:
                 "`nrl-k8s check` lists every permission a run needs",
             )
 
+    def check_dgd_versions(self, dgds: dict[str, dict]) -> None:
+        """Refuse when the API server does not serve a DGD's apiVersion (asked of discovery;
+        when discovery is forbidden, go ahead)."""
+        needed = sorted({m["apiVersion"] for m in dgds.values()})
+        served = self.kube.served_versions(crds.DGD) if needed else None
+        missing = [v for v in needed if served is not None and v.rpartition("/")[2] not in served]
+        if missing:
+            serves = f"it serves {', '.join(served)}" if served else "its CRD is not installed"
+            raise NotFoundError(
+                f"the API server does not serve DynamoGraphDeployment {', '.join(missing)} ({serves}); nothing was created",
+                hint=f"{crds.HELMFILE_HINT}; {crds.UPGRADE[crds.DGD]}",
+            )
+
     def check_dgds(self, dgds: dict[str, dict]) -> dict[str, dict | None]:
         """The live DGD of each key (None when absent); a different live spec is refused."""
+        self.check_dgd_versions(dgds)
         existing = {}
         for key, manifest in dgds.items():
             name = manifest["metadata"]["name"]

@@ -485,27 +485,28 @@ class Kube:
         answer = self.create(SELF_SUBJECT_ACCESS_REVIEW, {**review, "spec": {"resourceAttributes": attributes}})
         return bool((answer.get("status") or {}).get("allowed"))
 
-    def crd_installed(self, plural_group: str) -> bool:
-        """Whether the API server serves ``plural.group`` (e.g. ``dynamographdeployments.nvidia.com``).
+    def served_versions(self, plural_group: str) -> list[str] | None:
+        """The versions at which the API server serves ``plural.group`` (e.g.
+        ``dynamographdeployments.nvidia.com``); ``[]``: not served (no CRD); None: unknown.
 
         Asks discovery (``/apis/GROUP/VERSION``), which every authenticated user may read. A 403
-        there counts as installed: restricted RBAC must not trigger a false "install the CRD" hint.
+        there gives None: restricted RBAC must not trigger a false "install the CRD" hint.
         """
         plural, _, group = plural_group.partition(".")
         op = Op("get", Kind(group, "", plural, "", namespaced=False))
+        served = []
         try:
             groups = self._json("GET", "/apis", op).get("groups") or []
-            versions = next((g.get("versions") or [] for g in groups if g.get("name") == group), [])
-            for version in versions:
-                listing = self._json("GET", f"/apis/{group}/{version['version']}", op)
+            for version in next((g.get("versions") or [] for g in groups if g.get("name") == group), []):
+                try:
+                    listing = self._json("GET", f"/apis/{group}/{version['version']}", op)
+                except KindNotServedError:  # the group changed between the two requests
+                    continue
                 if any(r.get("name") == plural for r in listing.get("resources") or []):
-                    return True
+                    served.append(version["version"])
         except ForbiddenError:
-            return True
-        except KindNotServedError:
-            return False
-        return False
-
+            return None
+        return served
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict:
     query = {}

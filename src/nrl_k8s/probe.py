@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import crds
 from .errors import ApiError, ForbiddenError, UnauthorizedError
 from .kinds import core
-
-HELMFILE_HINT = "install the operators: helmfile -f helm/helmfile.yaml apply"
-CRDS = {"RayJob": "rayjobs.ray.io", "RayCluster": "rayclusters.ray.io"}
-DGD_CRD = "dynamographdeployments.nvidia.com"
 
 
 @dataclass(frozen=True)
@@ -47,10 +44,13 @@ def missing_permissions(kube, needed: list[Permission], namespace: str) -> list[
 
 @dataclass(frozen=True)
 class Probe:
+    """One row of ``check``'s CLUSTER section; a failed ``warn`` row does not fail the check."""
+
     name: str
     ok: bool
     detail: str = ""
     hint: str = ""
+    warn: bool = False
 
 
 def probe(kube, infra: dict, manifests: list[dict]) -> list[Probe]:
@@ -61,11 +61,8 @@ def probe(kube, infra: dict, manifests: list[dict]) -> list[Probe]:
                          hint=f"kubectl create namespace {ns}")]
     except ForbiddenError:  # a namespace-scoped user may not read namespaces; the RBAC rows still tell
         results = [Probe(f"namespace {ns} (not verified: no permission to get namespaces)", True)]
-    crds = dict(CRDS)
-    if infra.get("dynamo"):
-        crds["DynamoGraphDeployment"] = DGD_CRD
-    for kind, crd in crds.items():
-        results.append(Probe(f"CRD {crd}", kube.crd_installed(crd), f"{kind} not served", HELMFILE_HINT))
+    for name, versions in crds.needed_versions(manifests).items():
+        results += crd_probes(kube, name, versions)
     for permission in run_permissions(manifests, proxy=not kube.in_cluster):
         try:
             allowed = not missing_permissions(kube, [permission], ns)
@@ -77,3 +74,39 @@ def probe(kube, infra: dict, manifests: list[dict]) -> list[Probe]:
         results.append(Probe(f"RBAC {permission}", allowed, "denied",
                              f"ask your admin for a Role allowing {permission} in {ns}"))
     return results
+
+
+def crd_probes(kube, name: str, versions: set[str]) -> list[Probe]:
+    """Whether CRD ``name`` is installed and serves ``versions``; for the RayJob also the fields
+    ``--parallel`` needs (a warning). A user who may not read CRDs gets discovery's answer, with
+    the fields not verified: never a failure that is not one."""
+    label = f"CRD {name} ({', '.join(sorted(versions))})"
+    try:
+        crd = kube.find(core.CRD, name)
+        served = crds.served_versions(crd) if crd is not None else []
+    except ForbiddenError:
+        crd, served = None, kube.served_versions(name)
+        if served is None:
+            return [Probe(f"{label} (not verified: no permission to read CRDs or discovery)", True)]
+        label += " (served versions from discovery; fields not verified: no permission to read CRDs)"
+    missing = sorted(versions - set(served))
+    if not served:
+        return [Probe(label, False, "not installed" if crd is None else "serves no version", crds.HELMFILE_HINT)]
+    rows = [Probe(label, not missing, f"does not serve {', '.join(missing)} (serves {', '.join(served)})",
+                  f"{crds.HELMFILE_HINT}; {crds.UPGRADE[name]}")]
+    if name == crds.RAYJOB:
+        rows.append(_parallel_probe(crd))
+    return rows
+
+
+def _parallel_probe(rayjob_crd: dict | None) -> Probe:
+    label = "RayJob fields needed for --parallel"
+    if rayjob_crd is None:
+        return Probe(f"{label} (not verified: no permission to read CRDs)", True)
+    gaps = crds.parallel_gaps(rayjob_crd)
+    if gaps.missing:
+        return Probe(label, False, f"the installed RayJob CRD lacks {', '.join(gaps.missing)}",
+                     f"{crds.HELMFILE_HINT}; {crds.UPGRADE[crds.RAYJOB]}", warn=True)
+    if gaps.unverified:
+        return Probe(f"{label} (not verified: the CRD schema does not list {', '.join(gaps.unverified)})", True)
+    return Probe(f"{label} (spec.preRunningDeadlineSeconds, submissionMode {crds.PARALLEL_MODE})", True)

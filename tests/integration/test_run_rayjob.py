@@ -224,4 +224,4 @@ def test_check_reports_missing_dgd_crd(separate_sandbox):
         result = subprocess.run([NRL_K8S, "check", *PAIR], capture_output=True, text=True, env=env, timeout=DEADLINE_S)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL CRD dynamographdeployments.nvidia.com" in result.stdout
-    assert "helmfile -f helm/helmfile.yaml apply" in result.stdout
+    assert "helmfile -f helm/helmfile.yaml.gotmpl -e prod apply" in result.stdout

@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from nrl_k8s import crds
 from nrl_k8s.errors import ForbiddenError
 from nrl_k8s.kinds.core import CRD
 from nrl_k8s.kinds.service import KIND as SERVICE
@@ -117,25 +118,25 @@ def test_can_i(kube, sandbox, deny, verb, resource, group, allowed):
 
 
 @pytest.mark.parametrize(
-    ("plural_group", "installed"),
+    ("plural_group", "served"),
     [
-        ("rayjobs.ray.io", True),
-        ("rayclusters.ray.io", True),
-        ("dynamographdeployments.nvidia.com", False),
-        ("raypods.ray.io", False),
-        ("deployments.apps", True),
+        ("rayjobs.ray.io", ["v1"]),
+        ("rayclusters.ray.io", ["v1"]),
+        ("dynamographdeployments.nvidia.com", []),
+        ("raypods.ray.io", []),
+        ("deployments.apps", ["v1"]),
     ],
     ids=["rayjob", "raycluster", "dgd-missing", "unknown-plural-in-known-group", "built-in-group"],
 )
-def test_crd_installed(kube, plural_group, installed):
-    assert kube.crd_installed(plural_group) is installed
+def test_served_versions(kube, plural_group, served):
+    assert kube.served_versions(plural_group) == served
 
 
-def test_crd_installed_follows_the_crd_lifecycle(kube):
+def test_served_versions_follow_the_crd_lifecycle(kube):
     name = DGD_CRD["metadata"]["name"]
     kube.create(CRD, DGD_CRD)
     try:
-        assert kube.crd_installed(name) is True
+        assert kube.served_versions(name) == crds.served_versions(DGD_CRD)
     finally:
         kube.delete(CRD, name)
-    assert kube.crd_installed(name) is False
+    assert kube.served_versions(name) == []

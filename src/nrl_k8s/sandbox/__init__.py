@@ -10,8 +10,9 @@
   ``https://127.0.0.1:PORT`` with the server's self-signed CA embedded, because kubectl never
   sends a token over plain HTTP; the same port also answers plain HTTP (the operators use
   that). Objects live in memory (``--state FILE`` keeps them across restarts).
-* the RayCluster, RayJob, DynamoGraphDeployment (not with ``--fault no-dgd-crd``) and
-  ComputeDomain **CRDs**;
+* the RayCluster, RayJob, DynamoGraphDeployment and ComputeDomain **CRDs** (not the DGD one
+  with ``--fault no-dgd-crd``; KubeRay 1.5's RayJob CRD, without ``preRunningDeadlineSeconds``,
+  with ``--fault old-rayjob-crd``);
 * simulated **controllers** driven by watch events (``operators/``), creating the pods,
   Services and statuses the real ones create (see each module for exactly which): KubeRay
   (RayCluster, RayJob), Dynamo (DGD), Deployment + endpoints (pods, ``Available``, a Service

@@ -3,7 +3,10 @@ and the NVIDIA DRA driver's ComputeDomain.
 
 Shaped like the upstream CRDs (names, scope, status subresource, short names, printer
 columns); the schemas are open (``x-kubernetes-preserve-unknown-fields``) instead of the
-upstream field-by-field schemas.
+upstream field-by-field schemas, except the RayJob's ``spec``, which lists the top-level fields
+of KubeRay 1.7's schema as upstream types them (``submissionMode`` a free string; nested objects
+left open) so ``check`` can read what the run needs. ``RAYJOB_CRD_1_5`` is KubeRay 1.5's: no
+``preRunningDeadlineSeconds`` (the ``old-rayjob-crd`` fault installs it).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ def _column(name: str, json_path: str, type_: str = "string", priority: int = 0)
 _AGE = _column("Age", ".metadata.creationTimestamp", "date")
 
 
-def _crd(group: str, version: str, kind: str, plural: str, short: list[str], columns: list[dict], categories=("all",)) -> dict:
+def _crd(group: str, version: str, kind: str, plural: str, short: list[str], columns: list[dict],
+         schema: dict = _OPEN_SCHEMA, categories=("all",)) -> dict:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -44,7 +48,7 @@ def _crd(group: str, version: str, kind: str, plural: str, short: list[str], col
                     "name": version,
                     "served": True,
                     "storage": True,
-                    "schema": _OPEN_SCHEMA,
+                    "schema": schema,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": columns,
                 }
@@ -72,21 +76,48 @@ RAYCLUSTER_CRD = _crd(
     ],
 )
 
-RAYJOB_CRD = _crd(
-    "ray.io",
-    "v1",
-    "RayJob",
-    "rayjobs",
-    [],
-    [
-        _column("job status", ".status.jobStatus"),
-        _column("deployment status", ".status.jobDeploymentStatus"),
-        _column("ray cluster name", ".status.rayClusterName"),
-        _column("start time", ".status.startTime", "date"),
-        _column("end time", ".status.endTime", "date"),
-        _AGE,
-    ],
-)
+_OPEN_OBJECT = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+_INT32 = {"type": "integer", "format": "int32"}
+_RAYJOB_SPEC_1_5 = {
+    "activeDeadlineSeconds": _INT32,
+    "backoffLimit": {**_INT32, "default": 0},
+    "clusterSelector": {"type": "object", "additionalProperties": {"type": "string"}},
+    "deletionStrategy": _OPEN_OBJECT,
+    "entrypoint": {"type": "string"},
+    "entrypointNumCpus": {"type": "number"},
+    "entrypointNumGpus": {"type": "number"},
+    "entrypointResources": {"type": "string"},
+    "jobId": {"type": "string"},
+    "managedBy": {"type": "string"},
+    "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    "rayClusterSpec": _OPEN_OBJECT,
+    "runtimeEnvYAML": {"type": "string"},
+    "shutdownAfterJobFinishes": {"type": "boolean"},
+    "submissionMode": {"type": "string", "default": "K8sJobMode"},  # upstream has no enum
+    "submitterConfig": _OPEN_OBJECT,
+    "submitterPodTemplate": _OPEN_OBJECT,
+    "suspend": {"type": "boolean"},
+    "ttlSecondsAfterFinished": {**_INT32, "default": 0},
+}
+
+
+def _rayjob_schema(spec_fields: dict) -> dict:
+    properties = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+                  "spec": {"type": "object", "properties": spec_fields}, "status": _OPEN_OBJECT}
+    return {"openAPIV3Schema": {"type": "object", "properties": properties}}
+
+
+_RAYJOB_COLUMNS = [
+    _column("job status", ".status.jobStatus"),
+    _column("deployment status", ".status.jobDeploymentStatus"),
+    _column("ray cluster name", ".status.rayClusterName"),
+    _column("start time", ".status.startTime", "date"),
+    _column("end time", ".status.endTime", "date"),
+    _AGE,
+]
+RAYJOB_CRD = _crd("ray.io", "v1", "RayJob", "rayjobs", [], _RAYJOB_COLUMNS, _rayjob_schema(
+    {**_RAYJOB_SPEC_1_5, "preRunningDeadlineSeconds": {**_INT32, "minimum": 1}}))
+RAYJOB_CRD_1_5 = _crd("ray.io", "v1", "RayJob", "rayjobs", [], _RAYJOB_COLUMNS, _rayjob_schema(_RAYJOB_SPEC_1_5))
 
 DGD_CRD = _crd(
     "nvidia.com",

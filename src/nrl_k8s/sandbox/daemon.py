@@ -79,6 +79,8 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
         serving = True
         http_url, api_url = f"http://127.0.0.1:{port}", f"https://127.0.0.1:{port}"
         installed = [c for c in crds.ALL_CRDS if not (c is crds.DGD_CRD and registry.get("no-dgd-crd") is not None)]
+        if registry.get("old-rayjob-crd") is not None:
+            installed = [crds.RAYJOB_CRD_1_5 if c is crds.RAYJOB_CRD else c for c in installed]
         for crd in installed:
             server.install_crd(crd)
         write_kubeconfig(paths.kubeconfig, api_url, user_token, server.ca_pem)

@@ -3,6 +3,7 @@
 A fault is active when set; its value is ``""`` for plain switches. Values:
 
     miss-driver-submission, dgd-stuck-pending, proxy-forbidden, no-dgd-crd   no value
+    old-rayjob-crd                    no value; like no-dgd-crd, read at start: KubeRay 1.5's RayJob CRD
     dgd-failed[=MESSAGE]              optional condition message
     frontend-unavailable=SECONDS      number >= 0
     slow=FACTOR                       number > 0
@@ -21,7 +22,7 @@ import threading
 import time
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "*")
-_SWITCHES = ("miss-driver-submission", "dgd-stuck-pending", "proxy-forbidden", "no-dgd-crd")
+_SWITCHES = ("miss-driver-submission", "dgd-stuck-pending", "proxy-forbidden", "no-dgd-crd", "old-rayjob-crd")
 
 
 def _parse_entries(name: str, value: str, fields: int) -> list[list[str]]:
@@ -95,6 +96,7 @@ class Faults:
         "no-dgd-crd",
         "rbac-deny",
         "api-outage",
+        "old-rayjob-crd",
     )
 
     def __init__(self) -> None:
