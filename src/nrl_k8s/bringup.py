@@ -28,7 +28,7 @@ from .errors import (
 from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from .kinds import deployment, dgd
 from .kinds.index import kind_of
-from .kinds.base import Kind, delete_command, managed
+from .kinds.base import Kind, delete_command, managed, owner_reference
 from .probe import Permission, missing_permissions
 from .rollback import Created, Ledger, RollbackInterrupts
 from .serving import HEALTHY, present, wait_http, wait_serving
@@ -240,7 +240,7 @@ class BringUp:
                 continue
             if owner is not None:
                 manifest = {**manifest, "metadata": {**manifest["metadata"],
-                                                     "ownerReferences": [dgd.owner_reference(owner)]}}
+                                                     "ownerReferences": [owner_reference(owner)]}}
                 self.dgd_owners[name] = [owner["metadata"]["name"]]
             self.create(self.dgd_kinds[name], manifest, label)
             self.dgd_actions[name] = "created"
@@ -267,7 +267,7 @@ class BringUp:
 
     def add_owner(self, kind: Kind, name: str, owner: dict) -> None:
         """Make ``owner`` a non-controlling owner of an object this run created (GC deletes it with the owner)."""
-        ref = dgd.owner_reference(owner)
+        ref = owner_reference(owner)
 
         def change(live: dict) -> dict | None:
             owners = live["metadata"].get("ownerReferences") or []
@@ -282,7 +282,7 @@ class BringUp:
         A DGD that existed before this run with no owner and no other user is left alone (with a
         warning); adding an owner to a DGD that already has others is warned.
         """
-        ref = dgd.owner_reference(cluster)
+        ref = owner_reference(cluster)
         self.ledger.cluster_uid = ref["uid"]
         action = self.dgd_actions[name]
         seen: dict = {}

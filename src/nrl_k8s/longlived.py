@@ -30,7 +30,8 @@ from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, interrupts_raise, par
 from .dashboard import Dashboard, JobInfo
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Became, Emit, Waiting
-from .kinds import dgd, raycluster
+from .kinds import raycluster
+from .kinds.base import owner_reference
 from .kinds.index import kind_of
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
 from .probe import run_permissions
@@ -117,7 +118,7 @@ class LongLived(BringUp):
         self.live[role] = live
         self.result.clusters[role] = manifest["metadata"]["name"]
         self.result.actions[label] = action
-        ref = dgd.owner_reference(live)
+        ref = owner_reference(live)
         for obj in [*self.plan.dra.get(role, []), *filter(None, [self.plan.env_secrets.get(role)])]:
             kind, name = kind_of(obj), obj["metadata"]["name"]
             found = self.kube.find(kind, name, self.ns)

@@ -10,7 +10,7 @@ import yaml
 
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import dgd
-from nrl_k8s.kinds.base import Failed, Kind, Pending, Ready
+from nrl_k8s.kinds.base import Failed, Kind, Pending, Ready, owner_reference
 
 DATA = Path(__file__).parent / "data" / "render"
 BASIC = ["dgd_basic.yaml", "dgd_basic_v1beta1.yaml"]  # the same graph in both versions: rules 2 and 3 agree
@@ -303,7 +303,7 @@ OWNER = {
 
 
 def test_owner_reference_shape():
-    assert dgd.owner_reference(OWNER) == {
+    assert owner_reference(OWNER) == {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
         "name": "grpo-train-ab12c",
@@ -315,7 +315,7 @@ def test_owner_reference_shape():
 
 def test_owner_reference_needs_uid():
     with pytest.raises(ValueError, match="uid"):
-        dgd.owner_reference({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "x"}})
+        owner_reference({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "x"}})
 
 
 def test_names_for_probes():

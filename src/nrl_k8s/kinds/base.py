@@ -125,3 +125,22 @@ def _merge(layers: list[dict | None]) -> dict:
     for layer in layers:
         out.update(layer or {})
     return out
+
+
+def owner_reference(obj: dict) -> dict:
+    """A non-controlling ownerReference to ``obj`` (any kind), for garbage collection only.
+
+    Kubernetes ignores owners in another namespace (and may then delete the dependent), so
+    only point a namespaced object at an owner in its own namespace.
+    """
+    metadata = obj.get("metadata") or {}
+    if not metadata.get("uid") or not metadata.get("name"):
+        raise ValueError("owner_reference needs an object read from the API server (metadata.name and uid)")
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": metadata["name"],
+        "uid": metadata["uid"],
+        "controller": False,
+        "blockOwnerDeletion": False,
+    }

@@ -202,25 +202,6 @@ def ready_replicas(obj: dict) -> dict[str, int]:
     return {name: int((counts or {}).get("readyReplicas") or 0) for name, counts in observed.items()}
 
 
-def owner_reference(obj: dict) -> dict:
-    """A non-controlling ownerReference to ``obj`` (any kind), for garbage collection only.
-
-    Kubernetes ignores owners in another namespace (and may then delete the dependent), so
-    only point a namespaced object at an owner in its own namespace.
-    """
-    metadata = obj.get("metadata") or {}
-    if not metadata.get("uid") or not metadata.get("name"):
-        raise ValueError("owner_reference needs an object read from the API server (metadata.name and uid)")
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": metadata["name"],
-        "uid": metadata["uid"],
-        "controller": False,
-        "blockOwnerDeletion": False,
-    }
-
-
 def readiness(obj: dict) -> Readiness:
     """The operator gate: state successful, Ready condition True, observedGeneration current."""
     status = obj.get("status") or {}

@@ -121,11 +121,11 @@ def _keyed(value: object, path: tuple, what: str) -> dict[str, dict]:
         for index, item in enumerate(value):
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 raise Invalid((*path, index), f"expected a mapping with the {what}'s name, got {rules.describe(item)}",
-                              f"e.g. [{{name: NAME, ...}}], or a mapping {{NAME: {{...}}}}")
+                              "e.g. [{name: NAME, ...}], or a mapping {NAME: {...}}")
             entries[item["name"]] = {k: v for k, v in item.items() if k != "name"}
     else:
         raise Invalid(path, f"expected a list of {what}s or a mapping of {what} names, got {rules.describe(value)}",
-                      f"e.g. {{NAME: {{...}}}} or [{{name: NAME, ...}}]")
+                      "e.g. {NAME: {...}} or [{name: NAME, ...}]")
     for name, entry in entries.items():
         if not isinstance(entry, dict):
             raise Invalid((*path, name), f"expected a mapping, got {rules.describe(entry)}",
