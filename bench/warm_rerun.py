@@ -26,7 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +53,7 @@ def write_tree(root: Path, megabytes: int) -> None:
     (root / "infra.yaml").write_text(yaml.safe_dump(infra))
 
 
-def one_run(root: Path, env: dict, dashboard: str) -> tuple[float, int]:
+def one_run(root: Path, env: dict, dashboard) -> tuple[float, int]:
     """(seconds from CLI start to the driver RUNNING, bytes uploaded)."""
     start = time.perf_counter()
     done = subprocess.run([NRL_K8S, "run", "--raycluster", "--no-wait", "recipe.yaml", "--infra",
@@ -71,8 +70,9 @@ def one_run(root: Path, env: dict, dashboard: str) -> tuple[float, int]:
     return took, record["uploaded_bytes"]
 
 
-def _status(dashboard: str, job_id: str) -> str | None:
-    return httpx.get(f"{dashboard}/api/jobs/{job_id}", timeout=30).json().get("status")
+def _status(dashboard, job_id: str) -> str | None:
+    job = dashboard.get_job(job_id)
+    return job.status if job else None
 
 
 def main() -> None:
@@ -88,7 +88,7 @@ def main() -> None:
         try:
             env = {**os.environ, "KUBECONFIG": str(sandbox / "kubeconfig"), "NRL_K8S_USER": "bench",
                    "XDG_CACHE_HOME": str(root / "cache")}
-            dashboard = _dashboard_url(sandbox)
+            dashboard = _dashboard(sandbox)
             one_run(root, env, dashboard)  # warm: clusters, DGD and the package
             results = {"unchanged": [one_run(root, env, dashboard) for _ in range(args.runs)]}
             changed = []
@@ -110,10 +110,14 @@ def main() -> None:
     print(json.dumps(summary))
 
 
-def _dashboard_url(sandbox: Path) -> str:
-    from nrl_k8s.sandbox import process
+def _dashboard(sandbox: Path):
+    """The training cluster's dashboard as a user reaches it: the head Service through the API server."""
+    from kubernetes import config
 
-    return process.status(sandbox)["dashboard_url"]
+    from nrl_k8s.dashboard import Dashboard
+
+    api = config.new_client_from_config(str(sandbox / "kubeconfig"))
+    return Dashboard.via_api_proxy(api.configuration, "bench-warm-head-svc", "default", timeout_s=30)
 
 
 if __name__ == "__main__":
