@@ -185,6 +185,74 @@ def test_missing_user_defaults_from_env_var_is_an_error(tmp_path):
         load(tmp_path, {"recipe.yaml": RECIPE, "infra.yaml": INFRA}, NRL_K8S_DEFAULTS=str(tmp_path / "gone.yaml"))
 
 
+# An infra-side file may hold its body under `infra:` (the earlier launcher's defaults file does).
+WRAPPED_USER = "infra:\n  labels: {owner: me, team: a}\n  scheduler: {kind: kai, queue: q}\n"
+
+
+@pytest.mark.parametrize(
+    "files, env, expected",
+    [
+        ({"home/.config/nrl-k8s/defaults.yaml": WRAPPED_USER, "infra.yaml": "labels: {team: b}\n"}, {},
+         {"labels": {"owner": "me", "team": "b"}, "scheduler": {"kind": "kai", "queue": "q"}}),
+        ({"mine.yaml": WRAPPED_USER, "infra.yaml": "image: x\n"}, {"NRL_K8S_DEFAULTS": "mine.yaml"},
+         {"labels": {"owner": "me", "team": "a"}}),
+        ({"infra.yaml": "infra:\n  image: wrapped\n"}, {}, {"image": "wrapped"}),
+        ({"p.yaml": "infra:\n  image: parent\n  rayVersion: p\n", "infra.yaml": "defaults: p.yaml\nimage: child\n"}, {},
+         {"image": "child", "rayVersion": "p"}),
+        ({"p.yaml": "image: parent\nrayVersion: p\n", "infra.yaml": "defaults: p.yaml\ninfra:\n  image: child\n"}, {},
+         {"image": "child", "rayVersion": "p"}),
+        ({"p.yaml": "rayVersion: p\n", "infra.yaml": "infra:\n  defaults: p.yaml\n  image: child\n"}, {},
+         {"image": "child", "rayVersion": "p"}),
+        ({"infra.yaml": "_base: &b {owner: me}\n_img: img:9\ninfra:\n  labels: *b\n  image: ${_img}\n"}, {},
+         {"labels": {"owner": "me"}, "image": "img:9"}),
+        ({"home/.config/nrl-k8s/defaults.yaml": "infra:\n  imagePullSecrets: []\n  serviceAccount: null\n",
+          "infra.yaml": "image: x\n"}, {}, {"imagePullSecrets": []}),
+    ],
+    ids=["user-defaults", "user-defaults-from-env-var", "infra-file", "wrapped-parent", "wrapped-child-top-level-defaults",
+         "defaults-inside-the-wrapper", "scratch-keys-beside-the-wrapper", "nulls-unset"],
+)
+def test_infra_files_may_wrap_their_body_in_infra(tmp_path, files, env, expected):
+    env = {k: str(tmp_path / v) for k, v in env.items()}
+    cfg = load(tmp_path, {"recipe.yaml": RECIPE, **files}, **env)
+    for key, value in expected.items():
+        assert cfg.infra[key] == value
+    assert "infra" not in cfg.infra and "defaults" not in cfg.infra and "_img" not in cfg.infra
+
+
+def test_bundled_infra_parent_may_be_wrapped(tmp_path):
+    cfg = load(tmp_path, {"recipe.yaml": RECIPE + "infra:\n  defaults: common.yaml\n  image: child\n",
+                          "common.yaml": "infra:\n  serviceAccount: sa\n"}, infra=None)
+    assert (cfg.infra["image"], cfg.infra["serviceAccount"]) == ("child", "sa")
+
+
+@pytest.mark.parametrize(
+    "files, message, hint",
+    [
+        ({"infra.yaml": "infra: [a]\n"}, "infra.yaml: 'infra' must be a mapping, got list", "key: value"),
+        ({"infra.yaml": "image: x\ninfra:\n  namespace: n\n"}, "infra.yaml: image: set beside an 'infra:' block",
+         "move 'image' under 'infra:'"),
+        ({"p.yaml": "image: p\n", "infra.yaml": "defaults: p.yaml\ninfra:\n  defaults: p.yaml\n"},
+         "infra.yaml: defaults: set both at the top and under 'infra:'", "one `defaults:`"),
+        ({"home/.config/nrl-k8s/defaults.yaml": "infra:\n  imagee: x\n", "infra.yaml": "image: x\n"},
+         "defaults.yaml: unknown infra key 'imagee'", "did you mean 'image'?"),
+    ],
+    ids=["not-a-mapping", "key-beside-the-wrapper", "two-defaults", "unknown-key-names-the-defaults-file"],
+)
+def test_wrapped_infra_errors(tmp_path, files, message, hint):
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, {"recipe.yaml": RECIPE, **files})
+    assert message in err.value.message
+    assert hint in err.value.hint
+
+
+def test_recipe_files_are_never_unwrapped(tmp_path):
+    """In a recipe (and its parents) `infra:` is the bundled infra block, not a wrapper."""
+    cfg = load(tmp_path, {"p.yaml": "policy: {lr: 1}\ninfra:\n  image: p\n", "recipe.yaml": "defaults: p.yaml\ngrpo: {x: 1}\n"},
+               infra=None)
+    assert cfg.recipe == {"policy": {"lr": 1}, "grpo": {"x": 1}}
+    assert cfg.infra["image"] == "p"
+
+
 @pytest.mark.parametrize(
     "overrides, recipe_expected, infra_key, infra_expected",
     [
