@@ -3,16 +3,20 @@
 Derived from what the renderers consume: ``kinds.raycluster``, ``kinds.rayjob``,
 ``kinds.dgd``, ``kinds.deployment`` and ``recipe`` (driver entrypoint, launch env), and from
 what the long-lived flow (`run --raycluster`) reads: every role's ``daemon``, the Deployments'
-health checks and the driver's code source. A field counts as set when present and not None.
+health checks and the driver's code source (which ``workspace.kind`` rayUpload / lustre sets when
+``launch.codeSource`` is not), and from the flow `run` takes (``launch.mode`` rayjob / bringup).
+A field counts as set when present and not None.
 """
 
 from __future__ import annotations
 
+from .config.schema import CODE_SOURCE_OF_WORKSPACE
 from .kinds.raycluster import ROLES
 
 # Whole blocks no implemented flow reads (reported per set key).
 _UNUSED_BLOCKS = ("submit",)
-_UNUSED_LAUNCH = ("mode", "runMode", "attach", "peerWatcher")
+_UNUSED_LAUNCH = ("runMode", "attach", "peerWatcher")
+_FLOW_MODES = ("rayjob", "bringup")  # launch.mode values `run` reads (plan.default_flow)
 # Storage blocks: which fields each volume kind reads.
 _STORAGE_FIELDS = {
     "workspace": ("kind", "pvcName", "mountPath", "hostPath", "size", "repoSubdir"),
@@ -21,6 +25,7 @@ _STORAGE_FIELDS = {
 }
 _READ_BY_KIND = {
     "pvc": {"kind", "pvcName", "mountPath"},
+    "lustre": {"kind", "pvcName", "mountPath"},
     "hostPath": {"kind", "mountPath", "hostPath"},
     "emptyDir": {"kind", "mountPath", "size"},
 }
@@ -32,6 +37,8 @@ def unused_fields(infra: dict) -> list[str]:
     for block in _UNUSED_BLOCKS:
         out += _set_keys(infra.get(block), block)
     launch = infra.get("launch") or {}
+    if launch.get("mode") is not None and launch["mode"] not in _FLOW_MODES:
+        out.append("launch.mode")
     out += [f"launch.{k}" for k in _UNUSED_LAUNCH if launch.get(k) is not None]
     # upload (the default) packages rayUploadPaths; image and lustre start the driver in codePath.
     ignored = "codePath" if (launch.get("codeSource") or "upload") == "upload" else "rayUploadPaths"
@@ -42,6 +49,12 @@ def unused_fields(infra: dict) -> list[str]:
         cfg = infra.get(field) or {}
         read = _READ_BY_KIND.get(cfg.get("kind"), set())
         out += [f"{field}.{k}" for k in known if cfg.get(k) is not None and k not in read and k != "kind"]
+    # workspace.kind auto mounts nothing and picks nothing; rayUpload stands for launch.codeSource
+    # upload, so it has no effect when launch.codeSource says otherwise.
+    kind = (infra.get("workspace") or {}).get("kind")
+    source = launch.get("codeSource") or "upload"
+    if kind == "auto" or (kind == "rayUpload" and source != CODE_SOURCE_OF_WORKSPACE[kind]):
+        out.append("workspace.kind")
 
     scheduler = infra.get("scheduler") or {}
     if scheduler.get("queue") is not None and (scheduler.get("kind") or "default") == "default":

@@ -210,6 +210,30 @@ CASES = [
         {"resources": {"gym": {"head": {"cpu": 1}, "worker": {"cpu": 1}}}},
         ["resources.gym.head", "resources.gym.worker"],
     ),
+    # The earlier launcher's values: each acts, or is listed.
+    ("launch.mode rayjob picks run's flow", {"launch": {"mode": "rayjob"}}, []),
+    ("launch.mode bringup picks run's flow", {"launch": {"mode": "bringup"}}, []),
+    *((f"launch.mode {mode} is listed", {"launch": {"mode": mode}}, ["launch.mode"]) for mode in ("single", "disagg")),
+    *((f"submit.portForward {value} is listed", {"submit": {"portForward": value}}, ["submit.portForward"])
+      for value in ("auto", "kubectl-ray-plugin", "kubectl-port-forward", True, False)),
+    ("workspace rayUpload uploads (the code source)", {"workspace": {"kind": "rayUpload"}, "launch": {"codeSource": "upload"}}, []),
+    (
+        "workspace rayUpload under another code source is listed, as are its volume fields",
+        {"workspace": {"kind": "rayUpload", "mountPath": "/mnt", "repoSubdir": "w"}, "launch": {"codeSource": "image", "codePath": "/c"}},
+        ["workspace.mountPath", "workspace.repoSubdir", "workspace.kind"],
+    ),
+    ("workspace auto is listed", {"workspace": {"kind": "auto"}}, ["workspace.kind"]),
+    (
+        "lustre mounts its PVC (with any code source)",
+        {"workspace": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/ws"}, "launch": {"codeSource": "image", "codePath": "/c"},
+         "hf_cache": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/hf"}},
+        [],
+    ),
+    (
+        "none mounts nothing: its other fields are listed",
+        {"hf_cache": {"kind": "none", "mountPath": "/root/.cache/huggingface"}, "checkpoints": {"kind": "none", "pvcName": "c"}},
+        ["hf_cache.mountPath", "checkpoints.pvcName"],
+    ),
     (
         "segmentSize that splits something is used",
         {"kuberay": {"training": {"name": "t", "segmentSize": 1, "spec": {"workerGroupSpecs": [{"groupName": "g", "replicas": 2}]}}}},
