@@ -411,3 +411,31 @@ def test_loading_does_not_import_cluster_libraries():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_an_earlier_launcher_pair_loads_unchanged(tmp_path):
+    """Its defaults file (wrapped in infra:, its enum values) and an infra file written with OmegaConf
+    interpolation load as they did there; what nrl-k8s does not use is listed, nothing is dropped."""
+    from nrl_k8s.plan import default_flow, unstaged_recipe_reads
+    from nrl_k8s.unused import unused_fields
+
+    upstream = Path(__file__).parent / "data" / "upstream"
+    write(tmp_path, {"recipe.yaml": RECIPE})
+    cfg = load_config(tmp_path / "recipe.yaml", (), upstream / "run.infra.yaml",
+                      env=env_for(tmp_path, NRL_K8S_DEFAULTS=str(upstream / "defaults.yaml"), IMAGE_TAG="v9"))
+    infra = cfg.infra
+    assert (infra["namespace"], infra["image"], infra["labels"]) == ("rl-team", "nvcr.io/nvidia/nemo-rl:v9",
+                                                                      {"nrl-k8s/owner": "alice"})
+    group = infra["kuberay"]["training"]["spec"]["workerGroupSpecs"][0]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (4, 4, 4)
+    assert group["template"]["metadata"]["annotations"] == {"nrl-k8s.io/group": "gpu-x4"}
+    assert group["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    assert infra["launch"]["env"] == {"TOTAL_GPUS": "32"}
+    assert 'mkdir -p "${LOG_DIR}"' in infra["launch"]["entrypoint"] and "cluster.num_nodes=4" in infra["launch"]["entrypoint"]
+    assert infra["launch"]["codeSource"] == "upload" and default_flow(infra) == "raycluster"
+    assert unstaged_recipe_reads(infra) == []
+    assert unused_fields(infra) == [
+        "submit.kind", "submit.portForward", "submit.devPod", "submit.localDashboardPort", "submit.submitter",
+        "submit.execTmpDir", "launch.runMode", "launch.peerWatcher", "workspace.mountPath", "workspace.repoSubdir",
+        "hf_cache.mountPath", "checkpoints.mountPath",
+    ]

@@ -185,6 +185,7 @@ CASES = [
     ("hostPath workspace reads hostPath", {"workspace": {"kind": "hostPath", "hostPath": "/d", "mountPath": "/w", "pvcName": "x"}}, ["workspace.pvcName"]),
     ("emptyDir workspace reads size", {"workspace": {"kind": "emptyDir", "size": "1Gi", "mountPath": "/w"}}, []),
     ("None counts as unset", {"submit": {"kind": None}, "launch": {"mode": None}}, []),
+    ("an empty block (nulls dropped) counts as unset", {"launch": {"attach": {}}, "resources": {"gym": {"head": {}}}}, []),
     ("upload (the default) ignores codePath", {"launch": {"codePath": "/c", "rayUploadPaths": ["a"]}}, ["launch.codePath"]),
     (
         "image and lustre ignore rayUploadPaths",
