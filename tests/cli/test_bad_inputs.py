@@ -168,6 +168,12 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     "interpolation nested 1000 deep": override(
         "infra.image=" + "${oc.decode:" * 1000 + "x" + "}" * 1000, "image: interpolations and references nest too deeply"),
     "unknown resolver": override("infra.image=${oc.create:x}", "image: unknown resolver 'oc.create'"),
+    "500k backslashes before a missing reference": lambda tmp: Case(
+        check(infra=infra_with(tmp, "image: nvcr.io/nvidia/nemo-rl:v0.4.0", "image: '" + "\\" * 500_000 + "x${nope}'")),
+        ("infra.yaml: image:", "refers to a missing key 'nope'")),
+    "500k dollars in an unterminated quote": lambda tmp: Case(
+        check(infra=infra_with(tmp, "image: nvcr.io/nvidia/nemo-rl:v0.4.0", "image: \"${oc.env:X,'" + "$" * 500_000 + "}\"")),
+        ("infra.yaml: image:", "unterminated quote")),
     "integer key in the recipe": lambda tmp: Case(check(recipe=DATA / "recipe_integer_key.yaml"), ("recipe_integer_key.yaml:3:", "key 1 is an integer")),
     # Duplicate keys: YAML keeps the last one silently.
     "duplicate key in the infra": lambda tmp: Case(check(infra=DATA / "infra_duplicate_key.yaml"), ("infra_duplicate_key.yaml:6:", "image: duplicate key (first set on line 2)")),

@@ -56,11 +56,11 @@ _HINT = ("supported: ${key.path}, ${.sibling}, ${user:}, ${env:NAME[,default]}, 
 _MISSING = object()
 
 # OmegaConf's lexer, as far as a value needs it (omegaconf/grammar/OmegaConfGrammarLexer.g4).
-_OPEN = re.compile(r"(\\*)\$\{")
 _KEY = re.compile(r"[^\\{}()\[\]:. \t'\"]+")
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _RUN = re.compile(r"[^,\]}\[{$\\]+")
 _BACKSLASHES = re.compile(r"\\+")
+_QUOTED_RUN = {quote: re.compile(rf"[^{quote}$\\]+") for quote in "'\""}
 _DICT_KEY = re.compile(r"[^:,{}\[\]'\"$]+")
 _WORDS = {"true": True, "false": False, "null": None}
 _ESCAPABLE = "\\()[]{}:=, \t"
@@ -335,14 +335,17 @@ class _Reader:
     def value(self) -> Any:
         """The whole string: text with interpolations; one interpolation alone keeps its type."""
         text, parts, start = self.text, [], 0
-        while (found := _OPEN.search(text, start)) is not None:
-            slashes = len(found.group(1))
-            parts.append(text[start:found.start()] + "\\" * (slashes // 2))
+        while (at := text.find("${", start)) >= 0:
+            first = at
+            while first > start and text[first - 1] == "\\":
+                first -= 1
+            slashes = at - first
+            parts.append(text[start:first] + "\\" * (slashes // 2))
             if slashes % 2:  # \${ is a literal ${ (and \\\${ a backslash and a literal ${)
                 parts.append("${")
-                start = found.end()
+                start = at + 2
                 continue
-            self.pos = begin = found.end() - 2
+            self.pos = begin = at
             value = self.interpolation()
             if begin == 0 and self.pos == len(text):
                 return value
@@ -539,12 +542,10 @@ class _Reader:
                     parts.append(run.group())
                     self.pos = after
             else:
-                end = text.find(quote, self.pos)
-                stops = [i for i in (end, text.find("$", self.pos), text.find("\\", self.pos)) if i >= 0]
-                stop = min(stops) if stops else len(text)
-                stop = stop if stop > self.pos else self.pos + 1
-                parts.append(text[self.pos:stop])
-                self.pos = stop
+                run = _QUOTED_RUN[quote].match(text, self.pos)
+                end = run.end() if run else self.pos + 1  # a '$' that opens nothing
+                parts.append(text[self.pos:end])
+                self.pos = end
 
     # -- scanning -------------------------------------------------------------------------
     def joined(self, parts: list[str]) -> str:
