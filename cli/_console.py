@@ -14,6 +14,13 @@ if not out.is_terminal:
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def print_warning(message: str, hint: str | None = None) -> None:
+    """``warning: MESSAGE`` and ``hint: HINT`` on stderr, secret values redacted."""
+    err.print(f"[yellow]warning:[/] {escape(redact_text(message))}", markup=True, highlight=False)
+    if hint:
+        err.print(f"[yellow]hint:[/] {escape(redact_text(hint))}", markup=True, highlight=False)
+
+
 def print_error(error: NrlK8sError) -> None:
     """``error: MESSAGE`` and ``hint: HINT`` on stderr, secret values redacted (a message may echo input)."""
     err.print(f"[bold red]error:[/] {escape(redact_text(error.message))}", markup=True, highlight=False)

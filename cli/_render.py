@@ -24,6 +24,7 @@ def render_summary(s: dict) -> None:
         ("namespace", f"{s['namespace']} (from {s['namespace_source']})"),
         ("image", s["image"] or "(not set)"),
         ("rayjob", s["rayjob"]),
+        ("run", "--raycluster (launch.mode: bringup)" if s["flow"] == "raycluster" else "--rayjob"),
         ("run id", s["run_id"]),
     ]
     for label, value in rows:

@@ -30,7 +30,7 @@ def check(
     from nrl_k8s.plan import plan_longlived, plan_run
     from nrl_k8s.summary import bundle, summarize
 
-    from ._console import err
+    from ._console import err, print_warning
     from ._render import render_summary
 
     if output is not None and (output.is_dir() or not output.parent.is_dir()):
@@ -40,7 +40,10 @@ def check(
         raise ConfigError(f"--output {output}: unknown format {output.suffix!r}", hint="use a .yaml, .yml or .json file")
     cfg = load(ctx, recipe, overrides, infra)
     plan = plan_run(cfg)
-    render_summary(summarize(cfg, plan, show_secrets=show_secrets))
+    summary = summarize(cfg, plan, show_secrets=show_secrets)
+    render_summary(summary)
+    for warning in summary["warnings"]:
+        print_warning(warning["message"], warning["hint"])
     _probe_cluster(ctx, cfg, plan.manifests() + plan_longlived(cfg).manifests())  # what either flow applies
     if output is not None:
         data = bundle(cfg, plan, show_secrets=show_secrets)

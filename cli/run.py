@@ -1,11 +1,14 @@
-"""`nrl-k8s run --rayjob | --raycluster`: inference first, then training."""
+"""`nrl-k8s run --rayjob | --raycluster`: inference first, then training.
+
+Without either flag the infra's ``launch.mode`` picks the flow (bringup: --raycluster, else
+--rayjob); a flag given wins.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
-from click.core import ParameterSource
 
 from ._common import DashboardUrlOpt, InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, load, print_manifests
 
@@ -19,9 +22,11 @@ def run(
     recipe: RecipeArg,
     overrides: OverridesArg = None,
     infra: InfraOpt = None,
-    rayjob: Annotated[bool, typer.Option("--rayjob", help="Ephemeral RayJob flow (the default).")] = False,
+    rayjob: Annotated[bool, typer.Option(
+        "--rayjob", help="Ephemeral RayJob flow (the default unless the infra sets launch.mode: bringup).")] = False,
     raycluster: Annotated[bool, typer.Option(
-        "--raycluster", help="Long-lived flow: keep the RayClusters and DGDs up, submit the driver to them.")] = False,
+        "--raycluster", help="Long-lived flow: keep the RayClusters and DGDs up, submit the driver to them "
+        "(the default with launch.mode: bringup).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every object the run would apply; apply nothing.")] = False,
     show_secrets: ShowSecretsOpt = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the job until it ends (exit 0 only on SUCCEEDED).")] = True,
@@ -47,14 +52,15 @@ def run(
 
     if rayjob and raycluster:
         raise ConfigError("--rayjob and --raycluster are mutually exclusive", hint="pick one flow")
-    wrong = _RAYJOB_ONLY if raycluster else _RAYCLUSTER_ONLY
-    given = [p.opts[0] for p in ctx.command.params if p.name in wrong
-             and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE]
-    if given:
-        flow = "--raycluster" if raycluster else "--rayjob"
-        raise ConfigError(f"{', '.join(given)} cannot be used with {flow}",
-                          hint="see `nrl-k8s run --help`: [rayjob] and [raycluster] mark each flow's flags")
+    chosen = rayjob or raycluster
+    if chosen:
+        _refuse_other_flow_flags(ctx, raycluster, implied=False)
     cfg = load(ctx, recipe, overrides, infra)
+    if not chosen:
+        from nrl_k8s.plan import default_flow
+
+        raycluster = default_flow(cfg.infra) == "raycluster"
+        _refuse_other_flow_flags(ctx, raycluster, implied=True)
     if raycluster:
         _run_raycluster(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, dashboard_url=dashboard_url,
                         run_id=run_id, replace=replace, skip_daemons=skip_daemons, repo_root=repo_root,
@@ -80,6 +86,28 @@ def run(
     render_run_result(result)
     if wait and not result.succeeded:
         raise typer.Exit(1)
+
+
+def _refuse_other_flow_flags(ctx: typer.Context, raycluster: bool, *, implied: bool) -> None:
+    """Refuse the other flow's flags by name; ``implied``: the flow comes from launch.mode."""
+    from nrl_k8s.errors import ConfigError
+
+    wrong = _RAYJOB_ONLY if raycluster else _RAYCLUSTER_ONLY
+    given = [p.opts[0] for p in ctx.command.params if p.name in wrong
+             and _on_command_line(ctx, p.name)]
+    if given:
+        flow = "--raycluster" if raycluster else "--rayjob"
+        if implied:
+            flow += " (chosen by launch.mode: bringup)" if raycluster else " (the default without launch.mode: bringup)"
+        raise ConfigError(f"{', '.join(given)} cannot be used with {flow}",
+                          hint="see `nrl-k8s run --help`: [rayjob] and [raycluster] mark each flow's flags; "
+                          "a --rayjob or --raycluster flag overrides launch.mode")
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    # By name: typer ships its own copy of click, whose ParameterSource is not click.core's.
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def _print_dry_run(plan, show_secrets: bool) -> None:

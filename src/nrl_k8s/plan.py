@@ -45,6 +45,12 @@ class RunPlan:
                 *self.dra, self.rayjob]
 
 
+def default_flow(infra: dict) -> str:
+    """The flow `run` takes without --rayjob / --raycluster: "raycluster" (long-lived) with
+    ``launch.mode: bringup``, else "rayjob"."""
+    return "raycluster" if (infra.get("launch") or {}).get("mode") == "bringup" else "rayjob"
+
+
 def _same_namespace(dgds: dict[str, dict], namespace: str) -> None:
     for key, manifest in dgds.items():
         if manifest["metadata"]["namespace"] != namespace:
@@ -211,6 +217,33 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
     return LongLivedPlan(run_id=run_id, namespace=ns, infra=infra, recipe=final_recipe, notes=tuple(notes),
                          deployments=deployments, health=health, clusters=clusters, dra=dra,
                          env_secrets=env_secrets, dgds=dgds, ready_timeouts=timeouts, daemons=daemons, driver=driver)
+
+
+def unstaged_recipe_reads(infra: dict) -> list[tuple[str, str]]:
+    """(warning, fix) for each entrypoint that reads ``nrl_k8s_run.yaml`` where nothing stages it.
+
+    Only `run --raycluster` stages that file, in the working dir it uploads: the driver's with
+    ``launch.codeSource: upload``, a daemon's when it has ``rayUploadPaths``. `run --rayjob`
+    (the flow `run` takes unless ``launch.mode: bringup``) mounts the recipe elsewhere.
+    """
+    fix = f'read the recipe from "${recipe_mod.RECIPE_ENV}" (its path in every flow), not {DRIVER_RECIPE}'
+    launch = infra.get("launch") or {}
+    found = []
+    if DRIVER_RECIPE in (launch.get("entrypoint") or ""):
+        source = launch.get("codeSource") or "upload"
+        if source != "upload":
+            found.append((f"launch.entrypoint reads {DRIVER_RECIPE}, but with launch.codeSource {source} nothing "
+                          f"stages it: the driver starts in launch.codePath ({launch.get('codePath')})", fix))
+        elif default_flow(infra) == "rayjob":
+            found.append((f"launch.entrypoint reads {DRIVER_RECIPE}, which only run --raycluster stages; "
+                          "run --rayjob (what `nrl-k8s run` does unless launch.mode is bringup) does not",
+                          f"{fix}; or run with --raycluster (launch.mode: bringup)"))
+    for role, entry in sorted((infra.get("kuberay") or {}).items()):
+        daemon = (entry or {}).get("daemon") or {}
+        if DRIVER_RECIPE in (daemon.get("entrypoint") or "") and not daemon.get("rayUploadPaths"):
+            found.append((f"kuberay.{role}.daemon.entrypoint reads {DRIVER_RECIPE}, but the daemon uploads no "
+                          "working dir (no rayUploadPaths), so nothing stages it", fix))
+    return found
 
 
 def _daemon_entrypoint(daemon: dict, role: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .config import LoadedConfig
 from .kinds import dgd, raycluster
-from .plan import RunPlan, health_check, plan_longlived
+from .plan import RunPlan, default_flow, health_check, plan_longlived, unstaged_recipe_reads
 from .redact import redact
 from .unused import unused_fields
 
@@ -128,6 +128,7 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
         "image": infra.get("image"),
         "run_id": plan.run_id,
         "rayjob": plan.rayjob["metadata"]["name"],
+        "flow": default_flow(infra),
         "roles": [{**role_sizing(infra, role), **long_lived(infra, role)} for role in sorted(infra.get("kuberay") or {})],
         "deployments": _deployments(infra, plan),
         "entrypoint": launch.get("entrypoint"),
@@ -135,6 +136,7 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
         "dynamo": dynamo,
         "recipe_injection": _injection(plan),
         "unused": unused_fields(infra),
+        "warnings": [{"message": message, "hint": hint} for message, hint in unstaged_recipe_reads(infra)],
     }
     return summary if show_secrets else redact(summary)
 

@@ -3,16 +3,21 @@
 Derived from what the renderers consume: ``kinds.raycluster``, ``kinds.rayjob``,
 ``kinds.dgd``, ``kinds.deployment`` and ``recipe`` (driver entrypoint, launch env), and from
 what the long-lived flow (`run --raycluster`) reads: every role's ``daemon``, the Deployments'
-health checks and the driver's code source. A field counts as set when present and not None.
+health checks and the driver's code source (which ``workspace.kind`` rayUpload / lustre sets when
+``launch.codeSource`` is not), and from the flow `run` takes (``launch.mode`` rayjob / bringup).
+A field counts as set when present and neither None nor an empty mapping (a block of nulls, as
+the earlier launcher's defaults file writes them, sets nothing).
 """
 
 from __future__ import annotations
 
+from .config.schema import CODE_SOURCE_OF_WORKSPACE
 from .kinds.raycluster import ROLES
 
 # Whole blocks no implemented flow reads (reported per set key).
 _UNUSED_BLOCKS = ("submit",)
-_UNUSED_LAUNCH = ("mode", "runMode", "attach", "peerWatcher")
+_UNUSED_LAUNCH = ("runMode", "attach", "peerWatcher")
+_FLOW_MODES = ("rayjob", "bringup")  # launch.mode values `run` reads (plan.default_flow)
 # Storage blocks: which fields each volume kind reads.
 _STORAGE_FIELDS = {
     "workspace": ("kind", "pvcName", "mountPath", "hostPath", "size", "repoSubdir"),
@@ -21,6 +26,7 @@ _STORAGE_FIELDS = {
 }
 _READ_BY_KIND = {
     "pvc": {"kind", "pvcName", "mountPath"},
+    "lustre": {"kind", "pvcName", "mountPath"},
     "hostPath": {"kind", "mountPath", "hostPath"},
     "emptyDir": {"kind", "mountPath", "size"},
 }
@@ -32,19 +38,27 @@ def unused_fields(infra: dict) -> list[str]:
     for block in _UNUSED_BLOCKS:
         out += _set_keys(infra.get(block), block)
     launch = infra.get("launch") or {}
-    out += [f"launch.{k}" for k in _UNUSED_LAUNCH if launch.get(k) is not None]
+    if _set(launch.get("mode")) and launch["mode"] not in _FLOW_MODES:
+        out.append("launch.mode")
+    out += [f"launch.{k}" for k in _UNUSED_LAUNCH if _set(launch.get(k))]
     # upload (the default) packages rayUploadPaths; image and lustre start the driver in codePath.
     ignored = "codePath" if (launch.get("codeSource") or "upload") == "upload" else "rayUploadPaths"
-    if launch.get(ignored) is not None:
+    if _set(launch.get(ignored)):
         out.append(f"launch.{ignored}")
 
     for field, known in _STORAGE_FIELDS.items():
         cfg = infra.get(field) or {}
         read = _READ_BY_KIND.get(cfg.get("kind"), set())
-        out += [f"{field}.{k}" for k in known if cfg.get(k) is not None and k not in read and k != "kind"]
+        out += [f"{field}.{k}" for k in known if _set(cfg.get(k)) and k not in read and k != "kind"]
+    # workspace.kind auto mounts nothing and picks nothing; rayUpload stands for launch.codeSource
+    # upload, so it has no effect when launch.codeSource says otherwise.
+    kind = (infra.get("workspace") or {}).get("kind")
+    source = launch.get("codeSource") or "upload"
+    if kind == "auto" or (kind == "rayUpload" and source != CODE_SOURCE_OF_WORKSPACE[kind]):
+        out.append("workspace.kind")
 
     scheduler = infra.get("scheduler") or {}
-    if scheduler.get("queue") is not None and (scheduler.get("kind") or "default") == "default":
+    if _set(scheduler.get("queue")) and (scheduler.get("kind") or "default") == "default":
         out.append("scheduler.queue")
 
     kuberay = infra.get("kuberay") or {}
@@ -58,8 +72,8 @@ def unused_fields(infra: dict) -> list[str]:
             out.append(f"kuberay.{role}.segmentSize")
         sizing = resources.get(role) or {}
         if not entry:
-            out += [f"resources.{role}.{part}" for part in ("head", "worker") if sizing.get(part) is not None]
-        elif sizing.get("worker") is not None and not groups:
+            out += [f"resources.{role}.{part}" for part in ("head", "worker") if _set(sizing.get(part))]
+        elif _set(sizing.get("worker")) and not groups:
             out.append(f"resources.{role}.worker")
 
     for key, entry in (infra.get("deployments") or {}).items():
@@ -70,9 +84,13 @@ def unused_fields(infra: dict) -> list[str]:
 def _timeout_without_url(block: dict | None, prefix: str) -> list[str]:
     """``healthCheckTimeoutS`` bounds the wait for ``healthCheckUrl``: without a URL nothing waits."""
     block = block or {}
-    unused = block.get("healthCheckTimeoutS") is not None and block.get("healthCheckUrl") is None
+    unused = _set(block.get("healthCheckTimeoutS")) and block.get("healthCheckUrl") is None
     return [f"{prefix}.healthCheckTimeoutS"] if unused else []
 
 
 def _set_keys(block: dict | None, prefix: str) -> list[str]:
-    return [f"{prefix}.{k}" for k, v in (block or {}).items() if v is not None]
+    return [f"{prefix}.{k}" for k, v in (block or {}).items() if _set(v)]
+
+
+def _set(value) -> bool:
+    return value is not None and value != {}

@@ -109,6 +109,15 @@ def huge_number(tmp: Path) -> Case:
     return Case(check(infra=path), ("infra.yaml:40:", "dynamo.serving.readyTimeoutS", "out of range"))
 
 
+def interpolation_chain(line: Callable[[int], str], count: int, *words: str) -> Callable[[Path], Case]:
+    """Scratch keys _k0.._k<count-1> (each line(i)), the infra's image referring to the last."""
+    def case(tmp: Path) -> Case:
+        keys = "\n".join(f"_k{i}: {line(i)}" for i in range(count))
+        path = infra_with(tmp, "image: nvcr.io/nvidia/nemo-rl:v0.4.0", f"{keys}\nimage: ${{_k{count - 1}}}")
+        return Case(check(infra=path), ("infra.yaml: _k", *words))
+    return case
+
+
 def user_defaults(tmp: Path) -> Case:
     path = write(tmp, "defaults.yaml", "image: a:1\nimage: b:1\n")
     return Case(check(), ("defaults.yaml:2:", "image: duplicate key"), env={"NRL_K8S_DEFAULTS": str(path)})
@@ -148,6 +157,23 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     "1000-deep defaults chain": defaults_chain,
     "300-character defaults name": long_defaults_name,
     "400-digit readyTimeoutS": huge_number,
+    "text doubled through 20 keys": interpolation_chain(
+        lambda i: f"'${{_k{i - 1}}}${{_k{i - 1}}}'" if i else "x" * 1000, 20, "builds more than 4194304 characters"),
+    "lists doubled through 20 keys": interpolation_chain(
+        lambda i: f"['${{_k{i - 1}}}', '${{_k{i - 1}}}']" if i else "[1]", 20, "builds more than 50000 values"),
+    "numbers squared through 20 keys": interpolation_chain(
+        lambda i: f"'${{mul:${{_k{i - 1}}},${{_k{i - 1}}}}}'" if i else "10", 20, "out of the 64-bit integer range"),
+    "1000-key reference chain": interpolation_chain(
+        lambda i: f"'${{_k{i - 1}}}'" if i else "a", 1000, "nest too deeply"),
+    "interpolation nested 1000 deep": override(
+        "infra.image=" + "${oc.decode:" * 1000 + "x" + "}" * 1000, "image: interpolations and references nest too deeply"),
+    "unknown resolver": override("infra.image=${oc.create:x}", "image: unknown resolver 'oc.create'"),
+    "500k backslashes before a missing reference": lambda tmp: Case(
+        check(infra=infra_with(tmp, "image: nvcr.io/nvidia/nemo-rl:v0.4.0", "image: '" + "\\" * 500_000 + "x${nope}'")),
+        ("infra.yaml: image:", "refers to a missing key 'nope'")),
+    "500k dollars in an unterminated quote": lambda tmp: Case(
+        check(infra=infra_with(tmp, "image: nvcr.io/nvidia/nemo-rl:v0.4.0", "image: \"${oc.env:X,'" + "$" * 500_000 + "}\"")),
+        ("infra.yaml: image:", "unterminated quote")),
     "integer key in the recipe": lambda tmp: Case(check(recipe=DATA / "recipe_integer_key.yaml"), ("recipe_integer_key.yaml:3:", "key 1 is an integer")),
     # Duplicate keys: YAML keeps the last one silently.
     "duplicate key in the infra": lambda tmp: Case(check(infra=DATA / "infra_duplicate_key.yaml"), ("infra_duplicate_key.yaml:6:", "image: duplicate key (first set on line 2)")),

@@ -153,6 +153,53 @@ def test_check_shows_daemons_deployments_and_code(cli):
     assert "ACCEPTED BUT NOT USED" not in result.stdout
 
 
+FLOWS = {
+    "launch.mode bringup: long-lived": (["+infra.launch.mode=bringup"], "RayCluster"),
+    "launch.mode rayjob: RayJob": (["+infra.launch.mode=rayjob"], "RayJob"),
+    "--rayjob wins over bringup": (["+infra.launch.mode=bringup", "--rayjob"], "RayJob"),
+    "--raycluster wins over rayjob": (["+infra.launch.mode=rayjob", "--raycluster"], "RayCluster"),
+    "bringup takes --raycluster's flags": (["+infra.launch.mode=bringup", "--run-id", "r1", "--skip-daemons"], "RayCluster"),
+}
+
+
+@pytest.mark.parametrize("args, training_kind", FLOWS.values(), ids=FLOWS)
+def test_launch_mode_picks_the_flow_of_run(cli, args, training_kind):
+    result = cli("run", "--dry-run", *LONG_LIVED, *args)
+    assert result.exit_code == 0, result.stderr
+    kinds = [d["kind"] for d in yaml.safe_load_all(result.stdout)]
+    assert training_kind in kinds and ({"RayJob", "RayCluster"} - {training_kind}).isdisjoint(kinds), kinds
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["+infra.launch.mode=bringup", "--driver-grace", "5"], "--driver-grace cannot be used with --raycluster (chosen by launch.mode: bringup)"),
+        (["--replace"], "--replace cannot be used with --rayjob (the default without launch.mode: bringup)"),
+    ],
+    ids=["rayjob-flag-with-bringup", "raycluster-flag-by-default"],
+)
+def test_the_other_flows_flags_are_refused(cli, args, message):
+    result = cli("run", "--dry-run", *LONG_LIVED, *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "overrides launch.mode" in result.stderr
+
+
+def test_check_shows_the_flow_and_warns_about_an_unstaged_recipe(cli):
+    reads = "infra.launch.entrypoint=python3 driver.py --config nrl_k8s_run.yaml"
+    result = cli("check", *LONG_LIVED, reads)
+    assert result.exit_code == 0, result.stderr
+    assert "run        --rayjob" in result.stdout
+    lines = result.stderr.splitlines()
+    assert lines[0] == ("warning: launch.entrypoint reads nrl_k8s_run.yaml, which only run --raycluster stages; "
+                        "run --rayjob (what `nrl-k8s run` does unless launch.mode is bringup) does not")
+    assert lines[1].startswith('hint: read the recipe from "$NRL_K8S_RECIPE" (its path in every flow)')
+    bringup = cli("check", *LONG_LIVED, reads, "+infra.launch.mode=bringup")
+    assert bringup.exit_code == 0, bringup.stderr
+    assert "run        --raycluster (launch.mode: bringup)" in bringup.stdout
+    assert "warning" not in bringup.stderr
+
+
 def _write(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text)

@@ -185,6 +185,74 @@ def test_missing_user_defaults_from_env_var_is_an_error(tmp_path):
         load(tmp_path, {"recipe.yaml": RECIPE, "infra.yaml": INFRA}, NRL_K8S_DEFAULTS=str(tmp_path / "gone.yaml"))
 
 
+# An infra-side file may hold its body under `infra:` (the earlier launcher's defaults file does).
+WRAPPED_USER = "infra:\n  labels: {owner: me, team: a}\n  scheduler: {kind: kai, queue: q}\n"
+
+
+@pytest.mark.parametrize(
+    "files, env, expected",
+    [
+        ({"home/.config/nrl-k8s/defaults.yaml": WRAPPED_USER, "infra.yaml": "labels: {team: b}\n"}, {},
+         {"labels": {"owner": "me", "team": "b"}, "scheduler": {"kind": "kai", "queue": "q"}}),
+        ({"mine.yaml": WRAPPED_USER, "infra.yaml": "image: x\n"}, {"NRL_K8S_DEFAULTS": "mine.yaml"},
+         {"labels": {"owner": "me", "team": "a"}}),
+        ({"infra.yaml": "infra:\n  image: wrapped\n"}, {}, {"image": "wrapped"}),
+        ({"p.yaml": "infra:\n  image: parent\n  rayVersion: p\n", "infra.yaml": "defaults: p.yaml\nimage: child\n"}, {},
+         {"image": "child", "rayVersion": "p"}),
+        ({"p.yaml": "image: parent\nrayVersion: p\n", "infra.yaml": "defaults: p.yaml\ninfra:\n  image: child\n"}, {},
+         {"image": "child", "rayVersion": "p"}),
+        ({"p.yaml": "rayVersion: p\n", "infra.yaml": "infra:\n  defaults: p.yaml\n  image: child\n"}, {},
+         {"image": "child", "rayVersion": "p"}),
+        ({"infra.yaml": "_base: &b {owner: me}\n_img: img:9\ninfra:\n  labels: *b\n  image: ${_img}\n"}, {},
+         {"labels": {"owner": "me"}, "image": "img:9"}),
+        ({"home/.config/nrl-k8s/defaults.yaml": "infra:\n  imagePullSecrets: []\n  serviceAccount: null\n",
+          "infra.yaml": "image: x\n"}, {}, {"imagePullSecrets": []}),
+    ],
+    ids=["user-defaults", "user-defaults-from-env-var", "infra-file", "wrapped-parent", "wrapped-child-top-level-defaults",
+         "defaults-inside-the-wrapper", "scratch-keys-beside-the-wrapper", "nulls-unset"],
+)
+def test_infra_files_may_wrap_their_body_in_infra(tmp_path, files, env, expected):
+    env = {k: str(tmp_path / v) for k, v in env.items()}
+    cfg = load(tmp_path, {"recipe.yaml": RECIPE, **files}, **env)
+    for key, value in expected.items():
+        assert cfg.infra[key] == value
+    assert "infra" not in cfg.infra and "defaults" not in cfg.infra and "_img" not in cfg.infra
+
+
+def test_bundled_infra_parent_may_be_wrapped(tmp_path):
+    cfg = load(tmp_path, {"recipe.yaml": RECIPE + "infra:\n  defaults: common.yaml\n  image: child\n",
+                          "common.yaml": "infra:\n  serviceAccount: sa\n"}, infra=None)
+    assert (cfg.infra["image"], cfg.infra["serviceAccount"]) == ("child", "sa")
+
+
+@pytest.mark.parametrize(
+    "files, message, hint",
+    [
+        ({"infra.yaml": "infra: [a]\n"}, "infra.yaml: 'infra' must be a mapping, got list", "key: value"),
+        ({"infra.yaml": "image: x\ninfra:\n  namespace: n\n"}, "infra.yaml: image: set beside an 'infra:' block",
+         "move 'image' under 'infra:'"),
+        ({"p.yaml": "image: p\n", "infra.yaml": "defaults: p.yaml\ninfra:\n  defaults: p.yaml\n"},
+         "infra.yaml: defaults: set both at the top and under 'infra:'", "one `defaults:`"),
+        ({"home/.config/nrl-k8s/defaults.yaml": "infra:\n  imagee: x\n", "infra.yaml": "image: x\n"},
+         "defaults.yaml: unknown infra key 'imagee'", "did you mean 'image'?"),
+    ],
+    ids=["not-a-mapping", "key-beside-the-wrapper", "two-defaults", "unknown-key-names-the-defaults-file"],
+)
+def test_wrapped_infra_errors(tmp_path, files, message, hint):
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, {"recipe.yaml": RECIPE, **files})
+    assert message in err.value.message
+    assert hint in err.value.hint
+
+
+def test_recipe_files_are_never_unwrapped(tmp_path):
+    """In a recipe (and its parents) `infra:` is the bundled infra block, not a wrapper."""
+    cfg = load(tmp_path, {"p.yaml": "policy: {lr: 1}\ninfra:\n  image: p\n", "recipe.yaml": "defaults: p.yaml\ngrpo: {x: 1}\n"},
+               infra=None)
+    assert cfg.recipe == {"policy": {"lr": 1}, "grpo": {"x": 1}}
+    assert cfg.infra["image"] == "p"
+
+
 @pytest.mark.parametrize(
     "overrides, recipe_expected, infra_key, infra_expected",
     [
@@ -343,3 +411,31 @@ def test_loading_does_not_import_cluster_libraries():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_an_earlier_launcher_pair_loads_unchanged(tmp_path):
+    """Its defaults file (wrapped in infra:, its enum values) and an infra file written with OmegaConf
+    interpolation load as they did there; what nrl-k8s does not use is listed, nothing is dropped."""
+    from nrl_k8s.plan import default_flow, unstaged_recipe_reads
+    from nrl_k8s.unused import unused_fields
+
+    upstream = Path(__file__).parent / "data" / "upstream"
+    write(tmp_path, {"recipe.yaml": RECIPE})
+    cfg = load_config(tmp_path / "recipe.yaml", (), upstream / "run.infra.yaml",
+                      env=env_for(tmp_path, NRL_K8S_DEFAULTS=str(upstream / "defaults.yaml"), IMAGE_TAG="v9"))
+    infra = cfg.infra
+    assert (infra["namespace"], infra["image"], infra["labels"]) == ("rl-team", "nvcr.io/nvidia/nemo-rl:v9",
+                                                                      {"nrl-k8s/owner": "alice"})
+    group = infra["kuberay"]["training"]["spec"]["workerGroupSpecs"][0]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (4, 4, 4)
+    assert group["template"]["metadata"]["annotations"] == {"nrl-k8s.io/group": "gpu-x4"}
+    assert group["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    assert infra["launch"]["env"] == {"TOTAL_GPUS": "32"}
+    assert 'mkdir -p "${LOG_DIR}"' in infra["launch"]["entrypoint"] and "cluster.num_nodes=4" in infra["launch"]["entrypoint"]
+    assert infra["launch"]["codeSource"] == "upload" and default_flow(infra) == "raycluster"
+    assert unstaged_recipe_reads(infra) == []
+    assert unused_fields(infra) == [
+        "submit.kind", "submit.portForward", "submit.devPod", "submit.localDashboardPort", "submit.submitter",
+        "submit.execTmpDir", "launch.runMode", "launch.peerWatcher", "workspace.mountPath", "workspace.repoSubdir",
+        "hf_cache.mountPath", "checkpoints.mountPath",
+    ]

@@ -225,11 +225,11 @@ def test_dynamo_entry_gets_default_ready_timeout():
         ("launch", "single", "launch", "expected a mapping, got string 'single'"),
         ("dynamo", ["x"], "dynamo", "expected a mapping, got list"),
         ("scheduler.kind", "volcano", "scheduler.kind", "expected one of default|kai|kueue, got string 'volcano'"),
-        ("launch.mode", "multi", "launch.mode", "expected one of single|disagg|attach"),
+        ("launch.mode", "multi", "launch.mode", "expected one of single|disagg|attach|rayjob|bringup"),
         ("launch.runMode", "daemon", "launch.runMode", "expected one of interactive|batch"),
         ("launch.codeSource", "git", "launch.codeSource", "expected one of upload|image|lustre"),
         ("submit.submitter", "ssh", "submit.submitter", "expected one of portForward|exec"),
-        ("workspace.kind", "nfs", "workspace.kind", "expected one of pvc|hostPath|emptyDir"),
+        ("workspace.kind", "nfs", "workspace.kind", "expected one of pvc|lustre|hostPath|emptyDir|rayUpload|auto"),
         ("dynamo.gen.readyTimeoutS", 0, "dynamo.gen.readyTimeoutS", "expected a number >= 1, got integer 0"),
         ("kuberay.gym.segmentSize", -2, "kuberay.gym.segmentSize", "expected a number >= 1"),
         ("deployments.gym-server.healthCheckTimeoutS", 0, "deployments.gym-server.healthCheckTimeoutS", ">= 1"),
@@ -315,7 +315,7 @@ def test_kubernetes_rules_name_key_and_file(path, value, key, message):
         ("zzz", 1, "allowed keys here: namespace, image,"),
         ("rayVersion", 2.4, 'quote the value to make it a string, e.g. rayVersion: "2.4"'),
         ("image", True, 'image: "true"'),
-        ("launch.mode", "x", "use one of: single, disagg, attach"),
+        ("launch.mode", "x", "use one of: single, disagg, attach, rayjob, bringup"),
     ],
     ids=["typo-suggestion", "allowed-keys", "quote-number", "quote-bool", "enum-choices"],
 )
@@ -349,3 +349,76 @@ def test_errors_name_the_layer_that_set_the_key(key, layer, expected_file):
         validate(merged, provenance)
     assert err.value.message.startswith(f"{expected_file}: ")
     assert f"'{key}'" in err.value.message
+
+
+# Values the earlier launcher accepts: each is accepted here (and acts, or `check` lists it unused:
+# tests/unit/test_unused.py).
+UPSTREAM_VALUES = [
+    ("workspace", {"kind": "rayUpload"}),
+    ("workspace", {"kind": "auto"}),
+    ("workspace", {"kind": "lustre", "pvcName": "fsx", "mountPath": "/mnt/ws"}),
+    ("hf_cache", {"kind": "none"}),
+    ("hf_cache", {"kind": "lustre", "pvcName": "fsx", "mountPath": "/hf"}),
+    ("checkpoints", {"kind": "none"}),
+    ("checkpoints", {"kind": "lustre", "pvcName": "fsx", "mountPath": "/ckpt"}),
+    ("submit.portForward", "auto"),
+    ("submit.portForward", "kubectl-ray-plugin"),
+    ("submit.portForward", "kubectl-port-forward"),
+    ("submit.portForward", True),
+    ("submit.portForward", False),
+    ("launch.mode", "rayjob"),
+    ("launch.mode", "bringup"),
+]
+
+
+@pytest.mark.parametrize("path, value", UPSTREAM_VALUES,
+                         ids=[f"{p}={v['kind'] if isinstance(v, dict) else v}" for p, v in UPSTREAM_VALUES])
+def test_upstream_values_are_accepted(path, value):
+    result = check(with_value(path, value))
+    node = result
+    for part in path.split("."):
+        node = node[part]
+    assert node == value
+
+
+@pytest.mark.parametrize(
+    "workspace, launch, expected",
+    [
+        ({"kind": "rayUpload"}, {}, "upload"),
+        ({"kind": "lustre", "pvcName": "fsx", "mountPath": "/ws"}, {"codePath": "/ws/rl"}, "lustre"),
+        ({"kind": "rayUpload"}, {"codeSource": "image", "codePath": "/opt/rl"}, "image"),
+        ({"kind": "lustre", "pvcName": "fsx", "mountPath": "/ws"}, {"codeSource": "upload"}, "upload"),
+        ({"kind": "auto"}, {}, None),
+        ({"kind": "pvc", "pvcName": "ws", "mountPath": "/ws"}, {}, None),
+    ],
+    ids=["rayUpload-uploads", "lustre-runs-from-lustre", "explicit-code-source-wins", "explicit-upload-wins",
+         "auto-sets-nothing", "pvc-sets-nothing"],
+)
+def test_workspace_kind_sets_the_code_source(workspace, launch, expected):
+    result = check({"workspace": workspace, "launch": launch})
+    assert result["launch"].get("codeSource") == expected
+
+
+def test_lustre_workspace_needs_a_code_path():
+    with pytest.raises(ConfigError) as err:
+        check({"workspace": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/ws"}})
+    assert err.value.message == (f"{SOURCE}: infra key 'workspace.kind': 'lustre' makes launch.codeSource lustre, "
+                                 "which requires 'launch.codePath'")
+    assert "set launch.codePath" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        ("submit.portForward", "yes", "expected one of auto|kubectl-ray-plugin|kubectl-port-forward|true|false"),
+        ("submit.portForward", 1, "expected boolean or string, got integer 1"),
+        ("hf_cache", {"kind": "rayUpload"}, "expected one of pvc|lustre|emptyDir|none"),
+        ("checkpoints", {"kind": "lustre", "mountPath": "/c"}, "'lustre' requires 'checkpoints.pvcName'"),
+        ("workspace", {"kind": "lustre", "pvcName": "fsx"}, "'lustre' requires 'workspace.mountPath'"),
+    ],
+    ids=["port-forward-word", "port-forward-number", "hf-cache-kind", "lustre-needs-pvc", "lustre-needs-mount"],
+)
+def test_upstream_value_errors(path, value, message):
+    with pytest.raises(ConfigError) as err:
+        check(with_value(path, value))
+    assert message in err.value.message

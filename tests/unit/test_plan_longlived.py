@@ -14,7 +14,7 @@ from nrl_k8s.config.loader import load_config
 from nrl_k8s.dashboard import Dashboard
 from nrl_k8s.errors import ConfigError, ResourceFailed
 from nrl_k8s.longlived import latest_daemon_job, submit_daemon
-from nrl_k8s.plan import DRIVER_RECIPE, Code, Submission, plan_longlived
+from nrl_k8s.plan import DRIVER_RECIPE, Code, Submission, default_flow, plan_longlived, unstaged_recipe_reads
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = (ROOT / "examples/sandbox_longlived.yaml", ROOT / "examples/sandbox_longlived.infra.yaml")
@@ -171,3 +171,42 @@ def test_records_are_private_and_the_latest_wins(tmp_path, monkeypatch):
     assert stat.S_IMODE(first.stat().st_mode) == 0o600
     assert stat.S_IMODE(first.parent.stat().st_mode) == 0o700
     assert runs.load()["run_id"] == "b-2" and runs.load("a-1")["run_id"] == "a-1"
+
+
+@pytest.mark.parametrize(
+    "launch, flow",
+    [({}, "rayjob"), ({"mode": "rayjob"}, "rayjob"), ({"mode": "bringup"}, "raycluster"), ({"mode": "single"}, "rayjob")],
+    ids=["unset", "rayjob", "bringup", "single"],
+)
+def test_launch_mode_picks_the_default_flow(launch, flow):
+    assert default_flow({"launch": launch}) == flow
+
+
+READS = f"python run.py --config {DRIVER_RECIPE}"
+READING_DAEMON = {"name": "g", "daemon": {"entrypoint": f"python serve.py {DRIVER_RECIPE}"}}
+
+
+@pytest.mark.parametrize(
+    "infra, warned",
+    [
+        ({"launch": {"entrypoint": READS}}, ["launch.entrypoint reads nrl_k8s_run.yaml, which only run --raycluster stages"]),
+        ({"launch": {"entrypoint": READS, "mode": "rayjob"}}, ["which only run --raycluster stages"]),
+        ({"launch": {"entrypoint": READS, "mode": "bringup"}}, []),
+        ({"launch": {"entrypoint": READS, "mode": "bringup", "codeSource": "image", "codePath": "/opt/rl"}},
+         ["but with launch.codeSource image nothing stages it: the driver starts in launch.codePath (/opt/rl)"]),
+        ({"launch": {"entrypoint": READS, "codeSource": "lustre", "codePath": "/lustre/rl"}},
+         ["with launch.codeSource lustre nothing stages it"]),
+        ({"launch": {"entrypoint": 'python run.py --config "$NRL_K8S_RECIPE"'}}, []),
+        ({"launch": {"mode": "bringup"}, "kuberay": {"gym": READING_DAEMON}},
+         ["kuberay.gym.daemon.entrypoint reads nrl_k8s_run.yaml, but the daemon uploads no working dir"]),
+        ({"kuberay": {"gym": {**READING_DAEMON, "daemon": {**READING_DAEMON["daemon"], "rayUploadPaths": ["gym"]}}}}, []),
+    ],
+    ids=["upload-default-flow", "upload-rayjob", "upload-bringup", "image", "lustre", "reads-the-env-var",
+         "daemon-without-upload", "daemon-with-upload"],
+)
+def test_unstaged_recipe_reads_are_warned_with_the_fix(infra, warned):
+    found = unstaged_recipe_reads(infra)
+    assert len(found) == len(warned)
+    for (message, fix), expected in zip(found, warned):
+        assert expected in message
+        assert '"$NRL_K8S_RECIPE"' in fix

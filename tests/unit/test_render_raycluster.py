@@ -187,6 +187,26 @@ FIELD_CASES = [
         lambda s: (pods(s)[0]["volumes"], pods(s)[0]["containers"][0]["volumeMounts"]),
         ([{"name": "checkpoints", "emptyDir": {}}], [{"name": "checkpoints", "mountPath": "/ckpt"}]),
     ),
+    # The earlier launcher's kinds: lustre is a (Lustre-backed) PVC; none, rayUpload and auto mount nothing.
+    *(
+        (
+            f"{field} lustre is its PVC",
+            {field: {"kind": "lustre", "pvcName": "fsx", "mountPath": "/mnt"}},
+            lambda s, name=name: (pods(s)[0]["volumes"], pods(s)[0]["containers"][0]["volumeMounts"]),
+            ([{"name": name, "persistentVolumeClaim": {"claimName": "fsx"}}], [{"name": name, "mountPath": "/mnt"}]),
+        )
+        for field, name in (("workspace", "workspace"), ("hf_cache", "hf-cache"), ("checkpoints", "checkpoints"))
+    ),
+    *(
+        (
+            f"{field} {kind} mounts nothing",
+            {field: {"kind": kind, "pvcName": "fsx", "mountPath": "/mnt"}},
+            lambda s: [p.get("volumes") for p in pods(s)],
+            [None, None],
+        )
+        for field, kind in (("workspace", "rayUpload"), ("workspace", "auto"), ("hf_cache", "none"),
+                            ("checkpoints", "none"))
+    ),
 ]
 
 

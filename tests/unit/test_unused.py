@@ -185,6 +185,7 @@ CASES = [
     ("hostPath workspace reads hostPath", {"workspace": {"kind": "hostPath", "hostPath": "/d", "mountPath": "/w", "pvcName": "x"}}, ["workspace.pvcName"]),
     ("emptyDir workspace reads size", {"workspace": {"kind": "emptyDir", "size": "1Gi", "mountPath": "/w"}}, []),
     ("None counts as unset", {"submit": {"kind": None}, "launch": {"mode": None}}, []),
+    ("an empty block (nulls dropped) counts as unset", {"launch": {"attach": {}}, "resources": {"gym": {"head": {}}}}, []),
     ("upload (the default) ignores codePath", {"launch": {"codePath": "/c", "rayUploadPaths": ["a"]}}, ["launch.codePath"]),
     (
         "image and lustre ignore rayUploadPaths",
@@ -209,6 +210,30 @@ CASES = [
         "resources for a role that is not declared",
         {"resources": {"gym": {"head": {"cpu": 1}, "worker": {"cpu": 1}}}},
         ["resources.gym.head", "resources.gym.worker"],
+    ),
+    # The earlier launcher's values: each acts, or is listed.
+    ("launch.mode rayjob picks run's flow", {"launch": {"mode": "rayjob"}}, []),
+    ("launch.mode bringup picks run's flow", {"launch": {"mode": "bringup"}}, []),
+    *((f"launch.mode {mode} is listed", {"launch": {"mode": mode}}, ["launch.mode"]) for mode in ("single", "disagg")),
+    *((f"submit.portForward {value} is listed", {"submit": {"portForward": value}}, ["submit.portForward"])
+      for value in ("auto", "kubectl-ray-plugin", "kubectl-port-forward", True, False)),
+    ("workspace rayUpload uploads (the code source)", {"workspace": {"kind": "rayUpload"}, "launch": {"codeSource": "upload"}}, []),
+    (
+        "workspace rayUpload under another code source is listed, as are its volume fields",
+        {"workspace": {"kind": "rayUpload", "mountPath": "/mnt", "repoSubdir": "w"}, "launch": {"codeSource": "image", "codePath": "/c"}},
+        ["workspace.mountPath", "workspace.repoSubdir", "workspace.kind"],
+    ),
+    ("workspace auto is listed", {"workspace": {"kind": "auto"}}, ["workspace.kind"]),
+    (
+        "lustre mounts its PVC (with any code source)",
+        {"workspace": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/ws"}, "launch": {"codeSource": "image", "codePath": "/c"},
+         "hf_cache": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/hf"}},
+        [],
+    ),
+    (
+        "none mounts nothing: its other fields are listed",
+        {"hf_cache": {"kind": "none", "mountPath": "/root/.cache/huggingface"}, "checkpoints": {"kind": "none", "pvcName": "c"}},
+        ["hf_cache.mountPath", "checkpoints.pvcName"],
     ),
     (
         "segmentSize that splits something is used",

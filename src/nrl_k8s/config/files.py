@@ -2,6 +2,9 @@
 
 A chain is at most ``MAX_DEFAULTS_DEPTH`` files deep and one file's chains read at most
 ``MAX_DEFAULTS_READS`` files (a parent listed by several files counts each time).
+
+Infra files may wrap their body in ``infra:`` (the earlier launcher's own defaults file does):
+read with ``wrapper="infra"``, each file of a chain is unwrapped on its own (see ``_unwrapped``).
 """
 
 from __future__ import annotations
@@ -54,13 +57,17 @@ def merge_layers(layers: list[Layer]) -> dict:
     return merged
 
 
-def file_layers(path: Path) -> list[Layer]:
-    """The layers of one file: its `defaults:` parents (recursively) first, then the file itself."""
-    return _Inheritance().file(resolve(path), ())
+def file_layers(path: Path, *, wrapper: str | None = None) -> list[Layer]:
+    """The layers of one file: its `defaults:` parents (recursively) first, then the file itself.
+
+    With ``wrapper``, a file (and each parent) whose body sits under that key is unwrapped.
+    """
+    return _Inheritance(wrapper).file(resolve(path), ())
 
 
-def block_layers(block: Any, declared_in: Path, key: str) -> list[Layer]:
-    """The layers of a mapping embedded in `declared_in` under `key` (e.g. a bundled `infra:` block)."""
+def block_layers(block: Any, declared_in: Path, key: str, *, wrapper: str | None = None) -> list[Layer]:
+    """The layers of a mapping embedded in `declared_in` under `key` (e.g. a bundled `infra:` block);
+    ``wrapper`` as for ``file_layers`` (for the parents its `defaults:` name)."""
     if block is None:
         return []
     if not isinstance(block, dict):
@@ -68,14 +75,15 @@ def block_layers(block: Any, declared_in: Path, key: str) -> list[Layer]:
             f"{declared_in}: '{key}' must be a mapping, got {type(block).__name__}",
             hint=f"write '{key}:' as a block of `key: value` pairs",
         )
-    return _Inheritance().expand(dict(block), declared_in, (declared_in,), where=f"{declared_in}: {key}.defaults")
+    return _Inheritance(wrapper).expand(dict(block), declared_in, (declared_in,), where=f"{declared_in}: {key}.defaults")
 
 
 class _Inheritance:
     """Follows `defaults:` parents, refusing cycles and chains that are too deep or too many."""
 
-    def __init__(self) -> None:
+    def __init__(self, wrapper: str | None = None) -> None:
         self.reads = 0
+        self.wrapper = wrapper
 
     def file(self, path: Path, stack: tuple[Path, ...]) -> list[Layer]:
         if path in stack:
@@ -87,7 +95,10 @@ class _Inheritance:
                 f"{stack[-1]}: defaults: the `defaults:` chains read more than {MAX_DEFAULTS_READS} files",
                 hint="list fewer parents: each parent and its own parents are read again for every file that lists them",
             )
-        return self.expand(load_mapping(path), path, (*stack, path), where=f"{path}: defaults")
+        data = load_mapping(path)
+        if self.wrapper is not None:
+            data = _unwrapped(data, path, self.wrapper)
+        return self.expand(data, path, (*stack, path), where=f"{path}: defaults")
 
     def expand(self, data: dict, declared_in: Path, stack: tuple[Path, ...], where: str) -> list[Layer]:
         parents = data.pop("defaults", None)
@@ -108,6 +119,33 @@ class _Inheritance:
             layers.extend(self.file(parent, stack))
         layers.append((declared_in, data))
         return layers
+
+
+def _unwrapped(data: dict, path: Path, wrapper: str) -> dict:
+    """The body of a file written as ``{wrapper: {...}}``: the body, plus the file's own
+    ``defaults:`` and ``_`` scratch keys (``${_x}`` stays reachable); any other key beside the
+    wrapper is an error, not dropped."""
+    if wrapper not in data:
+        return data
+    body = data[wrapper]
+    if not isinstance(body, dict):
+        raise ConfigError(
+            f"{path}: '{wrapper}' must be a mapping, got {type(body).__name__}",
+            hint=f"write '{wrapper}:' as a block of `key: value` pairs",
+        )
+    beside = [key for key in data if key not in (wrapper, "defaults") and not str(key).startswith("_")]
+    if beside:
+        raise ConfigError(
+            f"{path}: {beside[0]}: set beside an '{wrapper}:' block that holds the rest of the file",
+            hint=f"move '{beside[0]}' under '{wrapper}:', or unwrap the whole file",
+        )
+    if "defaults" in data and "defaults" in body:
+        raise ConfigError(
+            f"{path}: defaults: set both at the top and under '{wrapper}:'",
+            hint="list every parent in one `defaults:`",
+        )
+    scratch = {key: value for key, value in data.items() if key not in (wrapper, "defaults")}
+    return {**({"defaults": data["defaults"]} if "defaults" in data else {}), **scratch, **body}
 
 
 def _parent_entries(parents: Any, where: str) -> list[str]:

@@ -19,6 +19,10 @@ from .overrides import apply_overrides, label, split_overrides
 from .provenance import Provenance
 from .schema import validate
 
+INFRA_WRAPPER = "infra"
+"""An infra file (user defaults, --infra file, any `defaults:` parent of one) may hold its body
+under this key, as the earlier launcher's defaults file does."""
+
 NamespaceSource = str
 """"infra" | "in-cluster" | "kube-context" | "default"."""
 
@@ -100,7 +104,7 @@ def _declared_infra(recipe_path: Path, recipe_layers: list[Layer], infra: str | 
         layer
         for path, data in recipe_layers
         if "infra" in data
-        for layer in block_layers(data.pop("infra"), path, "infra")
+        for layer in block_layers(data.pop("infra"), path, "infra", wrapper=INFRA_WRAPPER)
     ]
     if infra is None:
         if not bundled:
@@ -112,7 +116,7 @@ def _declared_infra(recipe_path: Path, recipe_layers: list[Layer], infra: str | 
             f"{recipe_path}: has an 'infra:' block and --infra {infra_path} was also given",
             hint="use either a bundled 'infra:' block or --infra, not both",
         )
-    return infra_path, file_layers(infra_path)
+    return infra_path, file_layers(infra_path, wrapper=INFRA_WRAPPER)
 
 
 def shipped_defaults_path() -> Path:
@@ -130,12 +134,12 @@ def user_defaults_path(env: Mapping[str, str]) -> Path | None:
 
 
 def _shipped_defaults() -> list[Layer]:
-    return file_layers(shipped_defaults_path())
+    return file_layers(shipped_defaults_path(), wrapper=INFRA_WRAPPER)
 
 
 def _user_defaults(env: Mapping[str, str]) -> list[Layer]:
     path = user_defaults_path(env)
-    return [] if path is None else file_layers(path)
+    return [] if path is None else file_layers(path, wrapper=INFRA_WRAPPER)
 
 
 def _drop_scratch(data: dict) -> dict:

@@ -59,9 +59,10 @@ class Scalar:
     def validate(self, value: Any, path: tuple, ctx: _Context) -> Any:
         if not any(_is(value, t) for t in self.types):
             raise ctx.expected(path, " or ".join(_TYPE_NAMES[t] for t in self.types), value)
-        if self.choices and value not in self.choices:
-            problem = f"expected one of {'|'.join(self.choices)}, got {describe(value)}"
-            raise ctx.error(path, problem, f"use one of: {', '.join(self.choices)}")
+        if self.choices and not any(value == c and type(value) is type(c) for c in self.choices):
+            shown = [str(c).lower() if isinstance(c, bool) else c for c in self.choices]
+            problem = f"expected one of {'|'.join(shown)}, got {describe(value)}"
+            raise ctx.error(path, problem, f"use one of: {', '.join(shown)}")
         if self.minimum is not None and _is(value, float) and value < self.minimum:
             raise ctx.error(path, f"expected a number >= {self.minimum}, got {describe(value)}", f"use a value of at least {self.minimum}")
         if self.maximum is not None and _is(value, float) and value > self.maximum:
@@ -231,11 +232,20 @@ def _subdomain(what: str) -> Rule:
 _ROLES = ("training", "generation", "gym")
 
 
+# Storage kinds that mount a volume; `lustre` (a Lustre-backed PVC, as the earlier launcher named it)
+# mounts `pvcName` like `pvc`. The others mount nothing: `none`; for the workspace `rayUpload` (the
+# code is uploaded: launch.codeSource upload) and `auto` (accepted, not used: `check` lists it).
+MOUNTED_KINDS = ("pvc", "lustre", "hostPath", "emptyDir")
+PVC_KINDS = ("pvc", "lustre")
+# The code source a workspace kind stands for when launch.codeSource is not set.
+CODE_SOURCE_OF_WORKSPACE = {"rayUpload": "upload", "lustre": "lustre"}
+
+
 def _volume(kinds: tuple[str, ...], **extra: Any) -> Struct:
-    rules = [Requires("kind", ("pvc",), "pvcName")]
+    rules = [Requires("kind", PVC_KINDS, "pvcName")]
     if "hostPath" in extra:
         rules.append(Requires("kind", ("hostPath",), "hostPath"))
-    rules.append(Requires("kind", kinds, "mountPath"))
+    rules.append(Requires("kind", tuple(k for k in kinds if k in MOUNTED_KINDS), "mountPath"))
     fields = {"kind": Scalar(choices=kinds), "pvcName": _subdomain("PVC name"), "mountPath": STR, **extra}
     return Struct(fields, required=("kind",), rules=tuple(rules))
 
@@ -304,12 +314,13 @@ INFRA_SCHEMA = Struct({
         "nccl_net": STR,
         "extra_env": StrMap(),
     }),
-    "workspace": _volume(("pvc", "hostPath", "emptyDir"), repoSubdir=STR, size=QUANTITY, hostPath=STR),
-    "hf_cache": _volume(("pvc", "emptyDir")),
-    "checkpoints": _volume(("pvc", "emptyDir")),
+    "workspace": _volume(("pvc", "lustre", "hostPath", "emptyDir", "rayUpload", "auto"),
+                         repoSubdir=STR, size=QUANTITY, hostPath=STR),
+    "hf_cache": _volume(("pvc", "lustre", "emptyDir", "none")),
+    "checkpoints": _volume(("pvc", "lustre", "emptyDir", "none")),
     "submit": Struct({
         "kind": STR,
-        "portForward": BOOL,
+        "portForward": Scalar((bool, str), choices=("auto", "kubectl-ray-plugin", "kubectl-port-forward", True, False)),
         "devPod": STR,
         "localDashboardPort": PORT,
         "submitter": Scalar(choices=("portForward", "exec")),
@@ -317,7 +328,8 @@ INFRA_SCHEMA = Struct({
     }),
     "launch": Struct(
         {
-            "mode": Scalar(choices=("single", "disagg", "attach")),
+            # rayjob / bringup: the flow `run` takes without --rayjob / --raycluster (plan.default_flow)
+            "mode": Scalar(choices=("single", "disagg", "attach", "rayjob", "bringup")),
             "runMode": Scalar(choices=("interactive", "batch")),
             "attach": Struct({role: STR for role in _ROLES}),
             "peerWatcher": BOOL,
@@ -337,8 +349,25 @@ INFRA_SCHEMA = Struct({
 
 
 def validate(infra: dict, provenance: Provenance) -> dict:
-    """Validate a merged infra mapping; return it normalised with schema defaults filled."""
-    return INFRA_SCHEMA.validate(infra, (), _Context(provenance))
+    """Validate a merged infra mapping; return it normalised with schema defaults filled
+    (and ``launch.codeSource`` from ``workspace.kind`` where unset)."""
+    ctx = _Context(provenance)
+    result = INFRA_SCHEMA.validate(infra, (), ctx)
+    _code_source_from_workspace(result, ctx)
+    return result
+
+
+def _code_source_from_workspace(infra: dict, ctx: _Context) -> None:
+    """``workspace.kind: rayUpload | lustre`` sets ``launch.codeSource`` (upload | lustre) unless it is set."""
+    kind = (infra.get("workspace") or {}).get("kind")
+    launch = infra.get("launch") or {}
+    if kind not in CODE_SOURCE_OF_WORKSPACE or launch.get("codeSource") is not None:
+        return
+    source = CODE_SOURCE_OF_WORKSPACE[kind]
+    if source == "lustre" and not launch.get("codePath"):
+        raise ctx.error(("workspace", "kind"), "'lustre' makes launch.codeSource lustre, which requires 'launch.codePath'",
+                        "set launch.codePath (where the code is on the Lustre volume), or set launch.codeSource")
+    infra["launch"] = {**launch, "codeSource": source}
 
 
 def field_paths(node: Any = INFRA_SCHEMA, prefix: str = "") -> list[str]:

@@ -13,8 +13,8 @@ template; explicit values in ``kuberay.ROLE.spec`` win unless stated otherwise:
   and ``extra_env`` as env on every container, never duplicating a name already set;
 - ``resources.ROLE.head|worker``: cpu/memory/gpu set as requests and limits of the Ray
   container (the first one) — these override the spec;
-- ``workspace``/``hf_cache``/``checkpoints`` (kind pvc|hostPath|emptyDir): a volume, mounted
-  in every container; ``hf_cache`` also sets ``HF_HOME``;
+- ``workspace``/``hf_cache``/``checkpoints`` (kind pvc|lustre|hostPath|emptyDir): a volume,
+  mounted in every container; ``hf_cache`` also sets ``HF_HOME``; other kinds mount nothing;
 - ``kuberay.ROLE.segmentSize`` N: a worker group with more than N replicas becomes
   ``<group>-seg<i>`` groups of at most N replicas, pods labelled ``nrl-k8s.io/segment``.
 """
@@ -25,6 +25,7 @@ import copy
 import math
 
 from .. import k8s_rules as rules
+from ..config.schema import MOUNTED_KINDS, PVC_KINDS
 from ..errors import InfraError
 from ..k8s_rules import Invalid
 from ..names import MAX_RAYCLUSTER_NAME_LEN, validate_name
@@ -329,28 +330,27 @@ def _add_env(container: dict, name: str, value: str) -> None:
 
 
 def storage_volume(infra: dict, field: str, volume_name: str) -> tuple[dict, str] | None:
-    """(volume, mountPath) for ``infra.FIELD`` (kind pvc|hostPath|emptyDir), None when not set.
+    """(volume, mountPath) for ``infra.FIELD`` (kind pvc|lustre|hostPath|emptyDir), None when it
+    mounts nothing (not set, none, rayUpload, auto).
 
     ``size`` (workspace only in the schema) becomes the emptyDir ``sizeLimit``.
     """
     cfg = infra.get(field) or {}
     kind = cfg.get("kind")
-    if kind in (None, "none"):
+    if kind not in MOUNTED_KINDS:
         return None
     mount_path = cfg.get("mountPath")
     if not mount_path:
         raise InfraError((field, "mountPath"), f"is required with kind {kind}", hint=f"set {field}.mountPath")
-    if kind == "pvc":
+    if kind in PVC_KINDS:
         if not cfg.get("pvcName"):
-            raise InfraError((field, "pvcName"), "is required with kind pvc", hint=f"set {field}.pvcName")
+            raise InfraError((field, "pvcName"), f"is required with kind {kind}", hint=f"set {field}.pvcName")
         return {"name": volume_name, "persistentVolumeClaim": {"claimName": cfg["pvcName"]}}, mount_path
     if kind == "hostPath":
         path = cfg.get("hostPath") or mount_path
         return {"name": volume_name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}, mount_path
-    if kind == "emptyDir":
-        empty = {"sizeLimit": str(cfg["size"])} if cfg.get("size") is not None else {}
-        return {"name": volume_name, "emptyDir": empty}, mount_path
-    raise InfraError((field, "kind"), f"unsupported kind {kind!r}", hint="use pvc, hostPath or emptyDir")
+    empty = {"sizeLimit": str(cfg["size"])} if cfg.get("size") is not None else {}  # emptyDir
+    return {"name": volume_name, "emptyDir": empty}, mount_path
 
 
 def _apply_storage(pod: dict, containers: list[dict], infra: dict) -> None:
