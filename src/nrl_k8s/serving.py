@@ -74,7 +74,7 @@ def probe_url(kube, url: str, namespace: str) -> int | None:
 
 
 def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *, up=_UP,
-              failed=lambda: None) -> bool:
+              failed=lambda: None, what: str | None = None) -> bool:
     """Wait until GET ``url`` answers with a status in ``up``. False (after a note) when the API
     server forbids services/proxy, so the caller can rely on its other gates. ``failed()``
     returning a reason (what should answer has died) ends the wait with ResourceFailed."""
@@ -86,7 +86,7 @@ def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit:
         try:
             status = probe_url(kube, url, namespace)
         except ForbiddenError as err:
-            emit(Waiting(label, f"cannot probe {url} ({err.message}); relying on pod readiness"))
+            emit(Waiting(label, f"cannot probe {what or url} ({err.message}); relying on pod readiness"))
             return False
         if status in up:
             return True
@@ -102,7 +102,7 @@ def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit:
 def wait_frontend(kube, label: str, name: str, namespace: str, deadline: float, emit: Emit) -> bool:
     """Gate 3. Returns False (after a warning) when the API server forbids services/proxy."""
     url = f"http://{dgd.frontend_service(name)}.{namespace}.svc:{dgd.FRONTEND_PORT}/v1/models"
-    return wait_http(kube, label, url, namespace, deadline, emit)
+    return wait_http(kube, label, url, namespace, deadline, emit, what="the frontend")
 
 
 def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit) -> None:

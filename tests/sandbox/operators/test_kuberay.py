@@ -29,9 +29,10 @@ def create(custom, plural: str, body: dict) -> dict:
 
 
 def ray_job(sandbox, job_id: str) -> dict | None:
-    """The job as the real Ray dashboard reports it (None: unknown there)."""
-    response = httpx.get(f"{sandbox.dashboard_url}/api/jobs/{job_id}", trust_env=False)
-    return None if response.status_code == 404 else response.raise_for_status().json()
+    """The job as the real (shared) Ray dashboard reports it, stored under its id scoped to its
+    RayCluster (``head_proxy.scoped``); None: unknown there."""
+    jobs = httpx.get(f"{sandbox.dashboard_url}/api/jobs/", trust_env=False).raise_for_status().json()
+    return next((j for j in jobs if (j.get("submission_id") or "").endswith(f"--{job_id}")), None)
 
 
 def status_of(name: str, *path: str):
@@ -71,8 +72,8 @@ def test_rayjob_runs_its_entrypoint_on_the_real_ray_head_then_its_cluster_is_gar
     assert status["startTime"] <= status["endTime"]
     assert proof.read_text() == f"ran-on-ray {INHERITED_ENV[1]} 0\n"
     real = ray_job(sandbox, status["jobId"])
-    assert (real["status"], real["submission_id"]) == ("SUCCEEDED", status["jobId"])
-    logs = httpx.get(f"{sandbox.dashboard_url}/api/jobs/{status['jobId']}/logs", trust_env=False).json()["logs"]
+    assert real["status"] == "SUCCEEDED"
+    logs = httpx.get(f"{sandbox.dashboard_url}/api/jobs/{real['submission_id']}/logs", trust_env=False).json()["logs"]
     assert "driver-output" in logs
 
     observe(rayclusters, field_selector=f"metadata.name={cluster_name}", until=lambda o: not o)
@@ -123,7 +124,7 @@ def test_service_proxy_reaches_the_real_ray_dashboard(sandbox, api, custom, rayc
     custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", name)
 
 
-def test_miss_driver_submission_stalls_running_until_the_job_is_submitted_by_hand(sandbox, custom, rayjobs, tmp_path):
+def test_miss_driver_submission_stalls_running_until_the_job_is_submitted_by_hand(sandbox, api, custom, rayjobs, tmp_path):
     name = unique("stall")
     proof = tmp_path / "rescued.txt"
     with sandbox.fault("miss-driver-submission"), History(rayjobs, field_selector=f"metadata.name={name}") as history:
@@ -136,7 +137,8 @@ def test_miss_driver_submission_stalls_running_until_the_job_is_submitted_by_han
         assert ray_job(sandbox, status["jobId"]) is None
 
         body = {"entrypoint": f"echo rescued > {proof}", "submission_id": status["jobId"]}
-        httpx.post(f"{sandbox.dashboard_url}/api/jobs/", json=body, trust_env=False).raise_for_status()
+        code, reply = proxy(api, "POST", NS, f"{status['rayClusterName']}-head-svc:8265", "api/jobs/", body)
+        assert code == 200, reply  # through the cluster's head Service, as nrl-k8s's rescue submits
         done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
     assert done[name]["status"]["jobDeploymentStatus"] == "Complete"
     assert proof.read_text() == "rescued\n"

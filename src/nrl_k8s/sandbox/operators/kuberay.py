@@ -36,7 +36,7 @@ import yaml
 from nrl_k8s.redact import redact_text
 from nrl_k8s.sandbox.driver_env import DriverEnv
 from nrl_k8s.sandbox.faults import Faults
-from nrl_k8s.sandbox.head_proxy import cluster_submission, job_cluster
+from nrl_k8s.sandbox.head_proxy import cluster_submission, job_cluster, scoped
 
 from . import pods
 from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller_ref, json_body, now, parse_time, suffix
@@ -133,10 +133,23 @@ class KubeRay(Controller):
                          info["submission_id"], namespace, cluster, stopped.status_code)  # fmt: skip
         self.drivers.forget(namespace, cluster)
 
+    def _ray_id(self, job: dict) -> str:
+        """The id the shared head stores a RayJob's ``jobId`` under: scoped to its RayCluster, as a
+        submission through that cluster's head Service is (``head_proxy``), so both see one job."""
+        status = job.get("status") or {}
+        name = status.get("rayClusterName")
+        cluster = self.get(RAYCLUSTER, job["metadata"]["namespace"], name) if name else None
+        if cluster is not None:
+            return scoped(cluster["metadata"]["uid"], status["jobId"])
+        response = self.dashboard.get("/api/jobs/")  # the cluster is gone: find what was stored for it
+        response.raise_for_status()
+        ids = [j.get("submission_id") or "" for j in response.json()]
+        return next((i for i in ids if i.endswith(f"--{status['jobId']}")), status["jobId"])
+
     def _stop_ray_job(self, job: dict) -> None:
         status = job.get("status") or {}
         if status.get("jobId") and status.get("jobDeploymentStatus") not in TERMINAL_DEPLOYMENT:
-            response = self.dashboard.post(f"/api/jobs/{status['jobId']}/stop")
+            response = self.dashboard.post(f"/api/jobs/{self._ray_id(job)}/stop")
             log.info("stopped Ray job %s: HTTP %s", status["jobId"], response.status_code)
 
     # -- RayCluster ------------------------------------------------------------------------
@@ -343,7 +356,7 @@ class KubeRay(Controller):
     def _mirror(self, job: dict) -> None:
         """Read the Ray job; submit it on 404 (unless the fault says not to); copy its status."""
         meta, status = job["metadata"], job["status"]
-        response = self.dashboard.get(f"/api/jobs/{status['jobId']}")
+        response = self.dashboard.get(f"/api/jobs/{self._ray_id(job)}")
         if response.status_code == 404:
             if self.faults.get("miss-driver-submission") is None:
                 self._submit(job)
@@ -367,6 +380,7 @@ class KubeRay(Controller):
         cluster = self.get(RAYCLUSTER, meta["namespace"], job["status"]["rayClusterName"])
         if cluster is not None:
             body = cluster_submission(self.drivers, body, cluster, lambda name: self._read_secret(meta["namespace"], name))
+            body["submission_id"] = scoped(cluster["metadata"]["uid"], job_id)
         response = self.dashboard.post("/api/jobs/", json=body)
         text = redact_text(response.text)  # Ray may echo the runtime_env, which holds the container env
         if response.is_success or "already exists" in text:
