@@ -10,7 +10,8 @@
   sends a token over plain HTTP; the same port also answers plain HTTP (the operators use
   that). Objects live in memory (``--state FILE`` keeps them across restarts).
 * the RayCluster, RayJob and DynamoGraphDeployment **CRDs** (not the DGD one with
-  ``--fault no-dgd-crd``);
+  ``--fault no-dgd-crd``); the DGD is served in ``v1beta1`` (stored) and ``v1alpha1``,
+  converted both ways as the Dynamo operator's conversion webhook does (``conversion.py``);
 * a simulated **KubeRay operator** and **Dynamo operator** (``operators/``): reconcilers
   driven by watch events that create the pods, Services and statuses the real operators
   create (see each module for exactly which);
