@@ -79,10 +79,10 @@ LOAD_ERRORS = [
     ("zero nodes", {"components": [comp(multinode={"nodeCount": 0})]}, "spec.components.W.multinode.nodeCount", "node"),
     ("bad shared memory size", {"components": [comp(sharedMemorySize="lots")]}, "spec.components.W.sharedMemorySize", ""),
     ("unknown container field", {"components": [comp(podTemplate={"spec": {"containers": [{"name": "main", "imag": "x"}]}})]},
-     "spec.components.W.podTemplate.spec.containers.0.imag: unknown field", "spelling"),
+     "spec.components.W.podTemplate.spec.containers.main.imag: unknown field", "spelling"),
     ("fractional GPU", {"components": [comp(podTemplate={"spec": {"containers": [
         {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]}})]},
-     "spec.components.W.podTemplate.spec.containers.0.resources.limits.nvidia.com/gpu", "whole units"),
+     "spec.components.W.podTemplate.spec.containers.main.resources.limits.nvidia.com/gpu", "whole units"),
 ]
 
 
@@ -164,7 +164,7 @@ OVERRIDE_ERRORS = [
      "infra.dynamo.gen.overrides.components.VllmDecodeWorker.replicas: ", "replica"),
     ("a bad container field is blamed on the override",
      {"components": {"Frontend": {"podTemplate": {"spec": {"containers": {"main": {"imagePullPolicy": 3}}}}}}},
-     "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.0.imagePullPolicy", ""),
+     "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.main.imagePullPolicy", ""),
 ]
 
 
@@ -224,10 +224,15 @@ POD_ERRORS = [
      "dgd_basic_v1beta1.yaml: spec.components.Frontend.podTemplate.spec.containers: has no container named 'main'",
      "set infra.image"),
     ("no infra image and a main container without one", {"image": None}, FRONTEND_MAIN,
-     "spec.components.Frontend.podTemplate.spec.containers.0.image: no image", "set infra.image"),
+     "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.main.image: no image", "set infra.image"),
     ("a sidecar without an image", {},
      {"components": {"Frontend": {"podTemplate": {"spec": {"containers": {"log": {"args": ["x"]}}}}}}},
-     "spec.components.Frontend.podTemplate.spec.containers.1.image: no image", "an image on the container"),
+     "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.log.image: no image",
+     "an image on the container"),
+    ("a sidecar without an image, overridden as a list item", {},
+     {"components": [{"name": "Frontend", "podTemplate": {"spec": {"containers": [{"name": "log", "args": ["x"]}]}}}]},
+     "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.log.image: no image",
+     "an image on the container"),
 ]
 
 
@@ -238,6 +243,15 @@ def test_rule4_errors(infra_patch, overrides, message, hint):
     with pytest.raises(ConfigError) as info:
         render(infra)
     assert message in info.value.message and hint in info.value.hint
+
+
+def test_a_main_container_the_manifest_left_without_an_image_is_blamed_on_the_manifest(tmp_path):
+    spec = {"components": [{"name": "F", "type": "frontend", "podTemplate": {"spec": {"containers": [{"name": "main"}]}}}]}
+    infra = {"namespace": "rl", "dynamo": {"gen": {"manifest": write(tmp_path, spec), "readyTimeoutS": 600,
+                                                   "overrides": {"components": {"F": FRONTEND_MAIN["components"]["Frontend"]}}}}}
+    with pytest.raises(ConfigError) as info:
+        render(infra)
+    assert info.value.message.endswith("graph.yaml: spec.components.F.podTemplate.spec.containers.main.image: no image")
 
 
 def test_render_does_not_mutate_infra_or_manifest_and_is_deterministic():

@@ -158,7 +158,7 @@ def render(infra: dict, key: str) -> dict:
     try:
         version.apply_pod_defaults(spec, infra.get("image"), infra.get("imagePullSecrets") or [])
     except Invalid as bad:
-        raise _blame(bad, overrides, key, entry) from None
+        raise _blame(bad, overrides, manifest["spec"], key, entry) from None
     return {"apiVersion": manifest["apiVersion"], "kind": KIND.kind, "metadata": metadata, "spec": spec}
 
 
@@ -175,14 +175,25 @@ def _merged_spec(version, spec: dict, overrides: dict, key: str) -> dict:
         raise InfraError((*where, *bad.path[1:]), bad.problem, bad.hint) from None
 
 
-def _blame(bad: Invalid, overrides: dict, key: str, entry: dict) -> ConfigError:
-    """A rendered-spec problem at the override that set it, else in the manifest."""
-    node: object = overrides
-    for part in bad.path[1:]:
+def _blame(bad: Invalid, overrides: dict, spec: dict, key: str, entry: dict) -> ConfigError:
+    """A rendered-spec problem at the override that set it (the override reaches its key, or
+    further than the manifest's ``spec`` does: it added what lacks the key), else in the manifest."""
+    parts = bad.path[1:]
+    reached = _depth(overrides, parts)
+    if reached == len(parts) or reached > _depth(spec, parts):
+        return InfraError(("dynamo", key, "overrides", *parts), bad.problem, bad.hint)
+    return ConfigError(f"{entry['manifest']}: {dotted(bad.path)}: {bad.problem}", hint=bad.hint)
+
+
+def _depth(node: object, parts: tuple) -> int:
+    """How many of ``parts`` lead into ``node`` (a list-map entry is found by its ``name``)."""
+    for depth, part in enumerate(parts):
+        if isinstance(node, list):
+            node = {item.get("name"): item for item in node if isinstance(item, dict)}
         if not isinstance(node, dict) or part not in node:
-            return ConfigError(f"{entry['manifest']}: {dotted(bad.path)}: {bad.problem}", hint=bad.hint)
+            return depth
         node = node[part]
-    return InfraError(("dynamo", key, "overrides", *bad.path[1:]), bad.problem, bad.hint)
+    return len(parts)
 
 
 def services(dgd: dict) -> list[ServiceInfo]:

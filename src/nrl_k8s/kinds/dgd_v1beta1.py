@@ -87,10 +87,21 @@ def _check_component(component: dict, path: tuple) -> None:
     if "sharedMemorySize" in component:
         rules.quantity(component["sharedMemorySize"], (*path, "sharedMemorySize"))
     if "podTemplate" in component:
-        try:
-            check_pod_template(component["podTemplate"], rendered=False)
-        except Invalid as bad:
-            raise bad.within((*path, "podTemplate")) from None
+        _check_template(component["podTemplate"], (*path, "podTemplate"), rendered=False)
+
+
+def _check_template(template: object, path: tuple, *, rendered: bool) -> None:
+    """``check_pod_template``, with a container named in the problem's path (``containers.main``)
+    as overrides name it, rather than by its index."""
+    try:
+        check_pod_template(template, rendered=rendered)
+    except Invalid as bad:
+        where = bad.path
+        if len(where) > 2 and where[:2] in (("spec", field) for field in _CONTAINER_LISTS) and isinstance(where[2], int):
+            item = template["spec"][where[1]][where[2]]
+            if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"]:
+                where = (*where[:2], item["name"], *where[3:])
+        raise Invalid((*path, *where), bad.problem, bad.hint) from None
 
 
 # -- overrides ------------------------------------------------------------------------------
@@ -183,10 +194,7 @@ def apply_pod_defaults(spec: dict, image: str | None, pull_secrets: list) -> Non
             raise Invalid((*path, "spec", "containers"), f"has no container named {MAIN!r}",
                           f"the {MAIN!r} container runs the component: add one with an image, or set infra.image")
         component["podTemplate"] = {**template, "spec": {**pod, "containers": containers}}
-        try:
-            check_pod_template(component["podTemplate"], rendered=True)
-        except Invalid as bad:
-            raise bad.within(path) from None
+        _check_template(component["podTemplate"], path, rendered=True)
 
 
 def parts(spec: dict) -> list[tuple[str, str | None, int, int, int]]:

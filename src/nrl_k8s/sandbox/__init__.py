@@ -12,7 +12,8 @@
   that). Objects live in memory (``--state FILE`` keeps them across restarts).
 * the RayCluster, RayJob, DynamoGraphDeployment and ComputeDomain **CRDs** (not the DGD one
   with ``--fault no-dgd-crd``; KubeRay 1.5's RayJob CRD, without ``preRunningDeadlineSeconds``,
-  with ``--fault old-rayjob-crd``);
+  with ``--fault old-rayjob-crd``); the DGD is served in ``v1beta1`` (stored) and ``v1alpha1``,
+  converted both ways as the Dynamo operator's conversion webhook does (``conversion.py``);
 * simulated **controllers** driven by watch events (``operators/``), creating the pods,
   Services and statuses the real ones create (see each module for exactly which): KubeRay
   (RayCluster, RayJob), Dynamo (DGD), Deployment + endpoints (pods, ``Available``, a Service
