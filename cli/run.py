@@ -61,6 +61,7 @@ def run(
 
         raycluster = default_flow(cfg.infra) == "raycluster"
         _refuse_other_flow_flags(ctx, raycluster, implied=True)
+    _warn_unstaged_recipe(cfg.infra, "raycluster" if raycluster else "rayjob")
     if raycluster:
         _run_raycluster(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, dashboard_url=dashboard_url,
                         run_id=run_id, replace=replace, skip_daemons=skip_daemons, repo_root=repo_root,
@@ -102,6 +103,15 @@ def _refuse_other_flow_flags(ctx: typer.Context, raycluster: bool, *, implied: b
         raise ConfigError(f"{', '.join(given)} cannot be used with {flow}",
                           hint="see `nrl-k8s run --help`: [rayjob] and [raycluster] mark each flow's flags; "
                           "a --rayjob or --raycluster flag overrides launch.mode")
+
+
+def _warn_unstaged_recipe(infra: dict, flow: str) -> None:
+    from nrl_k8s.plan import unstaged_recipe_reads
+
+    from ._console import print_warning
+
+    for message, fix in unstaged_recipe_reads(infra, flow):
+        print_warning(message, fix)
 
 
 def _on_command_line(ctx: typer.Context, name: str) -> bool:

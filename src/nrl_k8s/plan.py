@@ -219,13 +219,15 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
                          env_secrets=env_secrets, dgds=dgds, ready_timeouts=timeouts, daemons=daemons, driver=driver)
 
 
-def unstaged_recipe_reads(infra: dict) -> list[tuple[str, str]]:
-    """(warning, fix) for each entrypoint that reads ``nrl_k8s_run.yaml`` where nothing stages it.
+def unstaged_recipe_reads(infra: dict, flow: str | None = None) -> list[tuple[str, str]]:
+    """(warning, fix) for each entrypoint that reads ``nrl_k8s_run.yaml`` where nothing stages it
+    in ``flow`` ("rayjob" | "raycluster"; default: the one `run` takes, ``default_flow``).
 
     Only `run --raycluster` stages that file, in the working dir it uploads: the driver's with
     ``launch.codeSource: upload``, a daemon's when it has ``rayUploadPaths``. `run --rayjob`
-    (the flow `run` takes unless ``launch.mode: bringup``) mounts the recipe elsewhere.
+    mounts the recipe elsewhere.
     """
+    flow = flow or default_flow(infra)
     fix = f'read the recipe from "${recipe_mod.RECIPE_ENV}" (its path in every flow), not {DRIVER_RECIPE}'
     launch = infra.get("launch") or {}
     found = []
@@ -234,7 +236,7 @@ def unstaged_recipe_reads(infra: dict) -> list[tuple[str, str]]:
         if source != "upload":
             found.append((f"launch.entrypoint reads {DRIVER_RECIPE}, but with launch.codeSource {source} nothing "
                           f"stages it: the driver starts in launch.codePath ({launch.get('codePath')})", fix))
-        elif default_flow(infra) == "rayjob":
+        elif flow == "rayjob":
             found.append((f"launch.entrypoint reads {DRIVER_RECIPE}, which only run --raycluster stages; "
                           "run --rayjob (what `nrl-k8s run` does unless launch.mode is bringup) does not",
                           f"{fix}; or run with --raycluster (launch.mode: bringup)"))

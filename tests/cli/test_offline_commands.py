@@ -200,6 +200,16 @@ def test_check_shows_the_flow_and_warns_about_an_unstaged_recipe(cli):
     assert "warning" not in bringup.stderr
 
 
+def test_run_warns_about_an_unstaged_recipe_in_the_flow_it_takes(cli):
+    reads = "infra.launch.entrypoint=python3 driver.py --config nrl_k8s_run.yaml"
+    rayjob = cli("run", "--dry-run", *LONG_LIVED, reads)
+    assert rayjob.exit_code == 0, rayjob.stderr
+    assert rayjob.stderr.startswith("warning: launch.entrypoint reads nrl_k8s_run.yaml, which only run --raycluster stages")
+    raycluster = cli("run", "--dry-run", "--raycluster", *LONG_LIVED, reads)
+    assert raycluster.exit_code == 0, raycluster.stderr
+    assert "warning" not in raycluster.stderr
+
+
 def _write(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text)
