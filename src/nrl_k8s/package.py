@@ -11,7 +11,8 @@ are cached per file by (path, size, mtime_ns) in a private file under ``$XDG_CAC
 (``~/.cache/nrl-k8s/``), so a warm re-run only stats the tree; the zip itself is built lazily by
 :meth:`Package.zip_bytes`, i.e. only when the cluster does not already have the package.
 
-The zip is deterministic: entries sorted, timestamps fixed (1980-01-01), permissions 0644 or 0755
+The zip is deterministic: entries sorted, deflated unless a sample shows the content is already
+compressed (then stored), timestamps fixed (1980-01-01), permissions 0644 or 0755
 (only the exec bit is kept: Ray restores the mode on unpack), no directory entries.
 
 Size limit: Ray's GCS refuses a package at its gRPC message limit (512 MiB) and warns from half
@@ -33,6 +34,7 @@ import stat
 import tempfile
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -66,6 +68,7 @@ IGNORED_NAMES = frozenset({
 IGNORED_SUFFIXES = (".pyc",)
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 COMPRESS_LEVEL = 1  # deflate level: most of level 6's ratio on source code at a fraction of the time
+SAMPLE_BYTES = 64 * 1024  # what decides whether a file is deflated or stored
 RACY_NS = 2_000_000_000  # a file modified this recently may change within its mtime tick: not cached
 CACHE_ENTRIES = 200_000  # ~25 MB of JSON at most
 _FORMAT = b"nrl-k8s-package-1\0"  # change when the zip layout changes, so names change with it
@@ -117,7 +120,8 @@ class Package:
                 info = zipfile.ZipInfo(entry.arcname, ZIP_TIME)
                 info.create_system = 3  # unix: Ray restores external_attr's mode
                 info.external_attr = (0o100755 if entry.executable else 0o100644) << 16
-                archive.writestr(info, data, zipfile.ZIP_DEFLATED, COMPRESS_LEVEL)
+                method = zipfile.ZIP_DEFLATED if _compressible(data) else zipfile.ZIP_STORED
+                archive.writestr(info, data, method, COMPRESS_LEVEL)
         return buffer.getvalue()
 
 
@@ -305,6 +309,13 @@ class _DigestCache:
             os.replace(tmp, self.path)
         except OSError:
             pass  # a cache: the next run hashes again
+
+
+def _compressible(data: bytes) -> bool:
+    """Whether deflate is worth its time: a sample of already-compressed content (weights, archives,
+    images) shrinks by under a tenth, and deflating it is the slowest step of a package for nothing."""
+    sample = data[:SAMPLE_BYTES]
+    return len(zlib.compress(sample, COMPRESS_LEVEL)) < 0.9 * len(sample)
 
 
 def _zip_bound(entries: tuple[_Entry, ...]) -> int:

@@ -303,6 +303,20 @@ def test_the_limit_is_on_the_zip_not_the_raw_tree(tmp_path):
     assert package.size > 20_000 > len(package.zip_bytes())
 
 
+def test_source_is_deflated_and_already_compressed_content_stored(tmp_path):
+    source = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(5000))
+    root = make_tree(tmp_path / "repo", {"pkg/code.py": source, "pkg/weights.bin": os.urandom(300_000),
+                                         "pkg/empty.py": ""})
+    package = staged(root, ["pkg"])
+    infos = unzipped(package)
+    methods = {name: info.compress_type for name, info in infos.items()}
+    assert methods["pkg/code.py"] == zipfile.ZIP_DEFLATED and methods["pkg/weights.bin"] == zipfile.ZIP_STORED
+    assert infos["pkg/code.py"].compress_size < infos["pkg/code.py"].file_size // 4
+    with zipfile.ZipFile(io.BytesIO(package.zip_bytes())) as archive:  # both read back intact (CRCs checked)
+        assert archive.read("pkg/weights.bin") == (root / "pkg/weights.bin").read_bytes()
+        assert archive.read("pkg/code.py").decode() == source and archive.read("pkg/empty.py") == b""
+
+
 def test_at_the_default_limit_nothing_is_zipped_for_a_small_tree(tmp_path, monkeypatch):
     root = make_tree(tmp_path / "repo", TREE)
     monkeypatch.setattr(zipfile, "ZipFile", None)  # staging must not need a zip
