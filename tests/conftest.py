@@ -24,6 +24,15 @@ from sandbox_harness import Sandbox, start_sandbox, stop_sandbox, unique
 from sandbox_harness import separate_sandbox as _separate
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_user_cache(tmp_path_factory) -> Iterator[Path]:
+    """Every test (and every CLI it starts) uses a cache of its own, never the user's ``~/.cache``."""
+    path = tmp_path_factory.mktemp("xdg-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(path))
+        yield path
+
+
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory) -> Iterator[Sandbox]:
     faults = [f.strip() for f in os.environ.get("NRL_K8S_TEST_SANDBOX_FAULTS", "").split(",") if f.strip()]

@@ -38,6 +38,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from nrl_k8s.cache import cache_dir, private_dir
 from nrl_k8s.errors import ConfigError, NrlK8sError
 
 __all__ = ["DEFAULT_UPLOAD_PATHS", "MAX_PACKAGE_BYTES", "RECIPE_FILE", "Package", "repo_root", "stage", "upload_paths"]
@@ -273,8 +274,7 @@ class _DigestCache:
 
     @classmethod
     def open(cls) -> _DigestCache:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return cls(Path(base) / "nrl-k8s" / "package-digests.json")
+        return cls(cache_dir() / "package-digests.json")
 
     def __enter__(self) -> _DigestCache:
         return self
@@ -302,7 +302,7 @@ class _DigestCache:
         if len(self.entries) > CACHE_ENTRIES:  # forget files no longer staged (other trees, deleted files)
             self.entries = {key: value for key, value in self.entries.items() if key in self.seen}
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_dir(self.path.parent)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".digests-")  # created 0600
             with os.fdopen(fd, "w") as handle:
                 json.dump(self.entries, handle, separators=(",", ":"))

@@ -14,7 +14,6 @@ import copy
 import hashlib
 import json
 import re
-import secrets
 import time
 
 import yaml
@@ -115,6 +114,8 @@ def checked_env(env: dict | None, where: str) -> dict[str, str]:
 
 def new_run_id(cluster: str) -> str:
     """A fresh run id for a long-lived run: ``<cluster>-<UTC time>-<4 random>`` (Ray never reuses one)."""
+    import secrets
+
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     return f"{cluster}-{stamp}-{secrets.token_hex(2)}"
 

@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+from .cache import cache_dir, private_dir
 from .errors import ConfigError, NotFoundError
 from .redact import redact
 
@@ -21,8 +22,7 @@ LATEST = "latest"  # holds the id of the newest run
 
 
 def runs_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "nrl-k8s" / "runs"
+    return cache_dir() / "runs"
 
 
 def record_of(plan, result, *, context: str | None, infra: dict | None = None) -> dict:
@@ -46,9 +46,7 @@ def record_of(plan, result, *, context: str | None, infra: dict | None = None) -
 
 def save(record: dict) -> Path:
     """Write atomically, private to the user; returns the path."""
-    directory = runs_dir()
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(directory, 0o700)
+    directory = private_dir(runs_dir())
     path = directory / f"{record['run_id']}.json"
     _write(path, json.dumps(record, indent=2, default=str))
     _write(directory / LATEST, record["run_id"])  # not mtimes: two saves can share a timestamp tick

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -121,7 +120,7 @@ def _declared_infra(recipe_path: Path, recipe_layers: list[Layer], infra: str | 
 
 def shipped_defaults_path() -> Path:
     """The package-data infra defaults file (lowest layer)."""
-    return Path(str(resources.files("nrl_k8s").joinpath("defaults.yaml")))
+    return Path(__file__).resolve().parent.parent / "defaults.yaml"  # importlib.resources costs ~7 ms per command
 
 
 def user_defaults_path(env: Mapping[str, str]) -> Path | None:

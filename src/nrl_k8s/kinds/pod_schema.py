@@ -12,13 +12,16 @@ Two layers, both raising ``k8s_rules.Invalid`` with a path relative to the value
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from .. import k8s_rules as rules
+from ..cache import cache_dir, private_dir
 from ..errors import NrlK8sError
 from ..k8s_rules import Invalid
 
@@ -101,12 +104,69 @@ def whole_number(value: Any, path: tuple) -> None:
 
 
 def _schema(definition: str, value: Any) -> None:
+    fingerprint = _fingerprint(definition, value)
+    if fingerprint in _valid():
+        return
     from jsonschema_rs import ValidationError
 
     try:
         _validators()[definition].validate(value)
     except ValidationError as err:
         raise _invalid(err, _ROOTS[definition]) from None
+    _remember(fingerprint)
+
+
+# -- results of the schema layer, remembered ----------------------------------------------------
+# Most commands check the same templates as the previous one (the edit-and-rerun loop). What the
+# schema layer accepted is remembered, by a hash of the value and of the installed schemas, in a
+# private file, so a re-run neither imports jsonschema-rs nor loads the schemas (~40 ms). Only
+# acceptances are kept; the value rules (``k8s_rules``) always run.
+
+_CACHE_FORMAT = "pod-schema-1"
+_CACHE_MAX_LINES = 4096  # 65 bytes each: a file never over ~270 KB
+
+
+def _fingerprint(definition: str, value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{_schema_version()}\0{definition}\0{text}".encode()).hexdigest()
+
+
+@functools.cache
+def _schema_version() -> str:
+    """What the remembered results depend on: our format and the installed schema package."""
+    spec = importlib.util.find_spec("kubernetes_validate")
+    origin = spec.origin if spec is not None and spec.origin else ""
+    return f"{_CACHE_FORMAT}|{origin}|{os.stat(origin).st_mtime_ns if origin else 0}"
+
+
+def _cache_file() -> Path:
+    return cache_dir() / "pod-schema-valid"
+
+
+@functools.cache
+def _valid() -> set[str]:
+    try:
+        with open(_cache_file(), encoding="ascii", errors="replace") as handle:
+            lines = handle.read(_CACHE_MAX_LINES * 65).split()
+    except OSError:
+        return set()
+    return {line for line in lines if len(line) == 64} if len(lines) < _CACHE_MAX_LINES else set()
+
+
+def _remember(fingerprint: str) -> None:
+    known = _valid()
+    known.add(fingerprint)
+    try:
+        path = _cache_file()
+        private_dir(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            if os.fstat(fd).st_size >= _CACHE_MAX_LINES * 65:  # full: start over
+                os.ftruncate(fd, 0)
+                known.intersection_update({fingerprint})
+            handle.write(f"{fingerprint}\n")
+    except OSError:
+        pass  # a cache: the next command checks again
 
 
 def _invalid(err: Any, root: str) -> Invalid:
