@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -65,5 +66,26 @@ def _root(
     ctx.obj = GlobalOptions(context=context, namespace=namespace, verbose=verbose)
 
 
+_GLOBAL_WITH_VALUE = ("--context", "--namespace", "-n")
+
+
+def _invoked(args: list[str]) -> str | None:
+    """The command name in ``args`` (after the global options), or None."""
+    values = iter(args)
+    for arg in values:
+        if arg in _GLOBAL_WITH_VALUE:
+            next(values, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def main() -> None:
+    # Typer turns every registered command into a click command before parsing (~15 ms for all of
+    # them): build only the one invoked; `--help`, no command or an unknown one get the whole app.
+    name = _invoked(sys.argv[1:])
+    commands = [c for c in app.registered_commands if c.name == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if commands or groups:
+        app.registered_commands, app.registered_groups = commands, groups
     app()

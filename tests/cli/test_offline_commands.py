@@ -33,6 +33,23 @@ def test_version(cli):
     assert result.stdout.startswith("nrl-k8s ")
 
 
+INSTALLED_CLI_CASES = {  # argv: (exit code, text the output contains)
+    "global options then the command": (["-n", "team", "--context=nowhere", "-v", "check", "--help"], 0, "nrl-k8s check"),
+    "a group's command": (["--namespace", "team", "cluster", "up", "--help"], 0, "nrl-k8s cluster up"),
+    "a misspelt command is suggested": (["chek"], 2, "Did you mean 'check'?"),
+    "the root lists every command": (["--help"], 0, "sandbox"),
+}
+
+
+@pytest.mark.parametrize("argv, code, text", INSTALLED_CLI_CASES.values(), ids=INSTALLED_CLI_CASES)
+def test_the_installed_cli_finds_the_command_after_global_options(argv, code, text):
+    """The console script builds only the invoked command (startup time); help and errors stay whole."""
+    result = subprocess.run([EXE, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (result.returncode, text in result.stdout + result.stderr) == (code, True), result.stdout + result.stderr
+    if argv == ["--help"]:
+        assert all(name in result.stdout for name in ("check", "run", "status", "logs", "cluster", "job"))
+
+
 def test_check_prints_summary_with_dynamo_section(cli):
     result = cli("check", *KIND)
     assert result.exit_code == 0, result.stderr
