@@ -60,3 +60,14 @@ def test_a_corrupt_or_huge_cache_file_is_ignored(fresh_cache):
     assert pod_schema._valid() == set()  # over the cap: not trusted, rewritten on the next acceptance
     pod_schema.check_pod_template(GOOD, rendered=True)
     assert len(fresh_cache.read_text().split()) == 1
+
+
+def test_the_pod_definitions_are_extracted_once_and_a_broken_copy_is_replaced(fresh_cache):
+    first = pod_schema._pod_definitions()
+    copies = list(fresh_cache.parent.glob("pod-schema-defs-*.json"))
+    assert len(copies) == 1 and stat.S_IMODE(copies[0].stat().st_mode) == 0o600
+    assert pod_schema._pod_definitions() == first  # from the copy
+    for broken in ("{not json", "[1, 2]", '["x", {"other": {}}]'):
+        copies[0].write_text(broken)
+        assert pod_schema._pod_definitions() == first
+    assert "io.k8s.api.core.v1.Container" in first[1] and all("description" not in d for d in first[1].values())
