@@ -122,11 +122,14 @@ class ExecPlugin:
         except OSError as exc:
             raise ConfigError(f"exec plugin `{shown}` cannot run: {exc.strerror}", hint=self.hint) from None
         if done.returncode != 0:
-            tail = redact_text((done.stderr or b"").decode(errors="replace").strip()[-300:])
-            raise ConfigError(f"exec plugin `{shown}` failed (exit {done.returncode})" + f": {tail}" * bool(tail), hint=self.hint)
+            tail = redact_text((done.stderr or b"").decode(errors="replace").strip()[-300:])  # never stdout: the token
+            detail = f": {tail}" if tail else " (its output is above)" if self.interactive else ""
+            raise ConfigError(f"exec plugin `{shown}` failed (exit {done.returncode}){detail}", hint=self.hint)
         try:
             doc = json.loads(done.stdout)
-            status = doc["status"] if doc["kind"] == "ExecCredential" and doc["apiVersion"] == self.info["apiVersion"] else None
+            if (doc["kind"], doc["apiVersion"]) != ("ExecCredential", self.info["apiVersion"]):
+                raise ValueError("not the ExecCredential asked for")
+            status = doc["status"]
             token, cert, key = (status.get(k) for k in ("token", "clientCertificateData", "clientKeyData"))
             expiry = status.get("expirationTimestamp")
             expires = datetime.fromisoformat(expiry) if expiry else None
