@@ -112,12 +112,11 @@ def main() -> None:
 
 def _dashboard(sandbox: Path):
     """The training cluster's dashboard as a user reaches it: the head Service through the API server."""
-    from kubernetes import config
-
+    from nrl_k8s.connection import from_kubeconfig
     from nrl_k8s.dashboard import Dashboard
 
-    api = config.new_client_from_config(str(sandbox / "kubeconfig"))
-    return Dashboard.via_api_proxy(api.configuration, "bench-warm-head-svc", "default", timeout_s=30)
+    connection = from_kubeconfig(str(sandbox / "kubeconfig"), None)[0]
+    return Dashboard.via_api_proxy(connection, "bench-warm-head-svc", "default", timeout_s=30)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,24 @@ def test_offline_commands_do_not_import_cluster_clients(argv):
                             env={"NRL_K8S_USER": "probe", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
     assert result.returncode == 0, result.stderr
     assert "HEAVY=\n" in result.stderr, result.stderr
+
+
+def _heavy_after(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={"NRL_K8S_USER": "probe", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent", **env})
+
+
+def test_live_modules_do_not_import_the_kubernetes_client():
+    code = "import sys, nrl_k8s.kube, nrl_k8s.dashboard\nprint(sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes'}))"
+    result = _heavy_after(code, {})
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_live_status_does_not_import_the_kubernetes_client(sandbox):
+    """``nrl-k8s status`` talks to the sandbox's API server over HTTPS, without the official client."""
+    argv = ["status", "examples/sandbox.yaml", "--infra", "examples/sandbox.infra.yaml", "-o", "json"]
+    result = _heavy_after(PROBE.format(argv=argv, heavy={"kubernetes"}), {"KUBECONFIG": str(sandbox.kubeconfig)})
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY=\n" in result.stderr, result.stderr
+    assert json.loads(result.stdout)["roles"][0]["state"] == "not found"  # it asked the API server
+    assert sandbox.api_url.startswith("https://")

@@ -20,12 +20,15 @@ import string
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
 from nrl_k8s.package import Package
+
+if TYPE_CHECKING:
+    from nrl_k8s.connection import Connection
 
 __all__ = ["TERMINAL", "Dashboard", "JobInfo"]
 
@@ -87,6 +90,8 @@ class Dashboard:
         verify: bool | str | ssl.SSLContext = True,
         cert: tuple[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        auth: httpx.Auth | None = None,
+        proxy: str | None = None,
         timeout_s: float = 10.0,
         retries: int = 4,
         backoff_s: float = 0.25,
@@ -105,6 +110,8 @@ class Dashboard:
             headers=dict(headers or {}),
             verify=_ssl_context(verify, cert),
             transport=transport,
+            auth=auth,
+            proxy=proxy,
             timeout=timeout_s,
         )
 
@@ -114,23 +121,13 @@ class Dashboard:
         return cls(f"http://{service}.{namespace}.svc.cluster.local:{port}", **options)
 
     @classmethod
-    def via_api_proxy(cls, configuration: Any, service: str, namespace: str, port: int = 8265, **options: Any) -> Dashboard:
-        """Through the API server's service proxy, with a ``kubernetes.client.Configuration``'s credentials."""
-        # auth_settings() refreshes exec/OIDC tokens and knows where each client version keeps them
-        # ("authorization" in older clients, "BearerToken" in newer ones).
-        auth = [a for a in configuration.auth_settings().values() if a.get("in") == "header" and a.get("value")]
-        token = auth[0]["value"] if auth else None
-        cert = (configuration.cert_file, configuration.key_file) if configuration.cert_file else None
-        if not configuration.verify_ssl:
-            verify: bool | str = False
-        else:
-            verify = configuration.ssl_ca_cert or True
-        host = configuration.host.rstrip("/")
+    def via_api_proxy(cls, connection: Connection, service: str, namespace: str, port: int = 8265, **options: Any) -> Dashboard:
+        """Through the API server's service proxy, with the connection's TLS, proxy and (fresh) credentials."""
         return cls(
-            f"{host}/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy",
-            headers={"Authorization": token} if token else None,
-            verify=verify,
-            cert=cert,
+            f"{connection.host}/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy",
+            auth=_ApiServerAuth(connection),
+            verify=connection.ssl_context or True,
+            proxy=connection.proxy,
             auth_hint=(
                 f"reaching the dashboard through the API server needs get and create on services/proxy: "
                 f"`kubectl auth can-i get services/proxy -n {namespace}` and "
@@ -146,7 +143,7 @@ class Dashboard:
         *,
         cluster_name: str,
         namespace: str,
-        configuration: Any = None,
+        connection: Connection | None = None,
         in_cluster: bool = False,
         url: str | None = None,
         **options: Any,
@@ -157,12 +154,12 @@ class Dashboard:
         service = f"{cluster_name}-head-svc"
         if in_cluster:
             return cls.in_cluster(service, namespace, **options)
-        if configuration is None:
+        if connection is None:
             raise DashboardError(
                 f"no way to reach the dashboard of RayCluster {cluster_name}",
                 hint="pass --dashboard-url or use a kubeconfig",
             )
-        return cls.via_api_proxy(configuration, service, namespace, **options)
+        return cls.via_api_proxy(connection, service, namespace, **options)
 
     # -- the Job REST API -------------------------------------------------------------------
 
@@ -322,6 +319,17 @@ class Dashboard:
         if code in (401, 403):
             raise DashboardError(message, hint=self.auth_hint)
         raise DashboardError(message)
+
+
+class _ApiServerAuth(httpx.Auth):
+    """The connection's current auth headers on every request (exec and file tokens change)."""
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+
+    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+        request.headers.update(self.connection.headers())
+        yield request
 
 
 def _ssl_context(verify: bool | str | ssl.SSLContext, cert: tuple[str, str] | None) -> bool | ssl.SSLContext:

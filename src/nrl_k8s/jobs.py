@@ -24,7 +24,7 @@ def role_cluster(kube, infra: dict, role: str) -> tuple[str, dict | None]:
 
 def dashboard(kube, infra: dict, role: str, url: str | None = None) -> tuple[Dashboard, dict | None]:
     cluster, job = role_cluster(kube, infra, role)
-    dash = Dashboard.for_cluster(cluster_name=cluster, namespace=infra["namespace"], configuration=kube.configuration,
+    dash = Dashboard.for_cluster(cluster_name=cluster, namespace=infra["namespace"], connection=kube.connection,
                                  in_cluster=kube.in_cluster, url=url)
     return dash, job
 

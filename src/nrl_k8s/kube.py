@@ -1,13 +1,13 @@
 """The one Kubernetes access layer: every verb for every kind, with retries and typed errors.
 
-Every request goes through ``Kube._call`` on the official client's ``ApiClient``; paths come
-from a ``Kind`` descriptor, so there is no per-kind code. Failures become typed errors in
-``kube_errors.api_error`` (the only adapter); waits are ``wait.wait`` (watch + deadline).
+Every request goes through ``Kube._call`` (urllib3, with a ``connection.Connection`` from the
+kubeconfig or the pod's service account); paths come from a ``Kind`` descriptor, so there is no
+per-kind code. Failures become typed errors in ``kube_errors.api_error`` (the only adapter);
+waits are ``wait.wait`` (watch + deadline).
 Only 429 (honouring Retry-After), 5xx, connection errors and timeouts are retried, with capped
 exponential backoff and jitter for up to ``Tuning.retry_budget_s`` (a minute: a short API
 outage is survived); a create that timed out may have landed, so its retry can raise
-ConflictError. Live commands only:
-offline code must not import this module (it imports ``kubernetes``).
+ConflictError. Live commands only (it imports urllib3).
 """
 
 from __future__ import annotations
@@ -20,23 +20,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME, InClusterConfigLoader
 
-from nrl_k8s import safe_yaml
+from nrl_k8s import __version__
 from nrl_k8s import wait as waiting
-from nrl_k8s.config.kubeconfig import KUBECONFIG_MAX_BYTES
-from nrl_k8s.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
+from nrl_k8s.connection import Connection, from_kubeconfig, in_cluster
+from nrl_k8s.errors import ConflictError, ForbiddenError, NotFoundError
 from nrl_k8s.kinds.base import Kind, Pending, Readiness, Ready
 from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.kube_errors import (
     GoneError,
+    HttpError,
     KindNotServedError,
     NoClusterError,
     Op,
@@ -61,6 +58,7 @@ PATCH_TYPES = {
     "apply": "application/apply-patch+yaml",
 }
 _PAGE_SIZE = 500
+_USER_AGENT = f"nrl-k8s/{__version__}"
 _PROXY_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -88,50 +86,12 @@ def kind_path(kind: Kind, namespace: str | None, name: str | None = None, subres
     return f"{path}/{subresource}" if subresource else path
 
 
-def _load_kubeconfig(configuration: client.Configuration, context: str | None, kubeconfig: str | None) -> tuple[str, str | None]:
-    """Load the kubeconfig into ``configuration``; return (context name, its namespace)."""
-    files = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    existing = [p for p in files.split(os.pathsep) if p and Path(p).expanduser().is_file()]
-    if not existing:
-        if kubeconfig:
-            raise ConfigError(f"kubeconfig {kubeconfig} not found", hint="pass an existing file or unset it")
-        raise NoClusterError(
-            f"no Kubernetes cluster configured: no kubeconfig at {files} and not running in a pod",
-            hint="set KUBECONFIG or pass --context; `nrl-k8s sandbox up` starts a local sandbox",
-        )
-    merged = os.pathsep.join(existing)
-    current, by_name = None, {}
-    for path in existing:  # kubectl's merge: the first file setting a value wins
-        try:
-            doc = safe_yaml.load_file(Path(path).expanduser(), max_bytes=KUBECONFIG_MAX_BYTES) or {}
-        except ConfigError as exc:
-            raise NoClusterError(f"cannot read kubeconfig: {exc.message}", hint="check it with `kubectl config view`") from None
-        if not isinstance(doc, dict):
-            raise NoClusterError(f"kubeconfig {path} is not a mapping", hint="check it with `kubectl config view`")
-        current = current or doc.get("current-context") or None
-        for entry in doc.get("contexts") or []:
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                by_name.setdefault(entry["name"], entry.get("context") or {})
-    name = context or current
-    if name not in by_name:
-        if context:
-            raise ConfigError(
-                f"kube context '{context}' not found in {merged}", hint="list contexts with `kubectl config get-contexts`"
-            )
-        raise NoClusterError(f"no current context in {merged}", hint="pass --context or `kubectl config use-context NAME`")
-    try:
-        config.load_kube_config(config_file=merged, context=name, client_configuration=configuration, persist_config=False)
-    except ConfigException as exc:
-        raise ConfigError(f"kube context '{name}' is not usable: {exc}", hint="check it with `kubectl config view`") from None
-    return name, by_name[name].get("namespace") or None
-
-
 class Kube:
     """A connection to one cluster with a default namespace; see the module docstring."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, *, in_cluster: bool, context: str | None, tuning: Tuning):
-        self._api = api
-        self.configuration = api.configuration
+    def __init__(self, connection: Connection, namespace: str, *, in_cluster: bool, context: str | None, tuning: Tuning):
+        self.connection = connection
+        self._pool = connection.pool(maxsize=32)  # every concurrent watch holds a connection
         self.namespace = namespace
         self.in_cluster = in_cluster
         self.context = context
@@ -150,27 +110,19 @@ class Kube:
 
         Namespace: ``namespace`` > the service account's (in-cluster) or the context's > "default".
         """
-        configuration = client.Configuration()
-        token = SERVICE_ACCOUNT_DIR / "token"
         explicit = context is not None or kubeconfig is not None
-        in_cluster = not explicit and bool(os.environ.get(SERVICE_HOST_ENV_NAME)) and token.is_file()
-        if in_cluster:
-            try:
-                InClusterConfigLoader(str(token), str(SERVICE_ACCOUNT_DIR / "ca.crt")).load_and_set(configuration)
-            except ConfigException as exc:
-                raise NoClusterError(f"in-cluster config is not usable: {exc}", hint="check the pod's service account mount") from None
+        in_pod = not explicit and bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT_DIR / "token").is_file()
+        if in_pod:
+            connection = in_cluster(SERVICE_ACCOUNT_DIR)
             ns_file = SERVICE_ACCOUNT_DIR / "namespace"
             default_ns = ns_file.read_text(encoding="utf-8").strip() if ns_file.is_file() else None
             context_name = None
         else:
-            context_name, default_ns = _load_kubeconfig(configuration, context, kubeconfig)
-        configuration.retries = False  # retries are ours (see _call), never urllib3's
-        configuration.connection_pool_maxsize = 32  # every concurrent watch holds a connection
-        api = client.ApiClient(configuration)
-        return cls(api, namespace or default_ns or "default", in_cluster=in_cluster, context=context_name, tuning=tuning)
+            connection, context_name, default_ns = from_kubeconfig(kubeconfig, context)
+        return cls(connection, namespace or default_ns or "default", in_cluster=in_pod, context=context_name, tuning=tuning)
 
     def close(self) -> None:
-        self._api.close()
+        self._pool.clear()
 
     def __enter__(self) -> "Kube":
         return self
@@ -196,38 +148,37 @@ class Kube:
     ):
         """One HTTP request with retries (for ``budget_s``, default ``Tuning.retry_budget_s``).
 
-        Returns the client's RESTResponse (body not yet read).
+        Returns urllib3's response (body not yet read).
         """
-        headers = {"Accept": accept}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        request = self._api.param_serialize(
-            method, path, query_params=query or None, header_params=headers, body=body, auth_settings=["BearerToken"]
-        )
+        url = self.connection.host + path + ("?" + urlencode(query, quote_via=quote) if query else "")
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": accept, "User-Agent": _USER_AGENT, **({"Content-Type": content_type} if data else {})}
         t = self.tuning
+        timeout = timeout or t.request_timeout_s
+        limits = urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple) else urllib3.Timeout(total=timeout)
         started = time.monotonic()
         attempt = 0
         while True:
             delay = min(t.backoff_cap_s, t.backoff_s * 2 ** min(attempt, 30)) * random.uniform(0.5, 1.0)
             try:
-                response = self._api.call_api(*request, _request_timeout=timeout or t.request_timeout_s)
+                response = self._pool.request(method, url, body=data, headers={**headers, **self.connection.headers()},
+                                              timeout=limits, retries=False, redirect=False, preload_content=False)
+            except urllib3.exceptions.SSLError as exc:  # e.g. the server's certificate is not trusted: not retried
+                raise api_error(HttpError(0, f"{type(exc).__name__}\n{exc}"), op, self.connection.host) from None
             except urllib3.exceptions.HTTPError as exc:
-                error: ApiException | urllib3.exceptions.HTTPError = exc
-            except ApiException as exc:  # raised by the client itself for TLS failures (status 0)
-                raise api_error(exc, op, self.configuration.host) from None
+                error: HttpError | urllib3.exceptions.HTTPError = exc
             else:
                 if 200 <= response.status < 300 or not raise_for_status:
                     return response
-                response.read()
-                error = ApiException(http_resp=response)
+                error = HttpError.of(response)
                 if not retryable(response.status):
-                    raise api_error(error, op, self.configuration.host) from None
+                    raise api_error(error, op, self.connection.host) from None
                 delay = max(delay, retry_after(error) or 0.0)
             if not retry or time.monotonic() - started + delay > (budget_s or t.retry_budget_s):
                 break
             time.sleep(delay)
             attempt += 1
-        raise api_error(error, op, self.configuration.host) from None
+        raise api_error(error, op, self.connection.host) from None
 
     def _json(self, method: str, path: str, op: Op, **kwargs) -> dict:
         return json.loads(self._call(method, path, op, **kwargs).read() or b"{}")
@@ -397,7 +348,7 @@ class Kube:
             query["resourceVersion"] = resource_version
         timeout = (min(self.tuning.request_timeout_s, seconds), seconds + 10)
         response = self._call("GET", kind_path(kind, ns), op, query=query, timeout=timeout,
-                              budget_s=self.tuning.watch_retry_budget_s).response
+                              budget_s=self.tuning.watch_retry_budget_s)
         try:
             for line in response:
                 if not line.strip():
@@ -405,9 +356,8 @@ class Kube:
                 event = json.loads(line)
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
-                    error = ApiException(status=status.get("code"), reason=status.get("reason"))
-                    error.body = json.dumps(status)
-                    raise api_error(error, op, self.configuration.host)
+                    error = HttpError(status.get("code") or 0, status.get("reason") or "", json.dumps(status))
+                    raise api_error(error, op, self.connection.host)
                 if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
                     yield event["type"], self._typed(kind, event["object"])
         except urllib3.exceptions.HTTPError:
@@ -467,8 +417,7 @@ class Kube:
         )
         data = response.read()
         if response.status in (401, 403) and status_body(data):
-            error = ApiException(http_resp=response)
-            raise api_error(error, op, self.configuration.host)
+            raise api_error(HttpError(response.status, response.reason or "", data, response.headers), op, self.connection.host)
         return response.status, data
 
     def can_i(self, verb: str, resource: str, *, group: str = "", namespace: str | None = None) -> bool:

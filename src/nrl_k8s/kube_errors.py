@@ -1,4 +1,4 @@
-"""The one adapter from Kubernetes client failures to typed ``nrl_k8s`` errors.
+"""The one adapter from Kubernetes API failures to typed ``nrl_k8s`` errors.
 
     401 UnauthorizedError       403 ForbiddenError (names the verb and resource refused)
     404 NotFoundError           KindNotServedError: the kind's path itself is missing (no CRD)
@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from typing import Mapping
+
 import urllib3
-from kubernetes.client.exceptions import ApiException
 
 from nrl_k8s.errors import (
     ApiError,
@@ -36,6 +37,19 @@ class KindNotServedError(NotFoundError):
 
 class GoneError(ApiError):
     """410: the resourceVersion a watch started from is too old; list again."""
+
+
+class HttpError(Exception):
+    """An API server's error answer; status 0: no answer (e.g. its TLS certificate is not trusted)."""
+
+    def __init__(self, status: int, reason: str = "", body: bytes | str | None = None, headers: Mapping | None = None):
+        super().__init__(f"{status} {reason}")
+        self.status, self.reason, self.body, self.headers = status, reason, body, headers or {}
+
+    @classmethod
+    def of(cls, response: urllib3.BaseHTTPResponse) -> "HttpError":
+        """From an unread urllib3 response (reads its body)."""
+        return cls(response.status, response.reason or "", response.read(), response.headers)
 
 
 @dataclass(frozen=True)
@@ -71,7 +85,7 @@ def retryable(status: int) -> bool:
     return status == 429 or status >= 500
 
 
-def retry_after(exc: ApiException) -> float | None:
+def retry_after(exc: HttpError) -> float | None:
     """Seconds from a Retry-After header, if any."""
     value = (exc.headers or {}).get("Retry-After")
     try:
@@ -80,7 +94,7 @@ def retry_after(exc: ApiException) -> float | None:
         return None
 
 
-def api_error(exc: ApiException | urllib3.exceptions.HTTPError, op: Op, host: str) -> ApiError:
+def api_error(exc: HttpError | urllib3.exceptions.HTTPError, op: Op, host: str) -> ApiError:
     """Map a client/transport failure of ``op`` against ``host`` to a typed error with a hint."""
     if isinstance(exc, urllib3.exceptions.HTTPError):
         return ServerError(
@@ -123,6 +137,6 @@ def api_error(exc: ApiException | urllib3.exceptions.HTTPError, op: Op, host: st
             hint="the API server is overloaded or unhealthy; try again later",
             status=status,
         )
-    if status == 0:  # the client's own failure before any HTTP status, e.g. TLS verification
+    if status == 0:  # no HTTP answer, e.g. TLS verification failed
         return ApiError(f"cannot {op.verb} {op.resource}: {detail}", hint="check the cluster CA in your kubeconfig")
     return ApiError(f"cannot {op.verb} {op.resource} {op.scope}: {status} {detail}", status=status)

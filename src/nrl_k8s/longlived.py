@@ -145,7 +145,7 @@ class LongLived(BringUp):
     def dashboard(self, role: str) -> Dashboard:
         url = self.options.dashboard_url if role == "training" else None
         return Dashboard.for_cluster(cluster_name=self.result.clusters[role], namespace=self.ns,
-                                     configuration=self.kube.configuration, in_cluster=self.kube.in_cluster,
+                                     connection=self.kube.connection, in_cluster=self.kube.in_cluster,
                                      url=url, retries=_DASHBOARD_RETRIES)
 
     def daemons(self, packages: dict, roles=None) -> None:

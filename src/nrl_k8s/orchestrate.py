@@ -223,7 +223,7 @@ class _Run(BringUp):
         # 8 retries back off for about a minute, like the API calls: a short outage of the API
         # server (which proxies the dashboard) must not fail the rescue.
         return Dashboard.for_cluster(cluster_name=self.result.raycluster, namespace=self.ns,
-                                     configuration=self.kube.configuration, in_cluster=self.kube.in_cluster,
+                                     connection=self.kube.connection, in_cluster=self.kube.in_cluster,
                                      url=self.options.dashboard_url, retries=_DASHBOARD_RETRIES)
 
     # -- follow ----------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def _daemon(kube, infra: dict, role: str, cluster: str, ns: str) -> str:
 
     submission_id = daemon.get("submissionId") or f"{cluster}-daemon"
     try:
-        with Dashboard.for_cluster(cluster_name=cluster, namespace=ns, configuration=kube.configuration,
+        with Dashboard.for_cluster(cluster_name=cluster, namespace=ns, connection=kube.connection,
                                    in_cluster=kube.in_cluster, retries=1) as dash:
             job = latest_daemon_job(dash.list_jobs(), submission_id)
     except NrlK8sError as err:

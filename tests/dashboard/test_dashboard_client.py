@@ -7,6 +7,7 @@ import json
 import httpx
 import pytest
 
+from nrl_k8s.connection import Connection, tls_context
 from nrl_k8s.dashboard import Dashboard, JobInfo
 from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
 from nrl_k8s.package import stage
@@ -365,25 +366,10 @@ def test_follow_logs_of_unknown_job():
 
 # -- base URLs: in-cluster DNS, API server proxy, explicit URL -------------------------------------
 
-def FakeConfiguration(*, host="https://127.0.0.1:6443/", token="Bearer tok-1", verify_ssl=True,
-                      ssl_ca_cert=None, cert_file=None, key_file=None, refresh=None):
-    """A real kubernetes.client.Configuration, filled by the real kubeconfig loader."""
-    from kubernetes import client, config
-
-    user = {"token": token.removeprefix("Bearer ")} if token else {}
-    kubeconfig = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": host.rstrip("/"), "insecure-skip-tls-verify": not verify_ssl}}],
-        "users": [{"name": "u", "user": user}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }
-    configuration = client.Configuration()
-    config.load_kube_config_from_dict(kubeconfig, client_configuration=configuration)
-    configuration.host = host
-    configuration.ssl_ca_cert, configuration.cert_file, configuration.key_file = ssl_ca_cert, cert_file, key_file
-    if refresh is not None:
-        configuration.refresh_api_key_hook = refresh
-    return configuration
+def api_server(*, host="https://127.0.0.1:6443/", token="Bearer tok-1", auth=None) -> Connection:
+    """A Connection to a (never contacted) API server sending ``token``, or ``auth()``'s headers."""
+    return Connection(host, ssl_context=tls_context(insecure=True),
+                      auth=auth or (lambda: {"Authorization": token} if token else {}))
 
 
 def seen_by_server(build) -> httpx.Request:
@@ -399,32 +385,32 @@ def test_in_cluster_url():
 
 
 def test_api_proxy_url_and_bearer_token():
-    request = seen_by_server(lambda **o: Dashboard.via_api_proxy(FakeConfiguration(), "rc-head-svc", "team", **o))
+    request = seen_by_server(lambda **o: Dashboard.via_api_proxy(api_server(), "rc-head-svc", "team", **o))
     assert str(request.url) == (
         "https://127.0.0.1:6443/api/v1/namespaces/team/services/rc-head-svc:8265/proxy/api/version"
     )
     assert request.headers["authorization"] == "Bearer tok-1"
 
 
-def test_api_proxy_refreshes_the_token_first():
-    def refresh(configuration):
-        for key in configuration.api_key:
-            configuration.api_key[key] = "Bearer fresh"
-
-    config = FakeConfiguration(token="Bearer stale", refresh=refresh)
-    request = seen_by_server(lambda **o: Dashboard.via_api_proxy(config, "rc-head-svc", "team", **o))
-    assert request.headers["authorization"] == "Bearer fresh"
+def test_api_proxy_asks_for_fresh_credentials_on_every_request():
+    tokens = iter(["Bearer first", "Bearer second"])
+    script = Script(ok({"version": "4"}), ok({"version": "4"}))
+    dash = Dashboard.via_api_proxy(api_server(auth=lambda: {"Authorization": next(tokens)}), "rc-head-svc", "team",
+                                   transport=httpx.MockTransport(script))
+    dash.version()
+    dash.version()
+    assert [r.headers["authorization"] for r in script.requests] == ["Bearer first", "Bearer second"]
 
 
 def test_api_proxy_without_token_sends_no_authorization():
-    request = seen_by_server(lambda **o: Dashboard.via_api_proxy(FakeConfiguration(token=None), "s", "ns", **o))
+    request = seen_by_server(lambda **o: Dashboard.via_api_proxy(api_server(token=None), "s", "ns", **o))
     assert "authorization" not in request.headers
 
 
 @pytest.mark.parametrize("code", [401, 403], ids=["401", "403"])
 def test_api_proxy_refusal_hints_at_rbac_and_dashboard_url(code):
     script = Script(httpx.Response(code, json={"kind": "Status", "message": "services \"rc-head-svc:8265\" is forbidden"}))
-    dash = Dashboard.via_api_proxy(FakeConfiguration(), "rc-head-svc", "team", transport=httpx.MockTransport(script))
+    dash = Dashboard.via_api_proxy(api_server(), "rc-head-svc", "team", transport=httpx.MockTransport(script))
     with pytest.raises(DashboardError, match=f"→ {code}: services \"rc-head-svc:8265\" is forbidden") as info:
         dash.list_jobs()
     assert "kubectl auth can-i get services/proxy -n team" in info.value.hint
@@ -438,13 +424,13 @@ def test_direct_refusal_hint_names_the_url():
     assert BASE in info.value.hint and "--dashboard-url" in info.value.hint
 
 
-CONFIG = FakeConfiguration()
+CONFIG = api_server()
 FOR_CLUSTER_CASES = {
-    "explicit-url-wins": (dict(url="http://127.0.0.1:9999", in_cluster=True, configuration=CONFIG),
+    "explicit-url-wins": (dict(url="http://127.0.0.1:9999", in_cluster=True, connection=CONFIG),
                           "http://127.0.0.1:9999/api/version"),
-    "in-cluster-dns-before-proxy": (dict(in_cluster=True, configuration=CONFIG),
+    "in-cluster-dns-before-proxy": (dict(in_cluster=True, connection=CONFIG),
                                     "http://rc-head-svc.team.svc.cluster.local:8265/api/version"),
-    "api-proxy-otherwise": (dict(configuration=CONFIG),
+    "api-proxy-otherwise": (dict(connection=CONFIG),
                             "https://127.0.0.1:6443/api/v1/namespaces/team/services/rc-head-svc:8265/proxy/api/version"),
 }
 

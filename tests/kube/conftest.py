@@ -1,7 +1,7 @@
 """An in-process sandbox API server per test module, a kubeconfig for it, and a namespace per test.
 
-Every test talks to the server over real HTTP through ``nrl_k8s.kube.Kube`` (the official
-client underneath). Faults and request counts are reset around each test.
+Every test talks to the server over real HTTP through ``nrl_k8s.kube.Kube`` (urllib3
+underneath). Faults and request counts are reset around each test.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from nrl_k8s import kube as kube_module
 from nrl_k8s.errors import ConfigError, UnauthorizedError
 from nrl_k8s.kinds.core import CONFIGMAP, NAMESPACE
 from nrl_k8s.kube import Kube, NoClusterError
+from nrl_k8s.sandbox.tls import self_signed
 
 CONTEXTS = {"sandbox": "ctx-ns", "other": None, "team": "team-ns"}
 
@@ -28,7 +29,7 @@ def test_context_and_namespace_selection(tmp_path, sandbox, context, namespace, 
     path = write_kubeconfig(tmp_path / "kubeconfig", sandbox.url, contexts=CONTEXTS)
     with Kube.connect(kubeconfig=str(path), context=context, namespace=namespace, tuning=FAST) as kube:
         assert (kube.context, kube.namespace, kube.in_cluster) == (expected_context, expected_namespace, False)
-        assert kube.configuration.host == sandbox.url
+        assert kube.connection.host == sandbox.url
         assert kube.get(NAMESPACE, "default")["metadata"]["name"] == "default"
 
 
@@ -68,20 +69,20 @@ def test_in_cluster_config_from_service_account(tmp_path, sandbox, monkeypatch):
     account = tmp_path / "serviceaccount"
     account.mkdir()
     (account / "token").write_text(USER_TOKEN)
-    (account / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nunused\n-----END CERTIFICATE-----\n")
+    (account / "ca.crt").write_bytes(self_signed()[0])  # loaded (so a real certificate), not used: http sandbox
     (account / "namespace").write_text("pod-ns\n")
     monkeypatch.setattr(kube_module, "SERVICE_ACCOUNT_DIR", account)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(sandbox.port))
     with Kube.connect(tuning=FAST) as kube:
         assert (kube.in_cluster, kube.namespace, kube.context) == (True, "pod-ns", None)
-        assert kube.configuration.host == f"https://127.0.0.1:{sandbox.port}"
-        assert kube.configuration.auth_settings()["BearerToken"]["value"].endswith(USER_TOKEN)
+        assert kube.connection.host == f"https://127.0.0.1:{sandbox.port}"
+        assert kube.connection.headers()["Authorization"] == f"Bearer {USER_TOKEN}"
     with Kube.connect(namespace="mine", tuning=FAST) as kube:
         assert (kube.in_cluster, kube.namespace) == (True, "mine")
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", sandbox.url)
     with Kube.connect(kubeconfig=str(kubeconfig), tuning=FAST) as kube:
-        assert (kube.in_cluster, kube.configuration.host) == (False, sandbox.url)
+        assert (kube.in_cluster, kube.connection.host) == (False, sandbox.url)
 
 
 def test_bad_token_is_unauthorized(tmp_path, sandbox):

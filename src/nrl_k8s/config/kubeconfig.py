@@ -47,17 +47,26 @@ def kubeconfig_files(env: Mapping[str, str]) -> list[Path]:
     return [p for p in candidates if p.is_file()]
 
 
-def context_namespace(context: str | None, env: Mapping[str, str]) -> str | None:
-    """The namespace of `context` (else the current context) in the merged kubeconfig, if any."""
-    files = kubeconfig_files(env)
+def merge(files: list[Path]) -> tuple[str | None, dict[str, dict[str, tuple[object, Path]]]]:
+    """kubectl's merge of kubeconfig files: the current-context, and each cluster, user and context
+    by name, of the first file that sets it; each entry with its file's directory (its paths' base)."""
     current: str | None = None
-    contexts: dict[str, dict] = {}
+    merged: dict[str, dict[str, tuple[object, Path]]] = {"clusters": {}, "users": {}, "contexts": {}}
     for path in files:
         config = load_mapping(path, max_bytes=KUBECONFIG_MAX_BYTES)
         current = current or config.get("current-context") or None
-        for entry in config.get("contexts") or []:
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                contexts.setdefault(entry["name"], entry.get("context") or {})
+        for section, entries in merged.items():
+            for entry in config.get(section) or []:
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                    entries.setdefault(entry["name"], (entry.get(section[:-1]) or {}, path.absolute().parent))
+    return current, merged
+
+
+def context_namespace(context: str | None, env: Mapping[str, str]) -> str | None:
+    """The namespace of `context` (else the current context) in the merged kubeconfig, if any."""
+    files = kubeconfig_files(env)
+    current, merged = merge(files)
+    contexts = {name: entry for name, (entry, _) in merged["contexts"].items()}
     name = context or current
     if name is None:
         return None

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 import ssl
-import tempfile
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from nrl_k8s.credentials import load_cert_chain
 
 
 def self_signed() -> tuple[bytes, bytes]:
@@ -47,11 +47,5 @@ def server_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
     """A server-side TLS context speaking HTTP/1.1 only."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.set_alpn_protocols(["http/1.1"])
-    with tempfile.TemporaryDirectory() as tmp:
-        cert_file, key_file = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
-        with open(cert_file, "wb") as f:
-            f.write(cert_pem)
-        with open(key_file, "wb") as f:
-            f.write(key_pem)
-        context.load_cert_chain(cert_file, key_file)
+    load_cert_chain(context, cert_pem, key_pem)
     return context
