@@ -8,11 +8,14 @@ before the run; drivers that must still run when the test looks wait for its ``G
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import socket
 import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -35,6 +38,19 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _machine_lock(name: str):
+    """Held by one test on this machine at a time: the example's gym daemon binds the fixed port
+    127.0.0.1:18431, which every sandbox on the machine shares (two suites running at once)."""
+    fd = os.open(os.path.join(tempfile.gettempdir(), f"nrl-k8s-test-{name}.lock"),
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _port_free(port: int) -> bool:
@@ -242,6 +258,12 @@ def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbo
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=env, timeout=DEADLINE_S, cwd=ROOT)
 
+    with _machine_lock("port-18431"):
+        _run_the_example_pair(cli, pair, user, sandbox, sandbox_namespace)
+
+
+def _run_the_example_pair(cli, pair, user, sandbox, sandbox_namespace) -> None:
+    eventually(lambda: _port_free(18431), what="port 18431 free (another run of the example's gym daemon ended)")
     try:
         run = cli("run", "--raycluster", "--wait", *pair)
         assert run.returncode == 0, run.stderr
@@ -264,6 +286,9 @@ def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbo
         assert up.returncode == 0, up.stderr
         assert f"{user}-ll-gym-server" in up.stderr and "submitted" in up.stderr
         jobs = cli("job", "list", "-r", "gym", *pair)
-        assert f"{user}-ll-gym-server" in jobs.stdout and "RUNNING" in jobs.stdout, jobs.stdout + jobs.stderr
+        if not (f"{user}-ll-gym-server" in jobs.stdout and "RUNNING" in jobs.stdout):
+            logs = cli("job", "logs", "-r", "gym", "-j", f"{user}-ll-gym-server", *pair)
+            pytest.fail(f"the daemon is not running:\n{jobs.stdout}{jobs.stderr}\nits log:\n{logs.stdout}{logs.stderr}\n"
+                        f"cluster up said:\n{up.stderr}")
     finally:
         cli("cluster", "down", "--force", *pair)
