@@ -17,6 +17,7 @@ from kubernetes import client
 from operator_helpers import field, proxy, ray_cluster_spec
 from sandbox_harness import DEADLINE_S, Gate, eventually, observe, unique
 
+from nrl_k8s.connection import Connection, from_kubeconfig
 from nrl_k8s.dashboard import Dashboard
 from nrl_k8s.sandbox.head_proxy import scoped
 from nrl_k8s.sandbox.ray_head import free_ports
@@ -58,8 +59,14 @@ def clusters(api, core, custom):
     core.delete_namespace(ns)
 
 
-def dashboard(api: client.ApiClient, ns: str, cluster: str) -> Dashboard:
-    return Dashboard.via_api_proxy(api.configuration, f"{cluster}-head-svc", ns, timeout_s=60)
+@pytest.fixture(scope="module")
+def connection(sandbox) -> Connection:
+    """How nrl-k8s reaches the sandbox: its own connection from the sandbox's kubeconfig."""
+    return from_kubeconfig(str(sandbox.kubeconfig), None)[0]
+
+
+def dashboard(connection: Connection, ns: str, cluster: str) -> Dashboard:
+    return Dashboard.via_api_proxy(connection, f"{cluster}-head-svc", ns, timeout_s=60)
 
 
 def finished(dash: Dashboard, submission_id: str) -> tuple[str, str]:
@@ -78,10 +85,10 @@ def package(files: dict[str, str]) -> tuple[str, bytes]:
     return f"_ray_pkg_{hashlib.sha1(data).hexdigest()[:16]}.zip", data
 
 
-def test_each_head_service_shows_only_its_own_jobs(sandbox, api, clusters, tmp_path):
+def test_each_head_service_shows_only_its_own_jobs(connection, sandbox, api, clusters, tmp_path):
     ns, a, b = clusters
     gate = Gate(tmp_path)
-    with dashboard(api, ns, a) as dash_a, dashboard(api, ns, b) as dash_b:
+    with dashboard(connection, ns, a) as dash_a, dashboard(connection, ns, b) as dash_b:
         job_a = dash_a.submit(gate.entrypoint("echo from-a"), submission_id=unique("job-a"), metadata={"k": "v"})
         job_b = dash_b.submit("echo from-b", submission_id=unique("job-b"))
         direct = unique("direct")
@@ -120,13 +127,13 @@ def test_a_package_exists_only_for_the_cluster_it_was_uploaded_through(sandbox, 
     assert httpx.get(f"{sandbox.dashboard_url}/api/packages/gcs/{name}", trust_env=False).status_code == 200  # the shared GCS has it
 
 
-def test_a_job_runs_in_its_uploaded_working_dir_with_the_head_containers_env(api, clusters):
+def test_a_job_runs_in_its_uploaded_working_dir_with_the_head_containers_env(connection, api, clusters):
     ns, a, _ = clusters
     recipe = f"grpo:\n  run: {unique('recipe')}\n"
     name, data = package({"nrl_k8s_run.yaml": recipe, "code/uploaded.txt": "an uploaded file\n"})
     assert proxy(api, "PUT", ns, f"{a}-head-svc:8265", f"api/packages/gcs/{name}", data)[0] == 200
     entrypoint = 'cat nrl_k8s_run.yaml code/uploaded.txt; echo "$FROM_HEAD $MINE $SECRET_VALUE"; cat "$TOKEN_FILE"'
-    with dashboard(api, ns, a) as dash:
+    with dashboard(connection, ns, a) as dash:
         job = dash.submit(entrypoint, runtime_env={"working_dir": f"gcs://{name}", "env_vars": {"MINE": "job"}})
         text, status = finished(dash, job)
         details = dash.get_job(job)
@@ -147,7 +154,7 @@ def test_a_package_of_almost_100_mib_passes_the_proxy(api, clusters):
     assert proxy(api, "GET", ns, f"{a}-head-svc:8265", f"api/packages/gcs/{name}")[0] == 200
 
 
-def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_raycluster(sandbox, api, core, custom, clusters, tmp_path):
+def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_raycluster(connection, sandbox, api, core, custom, clusters, tmp_path):
     ns, _, _ = clusters
     name, (port,) = unique("daemon"), free_ports(1)
     create_ready(custom, ns, raycluster(name, {"ports": [{"containerPort": 6379, "name": "gcs"}, {"containerPort": port, "name": "web"}]}))
@@ -155,7 +162,7 @@ def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_ray
     assert {p.name: p.port for p in service.spec.ports} == {"dashboard": 8265, "client": 10001, "gcs-server": 6379, "web": port}
     (tmp_path / "index.html").write_text("served by the daemon\n")
     server = shlex.join([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)])
-    with dashboard(api, ns, name) as dash:
+    with dashboard(connection, ns, name) as dash:
         daemon = dash.submit(server, submission_id=unique("daemon"))
         body = eventually(lambda: (reply := proxy(api, "GET", ns, f"{name}-head-svc:web", "index.html"))[0] == 200 and reply[1],
                           what="the daemon answering through the head Service")  # fmt: skip
