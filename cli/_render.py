@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.markup import escape
-from rich.table import Table
 
 from nrl_k8s.redact import redact_text
 
@@ -16,8 +15,16 @@ def _size(group: dict) -> str:
     return ", ".join(parts)
 
 
+def _text_columns(header: tuple[str, ...], rows: list[tuple], indent: str) -> list[str]:
+    """Left-aligned text columns two spaces apart (markup escaped), no trailing blanks."""
+    cells = [tuple(str(c) for c in header)] + [tuple(str(c) for c in row) for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return [indent + escape("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()) for row in cells]
+
+
 def render_summary(s: dict) -> None:
-    out.print("[bold]nrl-k8s check[/]: config OK")
+    """Printed at once: one rich print of the whole page (a print per line costs ~10 ms per check)."""
+    lines = ["[bold]nrl-k8s check[/]: config OK"]
     rows = [
         ("recipe", s["recipe"]),
         ("infra", s["infra"]),
@@ -27,63 +34,56 @@ def render_summary(s: dict) -> None:
         ("run", "--raycluster (launch.mode: bringup)" if s["flow"] == "raycluster" else "--rayjob"),
         ("run id", s["run_id"]),
     ]
-    for label, value in rows:
-        out.print(f"  {label:<10} {escape(str(value))}")
+    lines += [f"  {label:<10} {escape(str(value))}" for label, value in rows]
 
-    out.print("\n[bold]TRAINING[/]")
+    lines.append("\n[bold]TRAINING[/]")
     for role in s["roles"]:
-        out.print(f"  {role['role']}: {escape(role['name'])}  ({role['total_gpus']} GPU total)")
-        out.print(f"    head        {_size(role['head'])}")
-        for w in role["workers"]:
-            out.print(f"    {w['group']:<11} {w['replicas']} x ({_size(w)})")
+        lines.append(f"  {role['role']}: {escape(role['name'])}  ({role['total_gpus']} GPU total)")
+        lines.append(f"    head        {_size(role['head'])}")
+        lines += [f"    {w['group']:<11} {w['replicas']} x ({_size(w)})" for w in role["workers"]]
         if role["code"]:
-            out.print(f"    code        {escape(role['code'])}  (run --raycluster)")
-        for obj in role["dra"]:
-            out.print(f"    dra         {escape(obj)}")
+            lines.append(f"    code        {escape(role['code'])}  (run --raycluster)")
+        lines += [f"    dra         {escape(obj)}" for obj in role["dra"]]
         if role["daemon"]:
             d = role["daemon"]
-            out.print(f"    daemon      {escape(str(d['entrypoint']))}")
-            out.print(f"                id {escape(d['submission_id'])}; code {escape(d['code'])}"
-                      + (f"; health {escape(d['health'])}" if d["health"] else ""))
-    out.print(f"  entrypoint  {escape(str(s['entrypoint']))}")
-    for key, value in s["env"].items():
-        out.print(f"  env         {escape(key)}={escape(str(value))}")
+            lines.append(f"    daemon      {escape(str(d['entrypoint']))}")
+            lines.append(f"                id {escape(d['submission_id'])}; code {escape(d['code'])}"
+                         + (f"; health {escape(d['health'])}" if d["health"] else ""))
+    lines.append(f"  entrypoint  {escape(str(s['entrypoint']))}")
+    lines += [f"  env         {escape(key)}={escape(str(value))}" for key, value in s["env"].items()]
 
     if s["deployments"]:
-        out.print("\n[bold]DEPLOYMENTS[/]")
+        lines.append("\n[bold]DEPLOYMENTS[/]")
     for d in s["deployments"]:
-        out.print(f"  deployments.{escape(d['key'])} -> {escape(d['name'])}  (replicas {d['replicas']})")
-        out.print(f"    service     {escape(d['service'] or '(no container ports: none)')}")
+        lines.append(f"  deployments.{escape(d['key'])} -> {escape(d['name'])}  (replicas {d['replicas']})")
+        lines.append(f"    service     {escape(d['service'] or '(no container ports: none)')}")
         if d["health"]:
-            out.print(f"    health      {escape(d['health'])}")
+            lines.append(f"    health      {escape(d['health'])}")
 
-    out.print("\n[bold]DYNAMO[/]")
+    lines.append("\n[bold]DYNAMO[/]")
     if not s["dynamo"]:
-        out.print("  (no infra.dynamo entries)")
+        lines.append("  (no infra.dynamo entries)")
     for d in s["dynamo"]:
-        out.print(f"  dynamo.{escape(d['key'])} -> {escape(d['name'])}  (namespace {escape(d['namespace'])})")
-        out.print(f"    manifest       {escape(d['manifest'])}  ({d['api_version']})")
-        out.print(f"    ready timeout  {d['ready_timeout_s']}s")
-        table = Table(box=None, padding=(0, 2), show_edge=False)
-        for col in ("service", "type", "replicas", "GPUs/replica"):
-            table.add_column(col)
-        for svc in d["services"]:
-            table.add_row(svc["name"], svc["component_type"] or "-", str(svc["replicas"]), str(svc["gpus"]))
-        out.print("    services:")
-        out.print(table, style=None)
-    for note in s["recipe_injection"]:
-        out.print(f"  recipe: {escape(note)}")
+        lines.append(f"  dynamo.{escape(d['key'])} -> {escape(d['name'])}  (namespace {escape(d['namespace'])})")
+        lines.append(f"    manifest       {escape(d['manifest'])}  ({d['api_version']})")
+        lines.append(f"    ready timeout  {d['ready_timeout_s']}s")
+        lines.append("    services:")
+        services = [(svc["name"], svc["component_type"] or "-", svc["replicas"], svc["gpus"]) for svc in d["services"]]
+        lines += _text_columns(("service", "type", "replicas", "GPUs/replica"), services, "      ")
+    lines += [f"  recipe: {escape(note)}" for note in s["recipe_injection"]]
 
     if s["unused"]:
-        out.print("\n[bold]ACCEPTED BUT NOT USED[/] (no effect in this flow)")
-        for field in s["unused"]:
-            out.print(f"  - {escape(field)}")
+        lines.append("\n[bold]ACCEPTED BUT NOT USED[/] (no effect in this flow)")
+        lines += [f"  - {escape(field)}" for field in s["unused"]]
+    out.print("\n".join(lines))
 
 
 def render_rows(rows: list[dict], columns: tuple[str, ...], *, empty: str) -> None:
     if not rows:
         out.print(empty, markup=False)
         return
+    from rich.table import Table
+
     table = Table(box=None, padding=(0, 2))
     for col in columns:
         table.add_column(col.upper())

@@ -17,7 +17,6 @@ import importlib.util
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +213,8 @@ def _pod_definitions() -> tuple[str, dict]:
     document = json.loads((_schema_dir() / "_definitions.json").read_text(encoding="utf-8"))
     extracted = (document["$schema"], _reachable(document["$defs"], "io.k8s.api.core.v1.PodTemplateSpec"))
     try:
+        import tempfile
+
         fd, tmp = tempfile.mkstemp(dir=private_dir(cached.parent), prefix=".defs-")  # 0600
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(extracted, handle, separators=(",", ":"))
