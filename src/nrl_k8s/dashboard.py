@@ -22,8 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
+from nrl_k8s._httpx import httpx
 from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
 from nrl_k8s.package import Package
 

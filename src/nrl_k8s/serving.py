@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from urllib.parse import urlsplit
 
-import httpx
+from ._httpx import httpx
 
 from .errors import ForbiddenError, ResourceFailed, WaitTimeout
 from .events import Emit, Waiting
