@@ -19,8 +19,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kubernetes import client, watch
-from sandbox_harness import DEADLINE_S, interruptible
+from kubernetes import client
+from sandbox_harness import DEADLINE_S, interruptible, observe
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).with_name("nrl-k8s"))
@@ -112,22 +112,12 @@ class Env:
             raise
 
     def wait_for(self, what, name: str, predicate, timeout: float = DEADLINE_S) -> dict | None:
-        """Watch one object until predicate(obj or None) holds; fail at the deadline."""
-        deadline = time.monotonic() + timeout
-        obj = self.get(what, name)
-        while not predicate(obj):
-            left = deadline - time.monotonic()
-            assert left > 0, f"{what[2]}/{name} never satisfied the condition; last: {obj}"
-            stream = watch.Watch().stream(self.custom.list_namespaced_custom_object, what[0], what[1], self.ns,
-                                          what[2], field_selector=f"metadata.name={name}",
-                                          timeout_seconds=max(int(left), 1))
-            for event in stream:
-                obj = None if event["type"] == "DELETED" else event["object"]
-                if predicate(obj):
-                    break
-            else:
-                obj = self.get(what, name)
-        return obj
+        """List then watch one object (from the list's resourceVersion: nothing in between is
+        missed) until predicate(obj or None) holds; fail at the deadline."""
+        found = observe(self.custom.list_namespaced_custom_object, what[0], what[1], self.ns, what[2],
+                        field_selector=f"metadata.name={name}", until=lambda objects: predicate(objects.get(name)),
+                        timeout_s=timeout)
+        return found.get(name)
 
     def kubectl_command(self, stderr: str, what: str) -> subprocess.CompletedProcess:
         """Run the removal command the CLI printed for ``what`` (it must be exactly runnable)."""
