@@ -13,7 +13,7 @@ import typer
 from ._common import DashboardUrlOpt, InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, load, print_manifests
 
 # Flags that only one flow reads: refused by name in the other.
-_RAYJOB_ONLY = ("driver_grace", "shutdown", "ttl_seconds", "active_deadline")
+_RAYJOB_ONLY = ("driver_grace", "parallel", "shutdown", "ttl_seconds", "active_deadline")
 _RAYCLUSTER_ONLY = ("run_id", "replace", "skip_daemons", "repo_root", "recreate")
 
 
@@ -37,6 +37,9 @@ def run(
     shutdown: Annotated[
         bool, typer.Option("--shutdown/--no-shutdown", help="[rayjob] Delete the RayCluster (and its DGDs) when the job ends.")
     ] = True,
+    parallel: Annotated[bool, typer.Option(
+        "--parallel", help="[rayjob] Bring the DGDs and the RayJob's cluster up at once (launch.bringUp: parallel); "
+        "the driver starts once every DGD serves.")] = False,
     ttl_seconds: Annotated[int, typer.Option("--ttl-seconds", min=0, help="[rayjob] Keep the finished cluster this long.")] = 0,
     active_deadline: Annotated[
         Optional[int], typer.Option("--active-deadline-seconds", min=1, help="[rayjob] Fail the job after this long.")
@@ -68,14 +71,17 @@ def run(
                         recreate=recreate)
         return
 
-    from nrl_k8s.plan import RunOptions, plan_run
+    from nrl_k8s.plan import RunOptions, parallel_bringup, plan_run
 
-    plan = plan_run(cfg, RunOptions(shutdown=shutdown, ttl_seconds=ttl_seconds, active_deadline_seconds=active_deadline))
+    parallel = parallel_bringup(cfg.infra, parallel)
+    plan = plan_run(cfg, RunOptions(shutdown=shutdown, ttl_seconds=ttl_seconds, active_deadline_seconds=active_deadline,
+                                    parallel=parallel))
     if dry_run:
         _print_dry_run(plan, show_secrets)
         return
 
     from nrl_k8s.orchestrate import LiveOptions, run_rayjob
+    from nrl_k8s.parallel import run_parallel
 
     from ._progress import Progress
     from ._render import render_run_result
@@ -83,7 +89,7 @@ def run(
     kube = connect(ctx, cfg.infra["namespace"])
     options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url)
     with Progress() as progress:
-        result = run_rayjob(kube, plan, options, progress)
+        result = (run_parallel if parallel else run_rayjob)(kube, plan, options, progress)
     render_run_result(result)
     if wait and not result.succeeded:
         raise typer.Exit(1)

@@ -28,7 +28,7 @@ from .errors import (
 from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from .kinds import deployment, dgd
 from .kinds.index import kind_of
-from .kinds.base import Kind, delete_command, managed, owner_reference
+from .kinds.base import Kind, delete_command, managed, owned, owner_reference
 from .probe import Permission, missing_permissions
 from .rollback import Created, Ledger, RollbackInterrupts
 from .serving import HEALTHY, present, wait_http, wait_serving
@@ -239,8 +239,7 @@ class BringUp:
                     self.link_owner(name, owner)
                 continue
             if owner is not None:
-                manifest = {**manifest, "metadata": {**manifest["metadata"],
-                                                     "ownerReferences": [owner_reference(owner)]}}
+                manifest = owned(manifest, owner)
                 self.dgd_owners[name] = [owner["metadata"]["name"]]
             self.create(self.dgd_kinds[name], manifest, label)
             self.dgd_actions[name] = "created"

@@ -31,7 +31,7 @@ from .dashboard import Dashboard, JobInfo
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Became, Emit, Waiting
 from .kinds import raycluster
-from .kinds.base import owner_reference
+from .kinds.base import owned, owner_reference
 from .kinds.index import kind_of
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
 from .probe import run_permissions
@@ -124,8 +124,7 @@ class LongLived(BringUp):
             found = self.kube.find(kind, name, self.ns)
             if found is not None and ref["uid"] not in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
                 self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)  # GC takes a replaced cluster's
-            self.ensure(kind, {**obj, "metadata": {**obj["metadata"], "ownerReferences": [ref]}}, label,
-                        recreate=self.options.recreate)
+            self.ensure(kind, owned(obj, live), label, recreate=self.options.recreate)
 
     def dgds(self, existing: dict) -> None:
         self.apply_dgds(self.plan.dgds, existing, owner=self.live["training"])

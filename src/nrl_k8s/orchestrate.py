@@ -53,7 +53,7 @@ class RunResult:
     succeeded: bool | None = None
 
 
-class _Run(BringUp):
+class RayJobRun(BringUp):
     def __init__(self, kube, plan: RunPlan, options: LiveOptions, emit: Emit):
         name, ns = plan.rayjob["metadata"]["name"], plan.rayjob["metadata"]["namespace"]
         super().__init__(kube, ns, name, emit)
@@ -260,23 +260,31 @@ class _Run(BringUp):
             return None
         return job is not None and rayjob.driver_submitted(job)
 
+    def bring_up(self) -> None:
+        """Everything up to the driver's submission, in the serial order."""
+        existing = self.preflight()
+        self.deployments(self.plan.deployments, self.plan.health)
+        self.apply_dgds(self.plan.dgds, existing)
+        self.wait_dgds(self.plan.dgds, self.plan.ready_timeouts)
+        self.apply_rayjob()
+        self.link_owners(self.follow_cluster())
+        self.rescue_driver()
+
 
 def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResult:
-    run = _Run(kube, plan, options, emit)
+    return execute(RayJobRun(kube, plan, options, emit))
+
+
+def execute(run: RayJobRun) -> RunResult:
+    """Bring ``run`` up (rolled back on failure or Ctrl-C until its driver is submitted), then follow it."""
     with interrupts_raise():
         try:
-            existing = run.preflight()
-            run.deployments(plan.deployments, plan.health)
-            run.apply_dgds(plan.dgds, existing)
-            run.wait_dgds(plan.dgds, plan.ready_timeouts)
-            run.apply_rayjob()
-            run.link_owners(run.follow_cluster())
-            run.rescue_driver()
+            run.bring_up()
         except KeyboardInterrupt:
             raise run.fail(None) from None
         except NrlK8sError as err:
             raise run.fail(err) from None
-        if options.wait:
+        if run.options.wait:
             try:
                 run.follow_job()
             except KeyboardInterrupt:

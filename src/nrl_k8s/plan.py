@@ -13,9 +13,13 @@ from .config import LoadedConfig
 from .errors import ConfigError
 from .errors import InfraError
 from .kinds import deployment, dgd, rayjob
-from .kinds.base import MANAGED_BY
+from .kinds.base import MANAGED_BY, labelled
 
 DEFAULT_HEALTH_TIMEOUT_S = 300.0
+# `run --parallel`: KubeRay fails the RayJob (and deletes its cluster, GC its DGDs) unless the
+# driver is submitted within the longest DGD readyTimeoutS plus this margin.
+PRE_RUNNING_MARGIN_S = 120
+DEFAULT_READY_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,13 @@ class RunOptions:
     shutdown: bool = True
     ttl_seconds: int = 0
     active_deadline_seconds: int | None = None
+    parallel: bool = False  # --parallel / launch.bringUp: parallel
+
+
+def parallel_bringup(infra: dict, flag: bool) -> bool:
+    """Whether `run --rayjob` brings the DGDs and the cluster up at once: ``--parallel`` or
+    ``launch.bringUp: parallel``."""
+    return flag or (infra.get("launch") or {}).get("bringUp") == "parallel"
 
 
 @dataclass(frozen=True)
@@ -72,15 +83,21 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     _same_namespace(dgds, cfg.infra["namespace"])
     final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
     run_id = recipe_mod.run_id(cfg.infra, final_recipe, list(dgds.values()))
+    timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
+    pre_running = (int(max(timeouts.values(), default=DEFAULT_READY_TIMEOUT_S)) + PRE_RUNNING_MARGIN_S
+                   if options.parallel else None)
     job, dra = rayjob.render_with_dra(
         cfg.infra,
         run_id,
         shutdown=options.shutdown,
         ttl_seconds=options.ttl_seconds,
         active_deadline_seconds=options.active_deadline_seconds,
+        pre_running_deadline_seconds=pre_running,
     )
-    dgds = {key: dgd.with_user(manifest, job["metadata"]["name"]) for key, manifest in dgds.items()}
-    timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
+    # every object the run creates carries its run id (`nrl-k8s gc` finds what a dead run left)
+    dgds = {key: labelled(dgd.with_user(manifest, job["metadata"]["name"]), rayjob.RUN_ID_LABEL, run_id)
+            for key, manifest in dgds.items()}
+    dra = [labelled(obj, rayjob.RUN_ID_LABEL, run_id) for obj in dra]
     deployments, health = _deployments(cfg.infra)
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
                    secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts,

@@ -25,7 +25,7 @@ hf_cache hf_cache.kind hf_cache.pvcName hf_cache.mountPath
 checkpoints checkpoints.kind checkpoints.pvcName checkpoints.mountPath
 submit submit.kind submit.portForward submit.devPod submit.localDashboardPort submit.submitter submit.execTmpDir
 launch launch.mode launch.runMode launch.attach launch.attach.generation launch.attach.gym launch.attach.training
-launch.peerWatcher launch.entrypoint launch.env launch.rayUploadPaths launch.codeSource launch.codePath
+launch.peerWatcher launch.entrypoint launch.env launch.rayUploadPaths launch.codeSource launch.codePath launch.bringUp
 resources
 """ + "".join(
     f" resources.{r} resources.{r}.head resources.{r}.head.cpu resources.{r}.head.memory resources.{r}.head.gpu"

@@ -338,6 +338,8 @@ INFRA_SCHEMA = Struct({
             "rayUploadPaths": STR_LIST,
             "codeSource": Scalar(choices=("upload", "image", "lustre")),
             "codePath": STR,
+            # serial: DGDs serve, then the RayJob; parallel: both at once (run --rayjob --parallel)
+            "bringUp": Scalar(choices=("serial", "parallel")),
         },
         rules=(Requires("mode", ("attach",), "attach"), Requires("codeSource", ("lustre",), "codePath")),
     ),

@@ -18,6 +18,12 @@ def managed(obj: dict) -> bool:
     return all(labels.get(k) == v for k, v in MANAGED_BY.items())
 
 
+def labelled(obj: dict, key: str, value: str) -> dict:
+    """A copy of ``obj`` with one more label (``obj`` is left alone)."""
+    metadata = obj["metadata"]
+    return {**obj, "metadata": {**metadata, "labels": {**(metadata.get("labels") or {}), key: value}}}
+
+
 @dataclass(frozen=True)
 class Kind:
     """A Kubernetes resource kind as data (group "" is the core API)."""
@@ -144,3 +150,9 @@ def owner_reference(obj: dict) -> dict:
         "controller": False,
         "blockOwnerDeletion": False,
     }
+
+
+def owned(manifest: dict, owner: dict) -> dict:
+    """A copy of ``manifest`` created with ``owner`` already in its ownerReferences (no window
+    in which it has none)."""
+    return {**manifest, "metadata": {**manifest["metadata"], "ownerReferences": [owner_reference(owner)]}}

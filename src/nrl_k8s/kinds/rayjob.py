@@ -23,6 +23,7 @@ RUN_ID_LABEL = "nrl-k8s.io/run-id"
 DEFAULT_TTL_SECONDS = 3600
 TERMINAL_DEPLOYMENT_STATUSES = frozenset({"Complete", "Failed", "ValidationFailed"})
 RUN_VOLUME = "nrl-k8s-run"
+INTERACTIVE_MODE = "InteractiveMode"
 
 
 def job_name(infra: dict) -> str:
@@ -42,9 +43,15 @@ def render(
     shutdown: bool = True,
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     active_deadline_seconds: int | None = None,
+    pre_running_deadline_seconds: int | None = None,
 ) -> dict:
     """The RayJob of run ``run_id`` on a fresh cluster; the recipe and launch.env reach its driver
-    through ``render_secret(infra, recipe, run_id)``."""
+    through ``render_secret(infra, recipe, run_id)``.
+
+    With ``pre_running_deadline_seconds`` (``run --parallel``) the RayJob is in InteractiveMode:
+    KubeRay brings the cluster up and waits for ``spec.jobId`` (the run submits the driver and
+    then sets it), and fails the RayJob (deleting its cluster) when that does not happen in time.
+    """
     entry = raycluster.role_entry(infra, "training")
     metadata = object_metadata(
         job_name(infra),
@@ -61,9 +68,11 @@ def render(
     )
     spec = {
         "entrypoint": recipe_mod.driver_entrypoint(infra),
-        "submissionMode": "HTTPMode",
+        "submissionMode": "HTTPMode" if pre_running_deadline_seconds is None else INTERACTIVE_MODE,
         "shutdownAfterJobFinishes": shutdown,
     }
+    if pre_running_deadline_seconds is not None:
+        spec["preRunningDeadlineSeconds"] = pre_running_deadline_seconds
     if shutdown:
         spec["ttlSecondsAfterFinished"] = ttl_seconds
     if active_deadline_seconds is not None:
@@ -124,6 +133,11 @@ def _put(items: list[dict], item: dict, key: str) -> None:
             items[i] = item
             return
     items.append(item)
+
+
+def interactive(obj: dict) -> bool:
+    """A RayJob that waits for the run to submit its driver (``run --parallel``)."""
+    return (obj.get("spec") or {}).get("submissionMode") == INTERACTIVE_MODE
 
 
 def cluster_name(obj: dict) -> str | None:
