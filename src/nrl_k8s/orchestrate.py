@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import gc
 from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, interrupts_raise
 from .dashboard import Dashboard
 from .errors import ApiError, ConfigError, NrlK8sError, ResourceFailed, SubmissionExists, WaitTimeout
@@ -120,10 +121,10 @@ class RayJobRun(BringUp):
     def apply_rayjob(self) -> None:
         """The run Secret and the DRA objects, then the RayJob, then the RayJob made the Secret's
         owner (GC deletes it with the run); the DRA objects get their RayCluster as owner in ``link_owners``."""
-        self.create(secret.KIND, self.plan.secret, "secret")
+        self.create(secret.KIND, gc.with_deadline(self.plan.secret, gc.MARGIN_S), "secret")
         self.emit(Applied("secret", self.plan.secret["metadata"]["name"], "created"))
         for obj in self.plan.dra:
-            self.create(kind_of(obj), obj, "dra")
+            self.create(kind_of(obj), gc.with_deadline(obj, gc.MARGIN_S), "dra")
             self.emit(Applied("dra", obj["metadata"]["name"], f"created ({obj['kind']})"))
         job = self.create(rayjob.KIND, self.plan.rayjob, "rayjob")
         self.emit(Applied("rayjob", self.result.rayjob, "created"))
@@ -264,7 +265,9 @@ class RayJobRun(BringUp):
         """Everything up to the driver's submission, in the serial order."""
         existing = self.preflight()
         self.deployments(self.plan.deployments, self.plan.health)
-        self.apply_dgds(self.plan.dgds, existing)
+        # owned once the RayJob's cluster exists: if this command dies first, `nrl-k8s gc` removes them
+        longest = max(self.plan.ready_timeouts.values(), default=0)
+        self.apply_dgds({key: gc.with_deadline(m, longest + gc.MARGIN_S) for key, m in self.plan.dgds.items()}, existing)
         self.wait_dgds(self.plan.dgds, self.plan.ready_timeouts)
         self.apply_rayjob()
         self.link_owners(self.follow_cluster())

@@ -72,6 +72,7 @@ def probe(kube, infra: dict, manifests: list[dict]) -> list[Probe]:
         results = [Probe(f"namespace {ns} (not verified: no permission to get namespaces)", True)]
     for name, versions in crds.needed_versions(manifests).items():
         results += crd_probes(kube, name, versions)
+    results.append(_leftovers_probe(kube, ns))
     for permission in run_permissions(manifests, proxy=not kube.in_cluster):
         try:
             allowed = not missing_permissions(kube, [permission], ns)
@@ -106,6 +107,20 @@ def crd_probes(kube, name: str, versions: set[str]) -> list[Probe]:
     if name == crds.RAYJOB:
         rows.append(_parallel_probe(crd))
     return rows
+
+
+def _leftovers_probe(kube, ns: str) -> Probe:
+    """A warning when runs that died left objects `nrl-k8s gc` would remove."""
+    from . import gc
+
+    try:
+        found = [item for item in gc.find(kube, ns) if item.verdict != "keep"]
+    except ForbiddenError:
+        return Probe("leftovers of dead runs (not verified: no permission to list them)", True)
+    return Probe("no leftovers of dead runs", not found,
+                 f"{len(found)} object(s) without an owner: "
+                 + ", ".join(f"{item.kind.kind} {item.name}" for item in found[:5]) + (", ..." if len(found) > 5 else ""),
+                 f"nrl-k8s gc -n {ns} (--dry-run first to see what it does)", warn=True)
 
 
 def _parallel_probe(rayjob_crd: dict | None) -> Probe:

@@ -6,7 +6,7 @@ remove it, each with the command that does.
 
 from __future__ import annotations
 
-from . import usage
+from . import gc, usage
 from .errors import ApiError, NrlK8sError
 from .kinds import dgd, pod, raycluster, rayjob
 from .kinds.base import condition_true, delete_command
@@ -107,7 +107,7 @@ def _dynamo(kube, key: str, manifest: dict) -> dict:
     return row
 
 
-def _left(kube, job: dict | None, dynamo: list[dict]) -> list[dict]:
+def _left(kube, ns: str, job: dict | None, dynamo: list[dict]) -> list[dict]:
     left = []
     for row in dynamo:
         if row["owners"] or not row.get("users"):
@@ -123,7 +123,15 @@ def _left(kube, job: dict | None, dynamo: list[dict]) -> list[dict]:
         left.append({"what": f"RayJob {job['name']}", "reason": "running without a driver: if no `nrl-k8s run` is "
                      "waiting to rescue it, nothing submits it", "remove": delete_command(rayjob.KIND, job["name"],
                      job["namespace"]) + "   (or: nrl-k8s cluster down RECIPE -t kuberay.training --force)"})
-    return left
+    listed = {row["what"] for row in left}
+    return left + [row for row in gc_rows(kube, ns) if row["what"] not in listed]
+
+
+def gc_rows(kube, namespace: str) -> list[dict]:
+    """What `nrl-k8s gc` would delete or link in ``namespace`` (any run's), as LEFT BEHIND rows."""
+    return [{"what": f"{item.kind.kind} {item.name}", "reason": f"run {item.run_id}: {item.reason}",
+             "remove": f"nrl-k8s gc -n {namespace}" + ("   (links it to its run)" if item.verdict == "link" else "")}
+            for item in gc.find(kube, namespace) if item.verdict != "keep"]
 
 
 def collect(kube, infra: dict) -> dict:
@@ -135,5 +143,5 @@ def collect(kube, infra: dict) -> dict:
         "roles": [_role(kube, infra, role, ns) for role in sorted(infra.get("kuberay") or {})],
         "rayjob": job,
         "dynamo": dynamo,
-        "left": _left(kube, job, dynamo),
+        "left": _left(kube, ns, job, dynamo),
     }
