@@ -33,6 +33,23 @@ def _faults(active: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" if v else k for k, v in active.items()) or "none"
 
 
+def _delay_fault(specs: list[str]) -> str:
+    """``--delay KIND=SECONDS`` flags → the fault ``delay=KIND:SECONDS;...``; ConfigError when bad."""
+    from nrl_k8s.errors import ConfigError
+    from nrl_k8s.sandbox import faults
+
+    entries = []
+    for spec in specs:
+        kind, sep, seconds = spec.partition("=")
+        try:
+            faults.delays(f"{kind}:{seconds}" if sep else "")
+        except ValueError:
+            raise ConfigError(f"--delay {spec}: expected KIND=SECONDS with KIND one of {', '.join(faults.DELAY_KINDS)} "
+                              "and SECONDS a number >= 0", hint="e.g. --delay dgd=20 --delay raycluster=15") from None
+        entries.append(f"{kind.strip()}:{seconds.strip()}")
+    return "delay=" + ";".join(entries)
+
+
 DirOption = Annotated[
     Optional[Path], typer.Option("--dir", help="Sandbox directory (default ~/.cache/nrl-k8s/sandbox).")
 ]
@@ -46,11 +63,19 @@ def up(
     ] = None,
     speed: Annotated[float, typer.Option(help="Divide every simulated delay by this factor.")] = 1.0,
     state: Annotated[Optional[Path], typer.Option(help="Keep the API server's objects in this file across restarts.")] = None,
+    delay: Annotated[
+        Optional[list[str]],
+        typer.Option("--delay", metavar="KIND=SECONDS",
+                     help="Make new objects of KIND (dgd, raycluster, deployment, rayjob) ready only after SECONDS (repeatable)."),
+    ] = None,
 ) -> None:
     """Start the sandbox in the background; print `export KUBECONFIG=...` once it is ready."""
     from nrl_k8s.sandbox import process
 
-    info = process.up(dir, fault or [], speed, state)
+    faults = list(fault or [])
+    if delay:
+        faults.append(_delay_fault(delay))
+    info = process.up(dir, faults, speed, state)
     _say(f"sandbox ready: API {info['api_url']}, Ray dashboard {info['dashboard_url']}")
     _data(f"export KUBECONFIG={info['kubeconfig']}")
 

@@ -50,8 +50,8 @@ What it does NOT simulate — do not mistake it for a cluster:
   its submission ids (an id another cluster used is "already exists"); only the Job and package
   API through each head Service is kept apart; the dashboard reached directly lists every job;
   worker pods add no capacity;
-* KubeRay suspend, retries (``backoffLimit``), autoscaling, submitter pods (every
-  ``submissionMode`` behaves like HTTPMode); Dynamo planners, rolling updates, NATS/etcd;
+* KubeRay suspend, retries (``backoffLimit``), autoscaling, submitter pods (K8sJobMode and
+  SidecarMode submit like HTTPMode; InteractiveMode submits nothing, as upstream); Dynamo planners, rolling updates, NATS/etcd;
   ReplicaSets, StatefulSets, Jobs, probes; real RBAC (only the ``rbac-deny`` fault), admission
   webhooks, CRD schema validation, server defaults inside pod templates.
 
@@ -61,7 +61,8 @@ writes is private to the user: files 0600, directories it creates 0700 (Ray's te
 Ray makes 0777, sits inside one), under umask 077 — which job drivers inherit, so files a RayJob
 writes are private too. Nothing is sent off the machine (``RAY_USAGE_STATS_ENABLED=0``).
 
-Timing: simulated delays are timers (``delay / --speed``, times the ``slow=FACTOR`` fault).
+Timing: simulated delays are timers (``delay / --speed``, times the ``slow=FACTOR`` fault); the
+``delay=KIND:SECONDS`` fault (``sandbox up --delay KIND=SECONDS``) sets a kind's readiness time.
 Faults are listed in ``faults.py``; ``nrl-k8s sandbox fault set|clear`` changes them live.
 Lifecycle and files: ``process.py``.
 """

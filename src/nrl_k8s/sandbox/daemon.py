@@ -88,7 +88,8 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
         version = _wait_ray(head, paths)
         log.info("Ray %s dashboard at %s", version.get("ray_version"), head.dashboard_url)
         timing = Timing(registry, speed)
-        operators.append(KubeRay(api_client(http_url, operator_token), timing, registry, head.dashboard_url, drivers))
+        operators.append(KubeRay(api_client(http_url, operator_token), timing, registry, head.dashboard_url, drivers,
+                                 pre_running_deadline=registry.get("old-rayjob-crd") is None))
         if crds.DGD_CRD in installed:
             operators.append(Dynamo(api_client(http_url, operator_token), timing, registry))
         operators.append(Deployments(api_client(http_url, operator_token), timing, registry))

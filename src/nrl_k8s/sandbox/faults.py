@@ -10,10 +10,13 @@ A fault is active when set; its value is ``""`` for plain switches. Values:
     api-outage=SECONDS                number > 0: every user request answers 503 for that long
     api-errors=VERB:RESOURCE:CODE:COUNT[;...]   the next COUNT matching calls fail with CODE
     rbac-deny=VERB:RESOURCE[;...]     matching calls are Forbidden
+    delay=KIND:SECONDS[;...]          KIND (dgd, raycluster, deployment, rayjob) becomes ready only
+                                      SECONDS after it is created (``sandbox up --delay KIND=SECONDS``)
 
 VERB is one of get, list, watch, create, update, patch, delete or ``*``; RESOURCE is a plural
 (``rayjobs``, ``pods``) or ``*``. ``api-errors`` counts down as calls consume it and clears
-itself when every entry is used up; ``api-outage`` clears itself once its time is over.
+itself when every entry is used up; ``api-outage`` clears itself once its time is over. ``delay`` seconds are not scaled by
+``--speed`` or ``slow``: they are the time a benchmark asked for.
 """
 
 from __future__ import annotations
@@ -23,18 +26,19 @@ import time
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "*")
 _SWITCHES = ("miss-driver-submission", "dgd-stuck-pending", "proxy-forbidden", "no-dgd-crd", "old-rayjob-crd")
+DELAY_KINDS = ("dgd", "raycluster", "deployment", "rayjob")
 
 
-def _parse_entries(name: str, value: str, fields: int) -> list[list[str]]:
-    entries = [part.strip().split(":") for part in value.split(";") if part.strip()]
+def _parse_entries(name: str, value: str, fields: int, *, shape: str = "", first: tuple[str, ...] = VERBS) -> list[list[str]]:
+    entries = [[field.strip() for field in part.split(":")] for part in value.split(";") if part.strip()]
     if not entries:
         raise ValueError(f"fault {name} needs a value")
+    shape = shape or ("VERB:RESOURCE:CODE:COUNT" if fields == 4 else "VERB:RESOURCE")
     for entry in entries:
         if len(entry) != fields or not all(entry):
-            shape = "VERB:RESOURCE:CODE:COUNT" if fields == 4 else "VERB:RESOURCE"
             raise ValueError(f"fault {name}: {':'.join(entry)!r} is not {shape}")
-        if entry[0] not in VERBS:
-            raise ValueError(f"fault {name}: unknown verb {entry[0]!r} (one of {', '.join(VERBS)})")
+        if entry[0] not in first:
+            raise ValueError(f"fault {name}: unknown {shape.split(':')[0].lower()} {entry[0]!r} (one of {', '.join(first)})")
     return entries
 
 
@@ -47,6 +51,20 @@ def _parse_api_errors(value: str) -> list[list]:
             raise ValueError(f"fault api-errors: count {count!r} is not a positive integer")
         parsed.append([verb, resource, int(code), int(count)])
     return parsed
+
+
+def delays(value: str | None) -> dict[str, float]:
+    """``KIND:SECONDS[;...]`` (the ``delay`` fault's value) → {kind: seconds}; ValueError when bad."""
+    chosen = {}
+    for kind, seconds in _parse_entries("delay", value or "", 2, shape="KIND:SECONDS", first=DELAY_KINDS):
+        try:
+            number = float(seconds)
+        except ValueError:
+            number = -1.0
+        if not number >= 0 or number == float("inf"):
+            raise ValueError(f"fault delay: {kind + ':' + seconds!r}: SECONDS must be a number >= 0")
+        chosen[kind] = number
+    return chosen
 
 
 def _number(name: str, value: str | None, *, positive: bool) -> None:
@@ -73,6 +91,8 @@ def validate(name: str, value: str | None) -> str:
         return str(value)
     if name == "api-errors":
         _parse_api_errors(value or "")
+    elif name == "delay":
+        delays(value)
     else:
         _parse_entries(name, value or "", 2)
     return str(value)
@@ -97,6 +117,7 @@ class Faults:
         "rbac-deny",
         "api-outage",
         "old-rayjob-crd",
+        "delay",
     )
 
     def __init__(self) -> None:

@@ -5,7 +5,7 @@ the path: what the simulated Deployment controller runs for each container port 
 Deployment's pods. ``FrontendStub`` is an OpenAI-style stand-in for a Dynamo frontend, one per
 DGD: ``GET /v1/models`` (the served model id), ``GET /health`` (``{"status": "healthy"}``) and
 ``GET /live``; everything else is 404. With ``unavailable_for`` seconds it answers 503 to every
-request for that long after it starts (the ``frontend-unavailable`` fault). Neither serves
+request for that long after it starts (the ``frontend-unavailable`` and ``delay=dgd:S`` faults). Neither serves
 completions: nothing is inferred.
 """
 
@@ -75,7 +75,7 @@ class FrontendStub(HttpStub):
 
     def answer(self, path: str) -> tuple[int, dict]:
         if self.unavailable():
-            return 503, {"error": {"message": "frontend is starting (sandbox fault frontend-unavailable)"}}
+            return 503, {"error": {"message": "frontend is starting (sandbox: not serving yet)"}}
         if path == "/v1/models":
             return 200, {"object": "list", "data": [{"id": self.model, "object": "model", "created": int(self.started), "owned_by": "nvidia"}]}
         if path == "/health":

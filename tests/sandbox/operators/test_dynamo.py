@@ -187,7 +187,7 @@ def test_fault_frontend_unavailable_answers_503_then_200(sandbox, api, core, cus
     # The stub answers 503 for 10 s after it starts, and its Service is created right after it:
     # this first request lands within that window on any machine (it takes milliseconds here).
     code, body = proxy(api, "GET", NS, f"{name}-frontend:8000", "v1/models")
-    assert (code, json.loads(body)["error"]["message"]) == (503, "frontend is starting (sandbox fault frontend-unavailable)")
+    assert (code, json.loads(body)["error"]["message"]) == (503, "frontend is starting (sandbox: not serving yet)")
     eventually(lambda: proxy(api, "GET", NS, f"{name}-frontend:8000", "v1/models")[0] == 200, what="frontend 200")
     observe(dgds, field_selector=f"metadata.name={name}", until=state_is(name, "successful"))
     custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)

@@ -10,6 +10,8 @@ import pytest
 from operator_helpers import condition, field, proxy, ray_cluster_spec, rayjob
 from sandbox_harness import INHERITED_ENV, Gate, History, eventually, observe, unique
 
+from nrl_k8s.sandbox.operators.base import parse_time
+
 NS = "default"
 TERMINAL = ("Complete", "Failed")
 
@@ -170,3 +172,83 @@ def test_deleting_the_raycluster_stops_its_running_job(sandbox, custom, rayjobs,
     done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
     assert (done[name]["status"]["jobDeploymentStatus"], done[name]["status"]["jobStatus"]) == ("Failed", "STOPPED")
     assert ray_job(sandbox, status["jobId"])["status"] == "STOPPED"
+
+
+def phases(history: History, name: str) -> list[str]:
+    """The ``jobDeploymentStatus`` values the RayJob went through, from its first event on."""
+    seen: list[str] = []
+    for _, obj in history.events(name):
+        phase = field(obj, "status", "jobDeploymentStatus")
+        if phase and (not seen or seen[-1] != phase):
+            seen.append(phase)
+    return seen
+
+
+def merge_patch(custom, name: str, spec: dict) -> None:
+    custom.patch_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", name, {"spec": spec},
+                                          _content_type="application/merge-patch+json")  # fmt: skip
+
+
+def test_interactive_mode_waits_for_spec_job_id_then_tracks_the_job_submitted_under_it(api, custom, rayjobs, rayclusters, tmp_path):
+    name, submission = unique("interactive"), unique("driver")
+    proof, gate = tmp_path / "ran.txt", Gate(tmp_path)
+    with History(rayjobs, field_selector=f"metadata.name={name}") as history:
+        create(custom, "rayjobs", rayjob(name, "unused", submissionMode="InteractiveMode"))
+        history.wait(lambda h: status_of(name, "jobDeploymentStatus")(h.objects()) == "Waiting", what="Waiting")
+        status = history.objects()[name]["status"]
+        cluster = status["rayClusterName"]
+        assert cluster.startswith(f"{name}-") and status["startTime"]
+        assert status["dashboardURL"] == f"{cluster}-head-svc.{NS}.svc.cluster.local:8265"
+        assert not status.get("jobId") and not status.get("jobStatus")
+        assert custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", cluster)["status"]["state"] == "ready"
+        # KubeRay submits nothing of its own: over several of its polls the RayJob stays
+        # Waiting and the cluster's head has no job.
+        history.holds(lambda o: status_of(name, "jobDeploymentStatus")(o) == "Waiting", seconds=3)
+        code, listed = proxy(api, "GET", NS, f"{cluster}-head-svc:8265", "api/jobs/")
+        assert (code, json.loads(listed)) == (200, [])
+
+        body = {"entrypoint": gate.entrypoint(f"echo interactive > {proof}"), "submission_id": submission}
+        code, reply = proxy(api, "POST", NS, f"{cluster}-head-svc:8265", "api/jobs/", body)
+        assert code == 200, reply
+        merge_patch(custom, name, {"jobId": submission})
+        history.wait(lambda h: status_of(name, "jobStatus")(h.objects()) == "RUNNING", what="the submitted job RUNNING")
+        assert status_of(name, "jobId")(history.objects()) == submission
+        gate.open()
+        history.wait(lambda h: status_of(name, "jobDeploymentStatus")(h.objects()) in TERMINAL, what="the RayJob ending")
+    status = history.objects()[name]["status"]
+    assert (status["jobDeploymentStatus"], status["jobStatus"], status["succeeded"], status["failed"]) == ("Complete", "SUCCEEDED", 1, 0)
+    assert phases(history, name) == ["Initializing", "Waiting", "Running", "Complete"]
+    assert proof.read_text() == "interactive\n"
+    observe(rayclusters, field_selector=f"metadata.name={cluster}", until=lambda o: not o)  # shutdownAfterJobFinishes
+
+
+def go_time(stamp: str) -> str:
+    """How KubeRay's messages print a time (Go's ``%v`` of a ``metav1.Time`` in UTC)."""
+    return stamp.replace("T", " ").replace("Z", " +0000 UTC")
+
+
+def test_pre_running_deadline_fails_a_waiting_rayjob_and_its_cluster_is_deleted(custom, rayjobs, rayclusters):
+    name = unique("prerun")
+    with History(rayjobs, field_selector=f"metadata.name={name}") as history:
+        create(custom, "rayjobs", rayjob(name, "unused", submissionMode="InteractiveMode"))
+        history.wait(lambda h: status_of(name, "jobDeploymentStatus")(h.objects()) == "Waiting", what="Waiting")
+        merge_patch(custom, name, {"preRunningDeadlineSeconds": 1})  # set while Waiting: due at once or within a second
+        history.wait(lambda h: status_of(name, "jobDeploymentStatus")(h.objects()) in TERMINAL, what="the RayJob failing")
+    status = history.objects()[name]["status"]
+    assert (status["jobDeploymentStatus"], status["reason"], status["failed"], status["succeeded"]) == (
+        "Failed", "PreRunningDeadlineExceeded", 1, 0)
+    assert status["message"] == (f"The RayJob has passed the preRunningDeadlineSeconds. StartTime: {go_time(status['startTime'])}. "
+                                 "PreRunningDeadlineSeconds: 1")
+    assert phases(history, name) == ["Initializing", "Waiting", "Failed"]
+    observe(rayclusters, field_selector=f"metadata.name={status['rayClusterName']}", until=lambda o: not o)
+
+
+def test_pre_running_deadline_set_at_creation_fires_on_its_own_timer(custom, rayjobs):
+    name = unique("prerun")
+    with History(rayjobs, field_selector=f"metadata.name={name}") as history:
+        create(custom, "rayjobs", rayjob(name, "unused", submissionMode="InteractiveMode", preRunningDeadlineSeconds=3))
+        history.wait(lambda h: status_of(name, "jobDeploymentStatus")(h.objects()) in TERMINAL, what="the RayJob failing")
+    status = history.objects()[name]["status"]
+    assert (status["jobDeploymentStatus"], status["reason"]) == ("Failed", "PreRunningDeadlineExceeded")
+    assert parse_time(status["endTime"]) - parse_time(status["startTime"]) >= 3  # never before its deadline
+    assert "Running" not in phases(history, name)

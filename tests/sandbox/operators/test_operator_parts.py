@@ -8,6 +8,8 @@ import threading
 import httpx
 import pytest
 
+from nrl_k8s.crds import Gaps, parallel_gaps
+from nrl_k8s.sandbox import crds
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.frontend_stub import FrontendStub
 from nrl_k8s.sandbox.operators.base import Controller, Timing, api_client
@@ -203,3 +205,24 @@ def test_frontend_stub_routes(path, unavailable_for, code):
         assert [m["id"] for m in response.json()["data"]] == ["Qwen/Qwen3-0.6B"]
     if code == 200 and path == "/health":
         assert response.json()["status"] == "healthy"
+
+
+def test_the_old_rayjob_crd_lacks_what_run_parallel_needs_and_the_current_one_has_it():
+    assert parallel_gaps(crds.RAYJOB_CRD) == Gaps()
+    assert parallel_gaps(crds.RAYJOB_CRD_1_5) == Gaps(missing=("spec.preRunningDeadlineSeconds",))
+
+
+DELAYS = {
+    "none": (None, "raycluster", 0.25),
+    "its-own": ("raycluster:15;dgd:20", "raycluster", 15.0),
+    "another-kinds": ("dgd:20", "raycluster", 0.25),
+    "zero": ("rayjob:0", "rayjob", 0.0),
+}
+
+
+@pytest.mark.parametrize("value, kind, expected", DELAYS.values(), ids=DELAYS.keys())
+def test_timing_ready_takes_the_delay_of_the_kind_unscaled_else_the_scaled_base(value, kind, expected):
+    faults = Faults()
+    if value:
+        faults.set("delay", value)
+    assert Timing(faults, speed=2.0).ready(kind, 0.5) == pytest.approx(expected)

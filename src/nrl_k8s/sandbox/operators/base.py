@@ -29,7 +29,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from nrl_k8s.sandbox.faults import Faults
+from nrl_k8s.sandbox.faults import Faults, delays
 from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION  # noqa: F401 (re-exported for the operators)
 
 log = logging.getLogger("nrl_k8s.sandbox.operators")
@@ -47,7 +47,8 @@ class Resource:
 
 
 class Timing:
-    """Simulated delays: ``base / speed``, times the ``slow=FACTOR`` fault when it is set."""
+    """Simulated delays: ``base / speed``, times the ``slow=FACTOR`` fault when it is set; a
+    kind's readiness: the ``delay`` fault's seconds for that kind when it names it."""
 
     def __init__(self, faults: Faults, speed: float = 1.0):
         self.faults = faults
@@ -56,6 +57,12 @@ class Timing:
     def delay(self, base: float) -> float:
         slow = self.faults.get("slow")
         return base / self.speed * (float(slow) if slow else 1.0)
+
+    def ready(self, kind: str, base: float) -> float:
+        """Seconds until a new object of ``kind`` (``faults.DELAY_KINDS``) is ready."""
+        value = self.faults.get("delay")
+        chosen = delays(value).get(kind) if value else None
+        return self.delay(base) if chosen is None else chosen
 
 
 def api_client(api_url: str, token: str) -> kubernetes.client.ApiClient:

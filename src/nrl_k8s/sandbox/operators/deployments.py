@@ -180,7 +180,7 @@ class Deployments(Controller):
             self.delete_pod(namespace, pod["metadata"]["name"])
         owned = self._owned(deployment)
         if any(not is_ready(p) for p in owned if p["metadata"]["labels"].get(HASH_LABEL) == current):
-            self.later(self.timing.delay(POD_READY_S), "ready_deployment", namespace, name, current)
+            self.later(self.timing.ready("deployment", POD_READY_S), "ready_deployment", namespace, name, current)
         elif len(owned) != desired:  # only old pods are left to go
             self.ready_deployment(namespace, name, current)
             return

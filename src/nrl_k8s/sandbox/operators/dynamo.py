@@ -210,7 +210,7 @@ class Dynamo(Controller):
                 self.patch_pod_status(namespace, pod["metadata"]["name"], pods.unschedulable())
                 self.create_core(self.core.create_namespaced_event, namespace, pods.failed_scheduling_event(pod))
         else:
-            self.later(self.timing.delay(POD_READY_S), "ready_dgd", namespace, name, str(generation))
+            self.later(self.timing.ready("dgd", POD_READY_S), "ready_dgd", namespace, name, str(generation))
         self._report(dgd, parts, generation)
 
     def _reconcile_pods(self, dgd: dict, parts: list[Component]) -> list[dict]:
@@ -266,7 +266,8 @@ class Dynamo(Controller):
         meta = dgd["metadata"]
         stub = self._stubs.get(meta["uid"])
         if stub is None:
-            unavailable = float(self.faults.get("frontend-unavailable") or 0)
+            # Not serving before the graph is ready (``delay`` fault), nor while frontend-unavailable lasts.
+            unavailable = max(float(self.faults.get("frontend-unavailable") or 0), self.timing.ready("dgd", 0.0))
             stub = self._stubs[meta["uid"]] = FrontendStub(model_id(meta["name"], parts), unavailable)
             log.info("frontend stub for %s/%s at %s", meta["namespace"], meta["name"], stub.url)
         frontend = next(p.name for p in parts if p.type == "frontend")

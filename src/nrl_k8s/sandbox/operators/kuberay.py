@@ -7,20 +7,30 @@ packages) and whose other head container ports reach ``127.0.0.1:<same port>``, 
 after a delay, then ``state: ready`` with ``HeadPodReady`` and ``RayClusterProvisioned``.
 Several RayClusters at once all share the one Ray head.
 
-RayJob → ``jobId``/``rayClusterName``/Initializing, a controller-owned RayCluster (or the one
-``clusterSelector`` names, never deleted), Running once the cluster is ready, then — like
-KubeRay in HTTPMode — ``GET /api/jobs/<jobId>`` and ``POST /api/jobs/`` on 404, the driver given
-what its head container would give it (``driver_env``). Every
-``submissionMode`` is handled as HTTPMode (no submitter pod is simulated). The job's status is
-mirrored from the dashboard about once a second (the dashboard has no watch; real KubeRay polls
-too); terminal → Complete/Failed, ``endTime``, ``shutdownAfterJobFinishes`` after
-``ttlSecondsAfterFinished``; ``activeDeadlineSeconds`` stops the job (Failed,
-``DeadlineExceeded``). A RayJob deleted while its job runs stops that Ray job; a RayCluster
-deleted stops every running Ray job submitted for it (its RayJobs', and those submitted
-through its head Service, daemons included).
-Fault ``miss-driver-submission``: never submit, but keep mirroring a job that someone else
-submits under the same id. Not simulated: suspend, retries (``backoffLimit``), autoscaling,
-``preRunningDeadlineSeconds``.
+RayJob, step by step as KubeRay's RayJob controller: New → Initializing (``rayClusterName``,
+``startTime``, ``jobId`` = ``spec.jobId`` or generated — not in InteractiveMode), a
+controller-owned RayCluster (or the one ``clusterSelector`` names, never deleted); once it is
+ready ``dashboardURL`` and then:
+
+* K8sJobMode/HTTPMode/SidecarMode → Running, and — like KubeRay in HTTPMode —
+  ``GET /api/jobs/<jobId>`` and ``POST /api/jobs/`` on 404, the driver given what its head
+  container would give it (``driver_env``); no submitter pod is simulated;
+* InteractiveMode → Waiting: nothing is submitted; once ``spec.jobId`` is set (a patch),
+  ``status.jobId`` = it and Running, tracking whatever job was submitted under that id.
+
+The job's status is mirrored from the dashboard about once a second (the dashboard has no
+watch; real KubeRay polls too); terminal → Complete/Failed, ``endTime``,
+``shutdownAfterJobFinishes`` after ``ttlSecondsAfterFinished``. ``activeDeadlineSeconds``
+(Initializing, Running) fails it with ``DeadlineExceeded``, ``preRunningDeadlineSeconds``
+(Initializing, Waiting) with ``PreRunningDeadlineExceeded`` — timers, with KubeRay's messages —
+and stops its Ray job. A RayJob deleted while its job runs stops that Ray job; a RayCluster
+deleted stops every running Ray job submitted for it (its RayJobs', and those submitted through
+its head Service, daemons included).
+Faults: ``miss-driver-submission`` (never submit, but keep mirroring a job that someone else
+submits under the same id); ``delay=rayjob:S`` (a new RayJob is first reconciled S seconds after
+its creation), ``delay=raycluster:S`` (pods Ready and the cluster ``ready`` after S seconds);
+``old-rayjob-crd`` (KubeRay 1.5: ``preRunningDeadlineSeconds`` is ignored). Not simulated:
+suspend, retries (``backoffLimit``), autoscaling.
 """
 
 from __future__ import annotations
@@ -47,6 +57,8 @@ RAYJOB = Resource("ray.io", "v1", "rayjobs")
 RAYCLUSTER = Resource("ray.io", "v1", "rayclusters")
 POD_READY_S = 0.5
 POLL_S = 1.0
+REQUEUE_S = 3.0  # KubeRay's RayJobDefaultRequeueDuration
+INTERACTIVE = "InteractiveMode"
 TERMINAL_DEPLOYMENT = ("Complete", "Failed", "ValidationFailed")
 TERMINAL_JOB = ("SUCCEEDED", "FAILED", "STOPPED")
 HEAD_PORTS = (("dashboard", 8265), ("client", 10001), ("gcs-server", 6379))
@@ -84,10 +96,11 @@ class KubeRay(Controller):
     name = "kuberay"
 
     def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults, dashboard_url: str,
-                 drivers: DriverEnv):
+                 drivers: DriverEnv, *, pre_running_deadline: bool = True):
         super().__init__(api, timing, faults)
         self.dashboard_url = dashboard_url
         self.drivers = drivers
+        self.pre_running_deadline = pre_running_deadline  # False: KubeRay 1.5, which has no preRunningDeadlineSeconds
         self.dashboard = httpx.Client(base_url=dashboard_url, timeout=10.0, trust_env=False)
         self._seen: set[str] = set()
 
@@ -190,7 +203,7 @@ class KubeRay(Controller):
                 _condition("RayClusterProvisioned", "False", "RayClusterPodsProvisioning", "pods are starting"),
             ],
         })  # fmt: skip
-        self.later(self.timing.delay(POD_READY_S), "ready_raycluster", namespace, name)
+        self.later(self.timing.ready("raycluster", POD_READY_S), "ready_raycluster", namespace, name)
 
     def _create_ray_pod(self, cluster: dict, group: str, node_type: str, group_spec: dict) -> None:
         meta = cluster["metadata"]
@@ -285,80 +298,149 @@ class KubeRay(Controller):
 
     # -- RayJob ----------------------------------------------------------------------------
     def sync_rayjob(self, namespace: str, name: str) -> None:
+        """One reconcile of the RayJob state machine, step by step as KubeRay's controller."""
         job = self.get(RAYJOB, namespace, name)
         if job is None:
             return
-        spec = job.get("spec") or {}
-        status = job.get("status") or {}
-        phase = status.get("jobDeploymentStatus") or ""
-        if not phase:
-            self._initialize(job)
-        elif phase in TERMINAL_DEPLOYMENT:
+        phase = (job.get("status") or {}).get("jobDeploymentStatus") or ""
+        if phase in TERMINAL_DEPLOYMENT:
             self._shutdown(job)
-        elif self._deadline_passed(job):
-            self._stop_ray_job(job)
-            self._finish(job, "Failed", reason="DeadlineExceeded",
-                         message=f"the RayJob ran longer than activeDeadlineSeconds={spec['activeDeadlineSeconds']}")  # fmt: skip
-        elif phase == "Initializing":
-            cluster = self.get(RAYCLUSTER, namespace, status["rayClusterName"])
-            if cluster is not None and (cluster.get("status") or {}).get("state") == "ready":
-                self.patch_status(RAYJOB, namespace, name, {
-                    "jobDeploymentStatus": "Running",
-                    "dashboardURL": f"{status['rayClusterName']}-head-svc.{namespace}.svc.cluster.local:8265",
-                    "rayClusterStatus": cluster["status"],
-                })  # fmt: skip
-        elif phase == "Running":
-            self._mirror(job)
-            self.later(POLL_S, "sync_rayjob", namespace, name)
+            return
+        step = {"": self._new, "Initializing": self._initializing, "Waiting": self._waiting, "Running": self._running}.get(phase)
+        if step is not None:
+            step(job)
+            self._arm_deadlines(job)
 
-    def _initialize(self, job: dict) -> None:
-        meta, spec = job["metadata"], job.get("spec") or {}
-        selected = (spec.get("clusterSelector") or {}).get("ray.io/cluster")
-        cluster_name = selected or f"{meta['name']}-{suffix()}"
-        self.patch_status(RAYJOB, meta["namespace"], meta["name"], {
-            "jobId": spec.get("jobId") or f"{meta['name']}-{suffix()}",
-            "rayClusterName": cluster_name,
+    def _new(self, job: dict) -> None:
+        """New → Initializing: ``jobId`` (not in InteractiveMode), ``rayClusterName``, ``startTime``."""
+        meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+        due = parse_time(meta["creationTimestamp"]) + self.timing.ready("rayjob", 0.0)
+        if time.time() < due:  # the ``delay`` fault: the operator has not got to it yet
+            self.later(due - time.time(), "sync_rayjob", meta["namespace"], meta["name"])
+            return
+        update = {
+            "rayClusterName": status.get("rayClusterName")
+            or (spec.get("clusterSelector") or {}).get("ray.io/cluster")
+            or f"{meta['name']}-{suffix()}",
             "jobDeploymentStatus": "Initializing",
             "jobStatus": "",
             "startTime": now(),
-        })  # fmt: skip
-        if not selected:
-            cluster = {
-                "apiVersion": "ray.io/v1",
-                "kind": "RayCluster",
-                "metadata": {
-                    "name": cluster_name,
-                    "namespace": meta["namespace"],
-                    "labels": {
-                        **(meta.get("labels") or {}),
-                        "ray.io/originated-from-crd": "RayJob",
-                        "ray.io/originated-from-cr-name": meta["name"],
-                    },
-                    "ownerReferences": [controller_ref(job)],
-                },
-                "spec": spec.get("rayClusterSpec") or {},
-            }
-            try:
-                self.custom.create_namespaced_custom_object(
-                    RAYCLUSTER.group, RAYCLUSTER.version, meta["namespace"], RAYCLUSTER.plural, cluster
-                )
-            except kubernetes.client.exceptions.ApiException as err:
-                if err.status != 409:
-                    raise
-        if spec.get("activeDeadlineSeconds") is not None:
-            self.later(float(spec["activeDeadlineSeconds"]), "sync_rayjob", meta["namespace"], meta["name"])
+            "succeeded": int(status.get("succeeded") or 0),
+            "failed": int(status.get("failed") or 0),
+        }
+        if _mode(spec) != INTERACTIVE:
+            update["jobId"] = status.get("jobId") or spec.get("jobId") or f"{meta['name']}-{suffix()}"
+        self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
 
-    def _deadline_passed(self, job: dict) -> bool:
-        limit = (job.get("spec") or {}).get("activeDeadlineSeconds")
-        start = (job.get("status") or {}).get("startTime")
-        return limit is not None and start is not None and time.time() >= parse_time(start) + float(limit)
+    def _initializing(self, job: dict) -> None:
+        """Deadlines; the RayCluster (created unless ``clusterSelector`` names one); once it is
+        ready its dashboard URL, then Waiting (InteractiveMode) or Running."""
+        meta, spec, status = job["metadata"], job.get("spec") or {}, job["status"]
+        if self._deadline_failure(job, ("activeDeadlineSeconds", "preRunningDeadlineSeconds")):
+            return
+        cluster = self._cluster_for(job)
+        if cluster is None:
+            return
+        ready = (cluster.get("status") or {}).get("state") == "ready"
+        if not status.get("dashboardURL") and not ready:
+            if status.get("rayClusterStatus") != cluster.get("status"):
+                self.patch_status(RAYJOB, meta["namespace"], meta["name"], {"rayClusterStatus": cluster.get("status") or {}})
+            return
+        self.patch_status(RAYJOB, meta["namespace"], meta["name"], {
+            "jobDeploymentStatus": "Waiting" if _mode(spec) == INTERACTIVE else "Running",
+            "dashboardURL": status.get("dashboardURL") or f"{cluster['metadata']['name']}-head-svc.{meta['namespace']}.svc.cluster.local:8265",
+            "rayClusterStatus": cluster.get("status") or {},
+        })  # fmt: skip
+
+    def _cluster_for(self, job: dict) -> dict | None:
+        """The RayJob's RayCluster, created from ``rayClusterSpec`` when missing (None: a
+        ``clusterSelector`` names one that does not exist; retried)."""
+        meta, spec, name = job["metadata"], job.get("spec") or {}, job["status"]["rayClusterName"]
+        cluster = self.get(RAYCLUSTER, meta["namespace"], name)
+        if cluster is not None:
+            return cluster
+        if (spec.get("clusterSelector") or {}).get("ray.io/cluster"):
+            log.warning("RayCluster %s/%s set in the clusterSelector of RayJob %s is not found",
+                        meta["namespace"], name, meta["name"])  # fmt: skip
+            self.later(REQUEUE_S, "sync_rayjob", meta["namespace"], meta["name"])
+            return None
+        cluster = {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": {
+                "name": name,
+                "namespace": meta["namespace"],
+                "labels": {
+                    **(meta.get("labels") or {}),
+                    "ray.io/originated-from-crd": "RayJob",
+                    "ray.io/originated-from-cr-name": meta["name"],
+                    "ray.io/job-submission-mode": _mode(spec),
+                },
+                "annotations": dict(meta.get("annotations") or {}),
+                "ownerReferences": [controller_ref(job)],
+            },
+            "spec": spec.get("rayClusterSpec") or {},
+        }
+        try:
+            return self.custom.create_namespaced_custom_object(
+                RAYCLUSTER.group, RAYCLUSTER.version, meta["namespace"], RAYCLUSTER.plural, cluster
+            )
+        except kubernetes.client.exceptions.ApiException as err:
+            if err.status != 409:
+                raise
+            return self.get(RAYCLUSTER, meta["namespace"], name)
+
+    def _waiting(self, job: dict) -> None:
+        """InteractiveMode: nothing is submitted; once ``spec.jobId`` is set, track that job."""
+        meta, spec = job["metadata"], job.get("spec") or {}
+        if self._deadline_failure(job, ("preRunningDeadlineSeconds",)) or not spec.get("jobId"):
+            return
+        self.patch_status(RAYJOB, meta["namespace"], meta["name"], {"jobId": spec["jobId"], "jobDeploymentStatus": "Running"})
+
+    def _running(self, job: dict) -> None:
+        meta = job["metadata"]
+        if self._deadline_failure(job, ("activeDeadlineSeconds",)):
+            return
+        self._mirror(job)
+        self.later(POLL_S, "sync_rayjob", meta["namespace"], meta["name"])
+
+    def _deadline_failure(self, job: dict, fields: tuple[str, ...]) -> bool:
+        """Fail the RayJob when one of ``fields`` (a number of seconds since ``startTime``) has
+        passed, with KubeRay's reason and message; True when it did."""
+        spec, start = job.get("spec") or {}, job["status"]["startTime"]
+        for field in fields:
+            if not self._deadline_known(field) or spec.get(field) is None or time.time() < parse_time(start) + float(spec[field]):
+                continue
+            self._stop_ray_job(job)  # real KubeRay leaves that to the cluster's deletion; here the head is shared
+            reason = "DeadlineExceeded" if field == "activeDeadlineSeconds" else "PreRunningDeadlineExceeded"
+            name = field[0].upper() + field[1:]
+            self._finish(job, "Failed", reason=reason, message=(
+                f"The RayJob has passed the {field}. StartTime: {_go_time(start)}. {name}: {int(spec[field])}"))
+            return True
+        return False
+
+    def _deadline_known(self, field: str) -> bool:
+        return field != "preRunningDeadlineSeconds" or self.pre_running_deadline
+
+    def _arm_deadlines(self, job: dict) -> None:
+        """A timer for each deadline still ahead (the earliest pending one per RayJob wins; every
+        reconcile arms the next)."""
+        meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+        if not status.get("startTime"):
+            return
+        for field in ("activeDeadlineSeconds", "preRunningDeadlineSeconds"):
+            if spec.get(field) is not None and self._deadline_known(field):
+                due = parse_time(status["startTime"]) + float(spec[field])
+                if due > time.time():
+                    self.later(due - time.time(), "sync_rayjob", meta["namespace"], meta["name"])
 
     def _mirror(self, job: dict) -> None:
-        """Read the Ray job; submit it on 404 (unless the fault says not to); copy its status."""
+        """Read the Ray job; on 404 submit it (not in InteractiveMode, nor with the fault
+        ``miss-driver-submission``); copy its status."""
         meta, status = job["metadata"], job["status"]
         response = self.dashboard.get(f"/api/jobs/{self._ray_id(job)}")
         if response.status_code == 404:
-            if self.faults.get("miss-driver-submission") is None:
+            if _mode(job.get("spec") or {}) != INTERACTIVE and self.faults.get("miss-driver-submission") is None:
                 self._submit(job)
             return
         response.raise_for_status()
@@ -432,6 +514,15 @@ class KubeRay(Controller):
             except kubernetes.client.exceptions.ApiException as err:
                 if err.status != 404:
                     raise
+
+
+def _mode(spec: dict) -> str:
+    return spec.get("submissionMode") or "K8sJobMode"  # the CRD's default
+
+
+def _go_time(stamp: str) -> str:
+    """An RFC 3339 timestamp as Go prints a ``metav1.Time`` (``%v``): ``2026-01-02 15:04:05 +0000 UTC``."""
+    return stamp.replace("T", " ").replace("Z", " +0000 UTC")
 
 
 def _condition(kind: str, status: str, reason: str, message: str) -> dict:
