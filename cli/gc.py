@@ -23,14 +23,13 @@ def gc(
     nrl-k8s run label, never a live run's), in the recipe's namespace, else -n or the context's."""
     from nrl_k8s import gc as gc_mod
 
-    from ._render import render_rows
-
     kube = connect(ctx, load(ctx, recipe, overrides, infra).infra["namespace"]) if recipe is not None else connect(ctx)
     found = gc_mod.find(kube, kube.namespace)
     if dry_run:
         done = [(item, "kept" if item.verdict == "keep" else f"would {item.verdict}") for item in found]
     else:
         done = gc_mod.collect(kube, kube.namespace, found)
-    render_rows([{"kind": item.kind.kind, "name": item.name, "run": item.run_id, "action": action, "why": item.reason}
-                 for item, action in done], ("kind", "name", "run", "action", "why"),
-                empty=f"nothing left behind by dead runs in namespace {kube.namespace}")
+    if not done:
+        typer.echo(f"nothing left behind by dead runs in namespace {kube.namespace}")
+    for item, action in done:  # one line per object, for people and for grep
+        typer.echo(f"{action}: {item.kind.kind} {item.name} (run {item.run_id}: {item.reason})")

@@ -7,11 +7,11 @@ a live run will have given it one (annotation ``nrl-k8s.io/owner-deadline``). A 
 that window (`kill -9`, a closed laptop) leaves them unowned. For each such object:
 
 - it has an owner, or no run label: not ours to judge (GC, or its user, decides) — never listed;
-- its deadline has not passed: the run may still be starting — ``kept``;
 - a DGD another live run uses (its users annotation): ``kept``;
-- its run's RayJob is still live: ``linked`` to it (the Secret) or to its RayCluster (DGDs, DRA
-  objects), as the dead command would have done, so GC removes them when the job ends;
-- otherwise (the RayJob ended or never came): ``deleted``.
+- its run's RayJob is live: ``linked`` to it (the Secret) or to its RayCluster (DGDs, DRA
+  objects), as the run itself does, so GC removes them when the job ends;
+- its run's RayJob ended: ``deleted``;
+- no RayJob: ``kept`` until the deadline (the run may still be waiting for its DGDs), then ``deleted``.
 
 Objects created with an owner (``run --parallel``, ``run --raycluster``) never need this: GC
 deletes them with their owner. Deployments outlive runs by design and are never touched.
@@ -105,24 +105,26 @@ def _latest(jobs: list[dict]) -> dict | None:
 
 
 def _judge(kube, kind: Kind, obj: dict, job: dict | None, namespace: str, now: float) -> tuple[str, str]:
-    due = deadline(obj)
-    if due is None:
-        return "keep", f"no {DEADLINE_ANNOTATION} annotation: not created unowned by a run"
-    if now < due:
-        return "keep", "its run may still be starting (owner due by " + obj["metadata"]["annotations"][DEADLINE_ANNOTATION] + ")"
     if kind in dgd.KINDS:
         # its first user is the run that created it; a run that reused it may still be starting
         live = usage.live(kube, dgd.users(obj)[1:], namespace, starting_is_live=True)
         if live:
             return "keep", f"run {', '.join(live)} uses it"
-    if rayjob.live(job):
+    if rayjob.live(job):  # linking is what the run does itself: harmless even if it is still alive
+        name = job["metadata"]["name"]
         if kind == secret.KIND:
-            return "link", f"its RayJob {job['metadata']['name']} is running"
+            return "link", f"its RayJob {name} is running"
         if rayjob.cluster_name(job):
-            return "link", f"its RayJob {job['metadata']['name']} is running on RayCluster {rayjob.cluster_name(job)}"
-        return "keep", f"its RayJob {job['metadata']['name']} is starting"
-    state = "ended" if job is not None else "never came"
-    return "delete", f"its run died before giving it an owner (the RayJob {state})"
+            return "link", f"its RayJob {name} is running on RayCluster {rayjob.cluster_name(job)}"
+        return "keep", f"its RayJob {name} is starting"
+    if job is not None:
+        return "delete", f"its run's RayJob {job['metadata']['name']} ended without it getting an owner"
+    due = deadline(obj)
+    if due is None:
+        return "keep", f"no {DEADLINE_ANNOTATION} annotation: not created unowned by a run"
+    if now < due:
+        return "keep", f"its run may still be starting (owner due by {obj['metadata']['annotations'][DEADLINE_ANNOTATION]})"
+    return "delete", "its run died before creating its RayJob"
 
 
 def _owner(kube, item: Leftover, namespace: str) -> dict | None:

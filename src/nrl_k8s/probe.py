@@ -120,7 +120,7 @@ def _leftovers_probe(kube, ns: str) -> Probe:
     return Probe("no leftovers of dead runs", not found,
                  f"{len(found)} object(s) without an owner: "
                  + ", ".join(f"{item.kind.kind} {item.name}" for item in found[:5]) + (", ..." if len(found) > 5 else ""),
-                 f"nrl-k8s gc -n {ns} (--dry-run first to see what it does)", warn=True)
+                 f"nrl-k8s -n {ns} gc (--dry-run first to see what it does)", warn=True)
 
 
 def _parallel_probe(rayjob_crd: dict | None) -> Probe:

@@ -130,7 +130,7 @@ def _left(kube, ns: str, job: dict | None, dynamo: list[dict]) -> list[dict]:
 def gc_rows(kube, namespace: str) -> list[dict]:
     """What `nrl-k8s gc` would delete or link in ``namespace`` (any run's), as LEFT BEHIND rows."""
     return [{"what": f"{item.kind.kind} {item.name}", "reason": f"run {item.run_id}: {item.reason}",
-             "remove": f"nrl-k8s gc -n {namespace}" + ("   (links it to its run)" if item.verdict == "link" else "")}
+             "remove": f"nrl-k8s -n {namespace} gc" + ("   (links it to its run)" if item.verdict == "link" else "")}
             for item in gc.find(kube, namespace) if item.verdict != "keep"]
 
 

@@ -81,7 +81,7 @@ def test_objects_of_a_run_whose_rayjob_ended_are_deleted(kube):
     make_rayjob(kube, "train", status={"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"})
     make_dgd(kube, "d1")
     [item] = gc.find(kube, kube.namespace)
-    assert item.verdict == "delete" and "RayJob ended" in item.reason
+    assert item.verdict == "delete" and "ended without it getting an owner" in item.reason
 
 
 def test_a_live_runs_unowned_objects_are_linked_to_its_rayjob_and_cluster(kube):
