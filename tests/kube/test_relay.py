@@ -15,13 +15,14 @@ import json
 import socket
 import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Iterator
 
 import httpx
 import pytest
 import yaml
 from tls_pki import connect_proxy, make_pki
+from upgrade_backend import GREETING, UpgradeEcho, serving, upgrade_backend
 
 from nrl_k8s.connection import Connection, from_kubeconfig
 from nrl_k8s.errors import ConfigError
@@ -34,31 +35,7 @@ PREFIX = UPSTREAM.prefix
 WAIT_S = 60.0  # generous: every wait here ends as soon as the bytes arrive
 
 
-class _Upgrading(BaseHTTPRequestHandler):
-    """Upgrade requests: 101 and a greeting in the same write, then every byte echoed upper-cased;
-    ``/denied`` answers 403 with a body instead."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def upgrade(self) -> bool:
-        if self.headers.get("Upgrade") != "echo":
-            return False
-        self.close_connection = True
-        if self.path.endswith("/denied"):
-            body = json.dumps({"kind": "Status", "code": 403, "message": "upgrade refused"}).encode()
-            self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(body), body))
-            return True
-        self.wfile.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhello\n")
-        while data := self.connection.recv(65536):
-            self.connection.sendall(data.upper())
-        return True
-
-
-class ProxyLike(_Upgrading):
+class ProxyLike(UpgradeEcho):
     """The service proxy of Service web:80 in namespace team, as the real API server answers it."""
 
     seen: list[dict]
@@ -92,6 +69,8 @@ class ProxyLike(_Upgrading):
         else:
             self._send(200, json.dumps({"method": self.command, "echo": body.decode()}).encode(), {"Content-Type": "application/json"})
 
+    do_GET = serve
+
     def _chunked(self) -> bytes:
         if self.headers.get("Transfer-Encoding") != "chunked":
             return b""
@@ -110,18 +89,6 @@ class ProxyLike(_Upgrading):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-
-
-@contextlib.contextmanager
-def serving(server: ThreadingHTTPServer) -> Iterator[int]:
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +204,7 @@ def test_an_upgraded_connection_is_spliced_both_ways(tmp_path, pki, api):
         sock, answer = upgrade(relay.port, "/ws")
         with sock:
             assert answer.startswith(b"HTTP/1.1 101 ")
-            assert read_until(sock, b"hello\n", answer.split(b"\r\n\r\n", 1)[1]).endswith(b"hello\n")
+            assert read_until(sock, GREETING, answer.split(b"\r\n\r\n", 1)[1]).endswith(b"hello\n")
             for word in (b"one", b"two" * 50000):
                 sock.sendall(word)
                 assert len(read_until(sock, word.upper()[-3:])) >= 3
@@ -325,33 +292,20 @@ def test_closing_the_relay_closes_its_connections(tmp_path, pki, api):
 
 # -- the sandbox's service proxy relays upgrades like the API server --------------------------------
 
-@pytest.fixture
-def backend():
-    """A loopback backend answering upgrades (``_Upgrading``) and GETs; yields its URL."""
-    class Backend(_Upgrading):
-        def do_GET(self):
-            if not self.upgrade():
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Backend)) as port:
-        yield f"http://127.0.0.1:{port}"
-
-
-def test_sandbox_service_proxy_relays_upgrades(sandbox, kube, backend):
-    kube.create(SERVICE, {"metadata": {"name": "web", "annotations": {ENDPOINTS_ANNOTATION: json.dumps({"80": backend})}},
-                          "spec": {"ports": [{"port": 80}]}})
-    with relaying(kube.connection, Upstream(kube.namespace, "web", 80, "web")) as relay:
-        assert httpx.get(relay.url, timeout=WAIT_S).text == "ok"
-        sock, answer = upgrade(relay.port, "/ws")
-        with sock:
-            assert answer.startswith(b"HTTP/1.1 101 ")
-            read_until(sock, b"hello\n", answer.split(b"\r\n\r\n", 1)[1])
-            sock.sendall(b"ping")
-            assert read_until(sock, b"PING").endswith(b"PING")
-        sock, answer = upgrade(relay.port, "/denied")
-        with sock:
-            assert read_until(sock, b"upgrade refused", answer).startswith(b"HTTP/1.1 403 ")
+def test_relayed_through_the_sandbox_service_proxy(sandbox, kube):
+    with upgrade_backend() as (backend, upgrades):
+        kube.create(SERVICE, {"metadata": {"name": "web", "annotations": {ENDPOINTS_ANNOTATION: json.dumps({"80": backend})}},
+                              "spec": {"ports": [{"port": 80}]}})
+        with relaying(kube.connection, Upstream(kube.namespace, "web", 80, "web")) as relay:
+            assert httpx.get(relay.url, timeout=WAIT_S).text == "ok"
+            sock, answer = upgrade(relay.port, "/ws?follow=1")
+            with sock:
+                assert answer.startswith(b"HTTP/1.1 101 ")
+                read_until(sock, GREETING, answer.split(b"\r\n\r\n", 1)[1])
+                sock.sendall(b"ping")
+                assert read_until(sock, b"PING").endswith(b"PING")
+            sock, answer = upgrade(relay.port, "/denied")
+            with sock:
+                assert read_until(sock, b"upgrade refused", answer).startswith(b"HTTP/1.1 403 ")
     assert sandbox.stats()["get services/proxy"] == 3
+    assert upgrades[0]["path"] == "/ws?follow=1" and "Authorization" not in upgrades[0]["headers"]
