@@ -8,11 +8,14 @@ import typer
 
 from ._common import InfraOpt, LatestRecipeArg, OverridesArg, load_or_latest
 
-RoleOpt = Annotated[Optional[str], typer.Option("--role", "-r", help="kuberay role whose Ray dashboard to relay [default: training].")]
-TargetOpt = Annotated[Optional[str], typer.Option("--target", "-t", help="dynamo.KEY: relay to that DGD's OpenAI frontend instead.")]
+RoleOpt = Annotated[Optional[str], typer.Option(
+    "--role", "-r", help="kuberay role whose Ray dashboard to relay [default: training].")]
+TargetOpt = Annotated[Optional[str], typer.Option(
+    "--target", "-t", help="dynamo.KEY: relay to that DGD's OpenAI frontend instead.")]
 PortOpt = Annotated[Optional[int], typer.Option(
     "--port", "-p", min=0, max=65535,
-    help="Local port on 127.0.0.1 [default: the Service's own port (8265 dashboard, 8000 frontend) when free, else any free one; 0: any free one].")]
+    help="Local port on 127.0.0.1 [default: the Service's own (8265 dashboard, 8000 frontend) when free, "
+         "else any free one; 0: any free one].")]
 OpenOpt = Annotated[bool, typer.Option("--open", help="Open the URL in a web browser.")]
 
 

@@ -37,16 +37,16 @@ from .errors import ConfigError, NotFoundError, NrlK8sError
 from .jobs import role_cluster
 from .kinds import dgd, raycluster
 from .kinds.service import KIND as SERVICE
-from .tunnel import close_socket, request_head, upgrade
+from .tunnel import close_socket, is_upgrade, request_head, upgrade
 
 __all__ = ["Relay", "Upstream", "frontend", "local_location", "ray_dashboard", "refusal", "request_headers", "upstream_path"]
 
 LOOPBACK = "127.0.0.1"
 CONNECT_TIMEOUT_S = 10.0
 CHUNK = 64 * 1024
-# RFC 9110 §7.6.1; Host and Authorization are the relay's own to set
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
-                        "trailer", "transfer-encoding", "upgrade", "host", "authorization"})
+# hop-by-hop (RFC 9110 §7.6.1), and what the relay itself sets (Host, Authorization) or has answered (Expect)
+NOT_PASSED_ON = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+                           "te", "trailer", "transfer-encoding", "upgrade", "host", "authorization", "expect"})
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
@@ -112,7 +112,7 @@ def local_location(location: str, prefix: str, server: str) -> str:
 def request_headers(headers: list[tuple[str, str]], auth: dict[str, str], *, upgrade: bool = False) -> list[tuple[str, str]]:
     """The client's end-to-end headers plus ``auth``; an upgrade keeps ``Upgrade`` and says ``Connection: Upgrade``."""
     named = {token.strip().lower() for key, value in headers if key.lower() == "connection" for token in value.split(",")}
-    kept = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() not in named]
+    kept = [(k, v) for k, v in headers if k.lower() not in NOT_PASSED_ON and k.lower() not in named]
     if upgrade:
         kept += [(k, v) for k, v in headers if k.lower() == "upgrade"] + [("Connection", "Upgrade")]
     return kept + list(auth.items())
@@ -120,18 +120,20 @@ def request_headers(headers: list[tuple[str, str]], auth: dict[str, str], *, upg
 
 def refusal(host: str | None, origin: str | None, port: int) -> str | None:
     """Why a request may not use the relay (None: it may): only loopback names, and only the relay's own pages."""
-    if host is not None and urlsplit(f"//{host}").hostname not in _LOOPBACK_NAMES:
+    if host is not None and _address(f"//{host}")[1] not in _LOOPBACK_NAMES:
         return f"nrl-k8s dashboard relays only requests for 127.0.0.1 or localhost, not for {host}"
-    if origin is not None:
-        parts = urlsplit(origin)
-        if parts.scheme != "http" or parts.hostname not in _LOOPBACK_NAMES or parts.port != port:
-            return f"nrl-k8s dashboard relays only requests from its own pages (http://{LOOPBACK}:{port}), not from {origin}"
+    if origin is not None and _address(origin) not in {("http", name, port) for name in _LOOPBACK_NAMES}:
+        return f"nrl-k8s dashboard relays only requests from its own pages (http://{LOOPBACK}:{port}), not from {origin}"
     return None
 
 
-def is_upgrade(headers) -> bool:
-    tokens = {t.strip().lower() for t in (headers.get("Connection") or "").split(",")}
-    return "upgrade" in tokens and bool(headers.get("Upgrade"))
+def _address(url: str) -> tuple[str, str | None, int | None]:
+    """(scheme, host name, port) of a URL; a malformed one has no host."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme, parts.hostname, parts.port
+    except ValueError:
+        return "", None, None
 
 
 # -- the server --------------------------------------------------------------------------------------
@@ -199,7 +201,7 @@ class Relay:
         if why:
             h.close_connection = True
             _reply(h, 403, why)
-        elif is_upgrade(h.headers):
+        elif is_upgrade(h.headers.get("Connection"), h.headers.get("Upgrade")):
             self._tunnel(h)
         else:
             self._forward(h)
@@ -237,7 +239,7 @@ class Relay:
         for key, value in response.headers.items():
             if key.lower() == "location":
                 value = local_location(value, self.upstream.prefix, self.connection.host)
-            if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
+            if key.lower() not in NOT_PASSED_ON and key.lower() != "content-length":
                 h.send_header(key, value)
         length = response.headers.get("Content-Length")
         bodiless = h.command == "HEAD" or response.status in (204, 304) or response.status < 200

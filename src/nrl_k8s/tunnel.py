@@ -14,10 +14,15 @@ import socket
 import ssl
 from http.server import BaseHTTPRequestHandler
 
-__all__ = ["close_socket", "request_head", "splice", "upgrade"]
+__all__ = ["close_socket", "is_upgrade", "request_head", "splice", "upgrade"]
 
 CHUNK = 64 * 1024
 MAX_HEAD_BYTES = 64 * 1024
+
+
+def is_upgrade(connection: str | None, upgrade: str | None) -> bool:
+    """Whether a request with these ``Connection`` and ``Upgrade`` headers asks for a protocol upgrade."""
+    return "upgrade" in {t.strip().lower() for t in (connection or "").split(",")} and bool(upgrade)
 
 
 def request_head(method: str, target: str, host: str, headers: list[tuple[str, str]]) -> bytes:

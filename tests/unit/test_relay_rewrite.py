@@ -52,7 +52,7 @@ def test_local_location(location, server, expected):
 
 
 def test_request_headers_drop_hop_by_hop_host_and_the_clients_authorization():
-    sent = [("Host", "127.0.0.1:8265"), ("Authorization", "Bearer client-own"), ("Connection", "keep-alive, X-Trace"),
+    sent = [("Host", "127.0.0.1:8265"), ("Expect", "100-continue"), ("Authorization", "Bearer client-own"), ("Connection", "keep-alive, X-Trace"),
             ("Keep-Alive", "timeout=5"), ("X-Trace", "1"), ("Transfer-Encoding", "chunked"), ("TE", "trailers"),
             ("Accept", "application/json"), ("Cookie", "a=1"), ("Cookie", "b=2"), ("Proxy-Authorization", "Basic x")]
     assert request_headers(sent, {"Authorization": "Bearer kube"}) == [
@@ -78,6 +78,8 @@ WHO = {
     "another site's page": ("127.0.0.1:8265", "https://evil.example", True),
     "another local port": ("127.0.0.1:8265", "http://127.0.0.1:3000", True),
     "an opaque origin": ("127.0.0.1:8265", "null", True),
+    "a malformed Host": ("[::1", None, True),
+    "a malformed Origin": ("127.0.0.1:8265", "http://127.0.0.1:99999", True),
 }
 
 

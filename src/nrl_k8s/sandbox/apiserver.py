@@ -51,11 +51,12 @@ from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.head_proxy import HeadDashboard
 from nrl_k8s.sandbox.patch import PatchError, json_patch, merge_patch, parse_json, strategic_merge
 from nrl_k8s.sandbox.pids import open_private
-from nrl_k8s.sandbox.proxy import ServiceProxy, is_upgrade
+from nrl_k8s.sandbox.proxy import ServiceProxy
 from nrl_k8s.sandbox.selectors import SelectorError, matcher
 from nrl_k8s.sandbox.statuses import ApiStatus, forbidden
 from nrl_k8s.sandbox.store import Store, now
 from nrl_k8s.sandbox.tls import self_signed, server_context
+from nrl_k8s.tunnel import is_upgrade
 
 USER = "sandbox-user"
 OPERATOR = "sandbox-operator"
@@ -384,7 +385,7 @@ class ApiServer:
             with self.store.lock:
                 service = self.store.get(rtype, ns, name.split(":")[-2] if name.count(":") == 2 else name.split(":")[0])
             request = (service, name, req.method, route.rest, req.raw_query, req.body, req.headers)
-            if is_upgrade(req.headers):  # a websocket: relayed on the connection, nothing more to send
+            if is_upgrade(req.headers.get("connection"), req.headers.get("upgrade")):  # a websocket, relayed here
                 upgrade = (service, name, req.method, route.rest, req.raw_query, req.headers, handler)
                 heads = self._heads is not None and self._heads.serves(service, name)
                 reply = self._heads.tunnel(*upgrade, self._find) if heads else self._proxy.tunnel(*upgrade)

@@ -25,18 +25,14 @@ from nrl_k8s.tunnel import close_socket, request_head, upgrade
 ENDPOINTS_ANNOTATION = "sandbox.nrl-k8s.io/endpoints"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _FORWARDED_HEADERS = ("content-type", "accept")
-_NOT_FORWARDED_ON_UPGRADE = ("host", "authorization", "content-length", "transfer-encoding")  # the API server consumes Authorization
+# the API server consumes Authorization (its authentication filter deletes it) and sets Host
+_NOT_FORWARDED_ON_UPGRADE = ("host", "authorization", "content-length", "transfer-encoding")
 _TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 
 
 def _unavailable(name: str, why: str = "") -> ApiStatus:
     message = f'no endpoints available for service "{name}"' + (f": {why}" if why else "")
     return ApiStatus(503, message, name=name, kind="services")
-
-
-def is_upgrade(headers: dict[str, str]) -> bool:
-    """An HTTP/1.1 protocol upgrade (``headers`` with lower-case names)."""
-    return "upgrade" in {t.strip().lower() for t in headers.get("connection", "").split(",")} and bool(headers.get("upgrade"))
 
 
 def target_port(target: str) -> str | None:
