@@ -48,7 +48,7 @@ def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
     while b"\r\n\r\n" not in data:
         more = sock.recv(CHUNK)
         if not more or len(data) > MAX_HEAD_BYTES:
-            raise OSError("the API server closed the connection before its response head")
+            raise OSError("the connection ended before a complete response head")
         data += more
     end = data.index(b"\r\n\r\n") + 4
     return data[:end], data[end:]
