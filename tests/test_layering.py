@@ -67,7 +67,7 @@ def _heavy_after(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 def test_live_modules_do_not_import_the_kubernetes_client_nor_httpx_command_line_tool():
     """httpx's own CLI pulls click and pygments (~0.1 s); ours uses httpx without it."""
-    code = ("import sys, nrl_k8s.kube, nrl_k8s.dashboard, nrl_k8s.serving\n"
+    code = ("import sys, nrl_k8s.kube, nrl_k8s.dashboard, nrl_k8s.serving, nrl_k8s.relay\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes', 'click', 'pygments'}))")
     result = _heavy_after(code, {})
     assert result.stdout.strip() == "[]", result.stderr

@@ -9,7 +9,9 @@ one ``Connection``: its SSLContext, proxy and ``headers()`` (see ``credentials``
 from __future__ import annotations
 
 import base64
+import http.client
 import os
+import socket
 import ssl
 from pathlib import Path
 from typing import Mapping
@@ -44,9 +46,32 @@ class Connection:
         options = {"maxsize": maxsize, **({"ssl_context": self.ssl_context} if self.ssl_context else {})}
         if not self.proxy:
             return urllib3.PoolManager(**options)
+        return urllib3.ProxyManager(self.proxy, proxy_headers=self._proxy_headers(), **options)
+
+    def open_socket(self, timeout_s: float) -> socket.socket:
+        """A blocking socket connected to the API server (TLS on https; through an http:// proxy-url by
+        CONNECT) for a protocol upgrade such as a websocket, which a pooled connection cannot hand over."""
+        server = urlsplit(self.host)
+        port = server.port or (443 if self.ssl_context else 80)
+        proxy = urlsplit(self.proxy) if self.proxy else None
+        if proxy and proxy.scheme != "http":
+            raise ConfigError(f"a websocket through proxy-url {redact_text(str(self.proxy))} is not supported",
+                              hint="use an http:// proxy-url; plain HTTP requests do work through this one")
+        host, host_port = (proxy.hostname, proxy.port or 80) if proxy else (server.hostname, port)
+        if self.ssl_context:
+            conn = http.client.HTTPSConnection(host, host_port, timeout=timeout_s, context=self.ssl_context)
+        else:
+            conn = http.client.HTTPConnection(host, host_port, timeout=timeout_s)
+        if proxy:
+            conn.set_tunnel(server.hostname, port, headers=self._proxy_headers())
+        conn.connect()
+        conn.sock.settimeout(None)
+        return conn.sock
+
+    def _proxy_headers(self) -> dict[str, str]:
         parts = urlsplit(self.proxy)
         login = f"{unquote(parts.username)}:{unquote(parts.password or '')}" if parts.username else None
-        return urllib3.ProxyManager(self.proxy, proxy_headers=urllib3.make_headers(proxy_basic_auth=login), **options)
+        return urllib3.make_headers(proxy_basic_auth=login)
 
 
 class TLSContext(ssl.SSLContext):

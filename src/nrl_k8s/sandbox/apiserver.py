@@ -56,6 +56,7 @@ from nrl_k8s.sandbox.selectors import SelectorError, matcher
 from nrl_k8s.sandbox.statuses import ApiStatus, forbidden
 from nrl_k8s.sandbox.store import Store, now
 from nrl_k8s.sandbox.tls import self_signed, server_context
+from nrl_k8s.tunnel import is_upgrade
 
 USER = "sandbox-user"
 OPERATOR = "sandbox-operator"
@@ -384,6 +385,11 @@ class ApiServer:
             with self.store.lock:
                 service = self.store.get(rtype, ns, name.split(":")[-2] if name.count(":") == 2 else name.split(":")[0])
             request = (service, name, req.method, route.rest, req.raw_query, req.body, req.headers)
+            if is_upgrade(req.headers.get("connection"), req.headers.get("upgrade")):  # a websocket, relayed here
+                upgrade = (service, name, req.method, route.rest, req.raw_query, req.headers, handler)
+                heads = self._heads is not None and self._heads.serves(service, name)
+                reply = self._heads.tunnel(*upgrade, self._find) if heads else self._proxy.tunnel(*upgrade)
+                return None if reply is None else Response(*reply)
             if self._heads is not None and self._heads.serves(service, name):
                 code, body, ctype = self._heads.forward(*request, self._find)
             else:

@@ -10,8 +10,8 @@ starts empty, like a new head):
   (``driver_env``) and is tagged with the cluster in its metadata (``CLUSTER_KEY``; the
   simulated KubeRay tags the jobs it submits the same way, ``cluster_submission``);
 - ``GET /api/jobs/`` lists only the cluster's jobs; ``/api/jobs/ID[/...]`` (get, logs, stop,
-  delete) of another cluster's job, or of one submitted to the dashboard directly, is 404 with
-  Ray's "does not exist" text;
+  delete, and the log tail websocket through ``tunnel``) of another cluster's job, or of one
+  submitted to the dashboard directly, is 404 with Ray's "does not exist" text;
 - ``PUT /api/packages/PROTOCOL/NAME`` that succeeds records the package for the cluster;
   ``GET`` of a package not uploaded through this Service is 404 even when the shared GCS has it;
 - job details returned lose the tag and the env that was added.
@@ -78,6 +78,16 @@ def shown(job: dict) -> dict:
     return job
 
 
+def _stored(uid: str, job_id: str, send: Callable[..., Reply]) -> str | None:
+    """The id Ray stores the cluster's job ``job_id`` under (given through this Service, else KubeRay's or
+    Ray's own); None when no job of the cluster has it."""
+    for stored in (scoped(uid, job_id), job_id):
+        code, payload, _ = send("GET", f"/api/jobs/{stored}", b"", "")
+        if code == 200 and job_cluster(json.loads(payload)) == uid:
+            return stored
+    return None
+
+
 def _missing(text: str) -> Reply:
     return 404, text.encode(), "text/plain; charset=utf-8"
 
@@ -135,11 +145,27 @@ class HeadDashboard:
                 jobs = [shown(job) for job in json.loads(payload) if job_cluster(job) == uid]
                 return code, json.dumps(jobs).encode(), ctype
             return code, payload, ctype
-        for stored in (scoped(uid, parts[2]), parts[2]):  # given through this Service, else KubeRay's or Ray's own
-            code, payload, ctype = send("GET", f"/api/jobs/{stored}", b"", "")
-            if code == 200 and job_cluster(json.loads(payload)) == uid:
-                return self._shown(send(send_path="/" + "/".join(["api", "jobs", stored, *parts[3:]])))
-        return _missing(f"Job {parts[2]} does not exist")
+        stored = _stored(uid, parts[2], send)
+        if stored is None:
+            return _missing(f"Job {parts[2]} does not exist")
+        return self._shown(send(send_path="/" + "/".join(["api", "jobs", stored, *parts[3:]])))
+
+    def tunnel(self, service: dict, target: str, method: str, path: str, query: str, headers: dict[str, str],
+               handler, lookup: Lookup) -> Reply | None:
+        """An upgrade (the job log tail websocket): to the cluster's own jobs only, as ``forward``."""
+        meta = service["metadata"]
+        cluster = lookup("ray.io", "v1", "rayclusters", meta["namespace"], meta["labels"][CLUSTER_LABEL])
+        parts = [part for part in path.split("/") if part]
+        if cluster is not None and parts[:2] == ["api", "jobs"] and len(parts) > 2:
+            def send(send_method: str, send_path: str, send_body: bytes, send_query: str) -> Reply:
+                return self.proxy.forward(service, target, send_method, send_path, send_query, send_body, {})
+
+            stored = _stored(cluster["metadata"]["uid"], parts[2], send)
+            if stored is None:
+                return _missing(f"Job {parts[2]} does not exist")
+            path = "/" + "/".join(["api", "jobs", stored, *parts[3:]])
+        self.proxy.tunnel(service, target, method, path, query, headers, handler)
+        return None
 
     def _package(self, uid: str, method: str, package: str, send: Callable[..., Reply]) -> Reply:
         code, payload, ctype = send()  # a GET pins the package in Ray for a while, also before its upload

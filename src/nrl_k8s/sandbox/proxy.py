@@ -5,21 +5,28 @@ mapping port numbers and port names (as strings) to a base URL such as
 ``http://127.0.0.1:41234``, written by the simulated controllers (KubeRay for head Services,
 Dynamo for frontends, the endpoints controller for Services selecting a Deployment's pods) or
 by hand. Only loopback URLs are ever contacted. A Ray head Service's dashboard port goes
-through ``head_proxy`` first.
+through ``head_proxy`` first. An ``Upgrade`` request (a websocket) is relayed as the API server
+relays it (``tunnel``): the backend's answer goes back as it is, and after a ``101`` the bytes flow
+both ways until either side ends.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import httpx
 
 from nrl_k8s.sandbox.statuses import ApiStatus
+from nrl_k8s.tunnel import close_socket, request_head, upgrade
 
 ENDPOINTS_ANNOTATION = "sandbox.nrl-k8s.io/endpoints"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _FORWARDED_HEADERS = ("content-type", "accept")
+# the API server consumes Authorization (its authentication filter deletes it) and sets Host
+_NOT_FORWARDED_ON_UPGRADE = ("host", "authorization", "content-length", "transfer-encoding")
 _TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 
 
@@ -80,3 +87,21 @@ class ServiceProxy:
         except httpx.TransportError as exc:
             raise _unavailable(service["metadata"]["name"], f"error trying to reach service: {exc}") from None
         return reply.status_code, reply.content, reply.headers.get("content-type", "text/plain")
+
+    def tunnel(self, service: dict, target: str, method: str, path: str, query: str, headers: dict[str, str],
+               handler: BaseHTTPRequestHandler) -> None:
+        """Relay an upgrade request (``headers`` with lower-case names) on a backend connection of its own."""
+        base = urlsplit(backend_url(service, target))
+        try:
+            backend = socket.create_connection((base.hostname, base.port or 80), timeout=_TIMEOUT.connect)
+        except OSError as exc:
+            raise _unavailable(service["metadata"]["name"], f"error trying to reach service: {exc}") from None
+        try:
+            backend.settimeout(None)
+            sent = [(k, v) for k, v in headers.items() if k not in _NOT_FORWARDED_ON_UPGRADE]
+            url = base.path + (path or "/") + (f"?{query}" if query else "")
+            upgrade(handler, backend, request_head(method, url, base.netloc, sent))
+        except OSError:
+            pass
+        finally:
+            close_socket(backend)

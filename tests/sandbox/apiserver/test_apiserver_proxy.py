@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from kubernetes.client.rest import ApiException
+from sandbox_harness import DEADLINE_S
+from upgrade_backend import GREETING, upgrade_backend
 
 from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION
 
@@ -126,3 +131,55 @@ def test_bodies_over_the_limit_are_413(core, http, backend, monkeypatch):
     big = {"metadata": {"name": "big"}, "data": {"k": "x" * apiserver.MAX_BODY_BYTES}}
     reply = http.post("/api/v1/namespaces/default/configmaps", json=big)
     assert (reply.status_code, reply.json()["message"]) == (413, f"Request entity too large: limit is {apiserver.MAX_BODY_BYTES}")
+
+
+def test_proxy_relays_an_upgrade_over_tls_like_the_api_server(server, core, http):
+    """101 and what follows it, then bytes both ways on the client's TLS connection; the token stays here."""
+    with upgrade_backend() as (backend, upgrades), _tls_to(server) as sock:
+        _service(core, {"8265": backend})
+        sock.sendall(_upgrade_request("/api/v1/namespaces/default/services/head-svc:8265/proxy/tail?x=1", http))
+        answer = _until(sock, GREETING)
+        assert answer.startswith(b"HTTP/1.1 101 Switching Protocols") and answer.endswith(GREETING)
+        sock.sendall(b"ping")
+        assert _until(sock, b"PING") == b"PING"
+    (seen,) = upgrades
+    headers = {k.lower(): v for k, v in seen["headers"].items()}
+    assert seen["path"] == "/tail?x=1" and headers["upgrade"] == "echo" and "authorization" not in headers
+
+
+def test_proxy_upgrade_refusals(server, core, http):
+    """The backend's refusal comes back with its body; a Service without endpoints is the API server's 503."""
+    with upgrade_backend() as (backend, _):
+        _service(core, {"8265": backend})
+        _service(core, None, name="idle-svc")
+        with _tls_to(server) as sock:
+            sock.sendall(_upgrade_request("/api/v1/namespaces/default/services/head-svc:8265/proxy/denied", http))
+            refused = _until(sock, b"upgrade refused")
+        with _tls_to(server) as sock:
+            sock.sendall(_upgrade_request("/api/v1/namespaces/default/services/idle-svc:8265/proxy/tail", http))
+            unavailable = _until(sock, b"}")
+    assert refused.startswith(b"HTTP/1.1 403 Forbidden")
+    assert unavailable.startswith(b"HTTP/1.1 503 ") and b'no endpoints available for service \\"idle-svc\\"' in unavailable
+
+
+@contextlib.contextmanager
+def _tls_to(server):
+    context = ssl.create_default_context(cadata=server.ca_pem.decode())
+    port = int(server.url.rsplit(":", 1)[1])
+    with context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S), server_hostname="127.0.0.1") as sock:
+        yield sock
+
+
+def _upgrade_request(path: str, http) -> bytes:
+    """An upgrade request for ``path`` with the user's token (that of the ``http`` fixture)."""
+    return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {http.headers['Authorization']}\r\n"
+            "Connection: Upgrade\r\nUpgrade: echo\r\n\r\n").encode()
+
+
+def _until(sock, marker: bytes) -> bytes:
+    data = b""
+    while marker not in data:
+        more = sock.recv(65536)
+        assert more, data
+        data += more
+    return data

@@ -21,6 +21,7 @@ from nrl_k8s.connection import Connection, from_kubeconfig
 from nrl_k8s.dashboard import Dashboard
 from nrl_k8s.sandbox.head_proxy import scoped
 from nrl_k8s.sandbox.ray_head import free_ports
+from nrl_k8s.tunnel import request_head
 
 SECRET = "head-secret"
 
@@ -114,6 +115,31 @@ def test_each_head_service_shows_only_its_own_jobs(connection, sandbox, api, clu
         assert dash_b.submit("echo again", submission_id=job_a) == job_a
         text, status = finished(dash_b, job_a)
         assert status == "SUCCEEDED" and "again\n" in text and dash_a.get_job(job_a).status == "SUCCEEDED"
+
+
+def test_the_log_tail_websocket_reaches_only_the_clusters_own_job(connection, clusters):
+    """An upgrade through a head Service's proxy is scoped like its other job calls; sent on nrl-k8s's
+    own upgraded connection (TLS to the sandbox, its credentials)."""
+    ns, a, b = clusters
+    with dashboard(connection, ns, a) as dash:
+        job = dash.submit("echo tailed")
+        assert finished(dash, job)[1] == "SUCCEEDED"
+
+    def answer(cluster: str) -> bytes:
+        sock = connection.open_socket(DEADLINE_S)
+        with sock:
+            path = f"/api/v1/namespaces/{ns}/services/{cluster}-head-svc:8265/proxy/api/jobs/{job}/logs/tail"
+            headers = [("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13"),
+                       ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), *connection.headers().items()]
+            sock.sendall(request_head("GET", path, connection.host.split("//")[1], headers))
+            reply = sock.makefile("rb")
+            head = b"".join(iter(reply.readline, b"\r\n"))
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+            return head + b"\r\n" + reply.read(length)
+
+    assert answer(a).startswith(b"HTTP/1.1 101 Switching Protocols")
+    refused = answer(b)
+    assert refused.startswith(b"HTTP/1.1 404 ") and refused.endswith(f"Job {job} does not exist".encode())
 
 
 def test_a_package_exists_only_for_the_cluster_it_was_uploaded_through(sandbox, api, clusters):

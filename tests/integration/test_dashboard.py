@@ -1,0 +1,180 @@
+"""`nrl-k8s dashboard` against the sandbox, as a subprocess: the Ray dashboard of a RayJob's cluster
+(HTTP and the job log tail websocket), a DGD's OpenAI frontend, Ctrl-C, and bad flags."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import secrets
+import select
+import shlex
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from kubernetes import client
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible, observe
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
+
+
+@pytest.fixture
+def cli(sandbox, sandbox_namespace):
+    job = f"d-{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+    names = [f"infra.namespace={sandbox_namespace}", f"infra.kuberay.training.name={job}",
+             f"infra.dynamo.serving.name={job}-dgd"]
+
+    def invoke(*args: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+        return subprocess.run([NRL_K8S, *args, *PAIR, *names, *extra], capture_output=True, text=True, env=env,
+                              timeout=DEADLINE_S)
+
+    @contextlib.contextmanager
+    def dashboard(*args: str, extra_env: dict | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+        """`nrl-k8s dashboard ARGS` running; yields (the URL it printed, the process), then Ctrl-C."""
+        proc = interruptible([NRL_K8S, "dashboard", *args, *PAIR, *names], {**env, **(extra_env or {})})
+        try:
+            ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
+            url = proc.stdout.readline().strip() if ready else ""
+            assert url.startswith("http://127.0.0.1:"), (url, proc.poll(), proc.stderr.read() if proc.poll() else "")
+            yield url, proc
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+            proc.wait(DEADLINE_S)
+
+    invoke.job, invoke.ns, invoke.dashboard = job, sandbox_namespace, dashboard
+    invoke.custom = client.CustomObjectsApi(sandbox.api_client())
+    return invoke
+
+
+def stopped(proc: subprocess.Popen) -> tuple[str, str]:
+    """Ctrl-C the relay; (the rest of its stdout, its stderr) once it has exited 0 without a traceback."""
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    return out, err
+
+
+# -- a minimal websocket client (RFC 6455): enough for a server that pushes text -------------------
+
+def ws_connect(url: str, path: str) -> socket.socket:
+    parts = urlsplit(url)
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=DEADLINE_S)
+    key = base64.b64encode(secrets.token_bytes(16)).decode()
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        more = sock.recv(1)  # byte by byte: frames that follow stay in the socket
+        assert more, head
+        head += more
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    return sock
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        more = sock.recv(size - len(data))
+        if not more:
+            raise EOFError(f"the connection ended after {len(data)} of {size} bytes")
+        data += more
+    return data
+
+
+def ws_read_all(sock: socket.socket) -> str:
+    """Every text frame until the server's close frame (answered), concatenated."""
+    text = []
+    while True:
+        first, second = _exactly(sock, 2)
+        size = second & 0x7F
+        if size >= 126:
+            size = int.from_bytes(_exactly(sock, 2 if size == 126 else 8), "big")
+        payload = _exactly(sock, size)
+        opcode = first & 0x0F
+        if opcode == 0x8:
+            mask = secrets.token_bytes(4)
+            sock.sendall(bytes([0x88, 0x80 | len(payload[:2])]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload[:2])))
+            return "".join(text)
+        if opcode in (0x0, 0x1):
+            text.append(payload.decode())
+
+
+def test_dashboard_relays_the_rayjob_clusters_dashboard_and_the_dgd_frontend(cli, tmp_path):
+    gate = Gate(tmp_path)
+    run = cli("run", "--no-wait", extra=(gate.override("echo relay-one; echo relay-two"),))
+    assert run.returncode == 0, run.stderr
+    job = cli.custom.get_namespaced_custom_object("ray.io", "v1", cli.ns, "rayjobs", cli.job)
+    cluster, job_id = job["status"]["rayClusterName"], job["status"]["jobId"]
+    assert cluster != cli.job  # the RayJob's suffixed cluster, found through the RayJob
+
+    with cli.dashboard("--port", "0") as (url, proc):
+        with httpx.Client(base_url=url, timeout=DEADLINE_S) as http:
+            assert http.get("/api/version").json()["ray_version"]
+            jobs = eventually(lambda: [j for j in http.get("/api/jobs/").json() if j["submission_id"] == job_id],
+                              what=f"job {job_id} listed through the relay")
+            assert jobs[0]["status"] in ("PENDING", "RUNNING")
+            tail = ws_connect(url, f"/api/jobs/{job_id}/logs/tail")  # open while the job waits on the gate
+        with tail:
+            out, err = stopped(proc)
+            while tail.recv(65536):  # Ctrl-C closed the relayed websocket too (else: a timeout)
+                pass
+    assert out == "" and f"the Ray dashboard of RayCluster {cluster}" in err and err.rstrip().endswith("stopped")
+
+    models_url = tmp_path / "opened"  # the DGD serves until the job ends (then GC deletes it)
+    browser = tmp_path / "browser"
+    browser.write_text(f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(models_url)!r}).write_text(sys.argv[1])\n")
+    browser.chmod(0o700)
+    with cli.dashboard("--target", "dynamo.serving", "--port", "0", "--open", extra_env={"BROWSER": str(browser)}) as (url, proc):
+        models = httpx.get(url + "v1/models", timeout=DEADLINE_S).json()
+        assert eventually(models_url.is_file, what="the browser opened") and models_url.read_text() == url
+        _, err = stopped(proc)
+    assert models["object"] == "list" and models["data"][0]["object"] == "model"
+    assert f"the frontend of DGD {cli.job}-dgd" in err
+
+    with cli.dashboard("--port", "0") as (url, proc):
+        with ws_connect(url, f"/api/jobs/{job_id}/logs/tail") as tail:
+            gate.open()
+            logged = ws_read_all(tail)
+        stopped(proc)
+    assert "relay-one\n" in logged and "relay-two\n" in logged
+    observe(cli.custom.list_namespaced_custom_object, "ray.io", "v1", cli.ns, "rayjobs",
+            field_selector=f"metadata.name={cli.job}",
+            until=lambda o: (o[cli.job].get("status") or {}).get("jobDeploymentStatus") == "Complete")
+
+
+BAD = {
+    "unknown target": (["--target", "dynamo.nope"], "unknown --target 'dynamo.nope'", "dynamo.serving"),
+    "a RayCluster target": (["--target", "kuberay.training"], "unknown --target 'kuberay.training'", "--role ROLE"),
+    "role and target": (["--role", "training", "--target", "dynamo.serving"], "--role and --target cannot be used together",
+                        "--role ROLE"),
+    "undeclared role": (["--role", "gym"], "infra.kuberay.gym: is not set", "declare kuberay.gym"),
+}
+
+
+@pytest.mark.parametrize(("args", "error", "hint"), BAD.values(), ids=BAD.keys())
+def test_bad_flags_exit_2_with_one_line(cli, args, error, hint):
+    result = cli("dashboard", *args)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2 and error in lines[0] and lines[1].startswith("hint:") and hint in lines[1], result.stderr
+
+
+def test_nothing_running_is_one_clear_error(cli):
+    result = cli("dashboard", "--target", "dynamo.serving")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"no Service {cli.job}-dgd-frontend in namespace {cli.ns}" in result.stderr
+    assert "nrl-k8s cluster up --target dynamo.serving" in result.stderr
