@@ -113,6 +113,12 @@ class ParallelRun(RayJobRun):
         self._submitted(f"submitted by nrl-k8s as job {job_id} once every DGD served")
 
 
+    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
+        # owned objects (DGDs, DRA objects, the Secret) first, so each is deleted and reported
+        # before the RayJob whose deletion would let GC take them unseen
+        self.ledger.created.reverse()
+        return super().fail(error)
+
     def bring_up(self) -> None:
         existing = self.preflight()
         self.deployments(self.plan.deployments, self.plan.health)

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually, interruptible
 from test_run_rayjob import EXAMPLE_ENTRYPOINT, NVIDIA, PAIR, RAY, Run
 
 APPS = ("apps", "v1")
@@ -176,3 +176,27 @@ def test_kill_9_in_the_serial_order_then_gc_removes_exactly_the_leftovers(run, t
         dgds.wait(lambda h: any(kind == "DELETED" for kind, _ in h.events(f"{names['dgd']}-dgd")), what="deleted")
         assert {n for n in dgds.objects()} == {f"{names['rayjob']}-dgd", f"{names['cluster']}-dgd"}
         assert gc("--dry-run").stdout.strip().startswith("nothing left behind")
+
+
+def test_parallel_dgd_failure_rolls_back_everything_the_run_created(run):
+    with run.history(RAY, "rayclusters") as clusters, run.sandbox.fault("dgd-failed"):
+        result = run.run("--parallel", "--wait")
+    assert result.returncode == 1, result.stderr
+    assert "state=failed" in result.stderr and "Traceback" not in result.stderr
+    assert f"rolled back: deleted DynamoGraphDeployment {run.dgd}" in result.stderr
+    assert f"RayJob {run.job}" in result.stderr.split("rolled back:")[1]
+    assert run.get(RAY, "rayjobs", run.job) is None
+    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, lambda o: o is None)
+    clusters.wait(lambda h: h.events() and not h.objects(), what="the RayJob's cluster deleted")
+
+
+def test_ctrl_c_during_the_parallel_waits_rolls_back(run):
+    env = {**os.environ, "KUBECONFIG": str(run.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+    with run.sandbox.fault("dgd-stuck-pending"):
+        proc = interruptible([NRL_K8S, "run", "--rayjob", "--parallel", *PAIR, *run.overrides()], env)
+        run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, lambda o: o is not None)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 130, stderr
+    assert f"rolled back: deleted DynamoGraphDeployment {run.dgd}" in stderr and "Traceback" not in stderr
+    assert run.get(RAY, "rayjobs", run.job) is None
