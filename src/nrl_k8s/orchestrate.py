@@ -8,6 +8,10 @@
    DGD back-patched with a non-controlling ownerReference to it (GC then deletes the DGDs with
    the cluster); 4. the stalled-driver rescue; 5. optionally follow the job to its end.
 
+What exists unowned in between (the DGDs, the Secret, the DRA objects) is created with the time
+by which the run will have linked it (``gc.with_deadline``): if this command is killed first,
+`nrl-k8s gc` finds and removes it. `run --parallel` (``parallel``) never leaves that window.
+
 Any failure or Ctrl-C before the driver is submitted rolls back what the run's ledger holds
 (see ``rollback``). Once the driver is submitted nothing is rolled back: the error says the
 RayJob keeps running and how to stop it.
