@@ -9,12 +9,15 @@ SelfSubjectAccessReview, the service proxy to loopback backends (a Ray head Serv
 port through ``head_proxy``: that cluster's jobs and packages only, a job gets what its head
 container would give it), ``Table`` output for kubectl, and API-level faults (see ``faults.py``).
 Request bodies are bounded like the real server's (3 MiB, ``413 RequestEntityTooLarge``), and
-128 MiB through the service proxy (package uploads; Ray's dashboard takes under 100 MiB).
+128 MiB through the service proxy (package uploads; Ray's dashboard takes under 100 MiB). Bodies
+are JSON, YAML, or protobuf for the kinds ``kubectl create`` / ``auth can-i`` send that way
+(``protobuf.py``); answers are always JSON (``406`` for a client that accepts no JSON). A
+Secret's ``stringData`` is merged into ``data`` on every write (``store.encode_string_data``).
 Patch and apply semantics are simplified as documented in ``patch.py`` and ``apply.py``; store,
 watch and GC rules are in ``store.py``.
 
 What it does not: scheduling, kubelets, networking or DNS, admission webhooks, real RBAC
-(only the ``rbac-deny`` fault), schema validation of custom resources, protobuf, TLS, HTTP/2.
+(only the ``rbac-deny`` fault), schema validation of custom resources, protobuf answers, HTTP/2.
 
 Transport: one loopback port speaks plain HTTP and, sniffed from the first byte, TLS with a
 self-signed certificate (``ca_pem``) — kubectl only sends bearer tokens over TLS.
@@ -44,7 +47,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from nrl_k8s.sandbox import apply as ssa
-from nrl_k8s.sandbox import tables
+from nrl_k8s.sandbox import protobuf, tables
 from nrl_k8s.sandbox.discovery import SERVER_VERSION, OpenApi, ResourceType
 from nrl_k8s.sandbox.driver_env import DriverEnv
 from nrl_k8s.sandbox.faults import Faults
@@ -379,6 +382,8 @@ class ApiServer:
     def _resource(self, req: Request, route: Route, handler: _Handler) -> Response | None:
         verb = self._verb(req, route)
         self._gate(req, route, verb)
+        if route.subresource != "proxy" and not _accepts_json(req.headers.get("accept", "")):
+            raise ApiStatus(406, "only the following media types are accepted: application/json")
         rtype, ns, name = route.rtype, route.namespace, route.name
         if route.subresource == "proxy":
             with self.store.lock:
@@ -437,14 +442,22 @@ class ApiServer:
     @staticmethod
     def _body_object(req: Request, rtype: ResourceType) -> dict:
         ctype = req.headers.get("content-type", "application/json").split(";")[0].strip()
-        if ctype not in ("application/json", "application/yaml", ""):
-            raise ApiStatus(
-                415, "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
-            )
-        try:
-            obj = parse_json(req.body)
-        except PatchError as exc:
-            raise ApiStatus(400, str(exc)) from None
+        decodes_protobuf = (rtype.api_version, rtype.kind) in protobuf.KINDS
+        if ctype == protobuf.MEDIA_TYPE and decodes_protobuf:
+            try:
+                obj = protobuf.decode(req.body)
+            except protobuf.Unsupported as exc:
+                raise ApiStatus(415, str(exc)) from None
+            except protobuf.ProtobufError as exc:
+                raise ApiStatus(400, f"the protobuf body could not be decoded: {exc}") from None
+        elif ctype not in ("application/json", "application/yaml", ""):
+            accepted = ", ".join(["application/json", "application/yaml"] + [protobuf.MEDIA_TYPE] * decodes_protobuf)
+            raise ApiStatus(415, f"the body of the request was in an unknown format - accepted media types include: {accepted}")
+        else:
+            try:
+                obj = parse_json(req.body)
+            except PatchError as exc:
+                raise ApiStatus(400, str(exc)) from None
         if not isinstance(obj, dict):
             raise ApiStatus(400, "the request body must be a JSON object")
         if obj.get("kind") not in (None, rtype.kind):
@@ -686,6 +699,12 @@ class ApiServer:
             self.reset_counts()
             return Response(200, {})
         raise ApiStatus(404, "the server could not find the requested resource")
+
+
+def _accepts_json(accept: str) -> bool:
+    """Whether an Accept header admits the JSON the sandbox answers in (protobuf is never sent)."""
+    types = [part.split(";")[0].strip() for part in accept.split(",")]
+    return not accept.strip() or any(t in ("application/json", "application/*", "*/*", "application/yaml") for t in types)
 
 
 def _peer_closed(sock: socket.socket) -> bool:

@@ -105,10 +105,14 @@ def kubectl(server, tmp_path):
     path.write_text(yaml.safe_dump(kubeconfig))
     base = [shutil.which("kubectl"), "--kubeconfig", str(path), "--cache-dir", str(tmp_path / "cache")]
 
+    def raw(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(base + list(args), input=stdin, capture_output=True, text=True, timeout=DEADLINE_S)
+
     def run(*args: str, stdin: str | None = None) -> str:
-        done = subprocess.run(base + list(args), input=stdin, capture_output=True, text=True, timeout=DEADLINE_S)
+        done = raw(*args, stdin=stdin)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
     run.base = base
+    run.raw = raw  # the CompletedProcess, whatever the exit code
     return run
