@@ -54,6 +54,7 @@ from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.head_proxy import HeadDashboard
 from nrl_k8s.sandbox.patch import PatchError, json_patch, merge_patch, parse_json, strategic_merge
 from nrl_k8s.sandbox.pids import open_private
+from nrl_k8s.sandbox.pod_logs import LogQuery, PodLogs, container_state
 from nrl_k8s.sandbox.proxy import ServiceProxy
 from nrl_k8s.sandbox.selectors import SelectorError, matcher
 from nrl_k8s.sandbox.statuses import ApiStatus, forbidden
@@ -178,6 +179,7 @@ class ApiServer:
         history_size: int = 1000,
         tls: bool = True,
         drivers: DriverEnv | None = None,
+        pod_logs: PodLogs | None = None,
     ):
         self._tokens = {user_token: USER, operator_token: OPERATOR}
         self.faults = faults
@@ -185,6 +187,7 @@ class ApiServer:
         self.store = Store(history_size=history_size)
         self._proxy = ServiceProxy()
         self._heads = HeadDashboard(drivers, self._proxy) if drivers is not None else None
+        self.pod_logs = pod_logs or PodLogs()
         self._counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         self._http: _HttpServer | None = None
@@ -340,7 +343,8 @@ class ApiServer:
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and not (
-            (sub == "status" and rtype.has_status and len(rest) == 3) or (sub == "proxy" and "proxy" in rtype.subresources)
+            (sub in ("status", "log") and len(rest) == 3 and (rtype.has_status if sub == "status" else "log" in rtype.subresources))
+            or (sub == "proxy" and "proxy" in rtype.subresources)
         ):
             return None
         proxied = "/" + "/".join(rest[3:]) + ("/" if path.endswith("/") and len(rest) > 3 else "")
@@ -351,6 +355,8 @@ class ApiServer:
     def _verb(req: Request, route: Route) -> str:
         if route.subresource == "proxy":
             return {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[req.method]
+        if route.subresource == "log" and req.method != "GET":
+            raise ApiStatus(405, "the server does not allow this method on the requested resource")
         if route.name is None:
             collection = {"GET": "watch" if _truthy(req.param("watch")) else "list", "POST": "create", "DELETE": "deletecollection"}
             verb = collection.get(req.method)
@@ -382,7 +388,7 @@ class ApiServer:
     def _resource(self, req: Request, route: Route, handler: _Handler) -> Response | None:
         verb = self._verb(req, route)
         self._gate(req, route, verb)
-        if route.subresource != "proxy" and not _accepts_json(req.headers.get("accept", "")):
+        if route.subresource not in ("proxy", "log") and not _accepts_json(req.headers.get("accept", "")):
             raise ApiStatus(406, "only the following media types are accepted: application/json")
         rtype, ns, name = route.rtype, route.namespace, route.name
         if route.subresource == "proxy":
@@ -396,6 +402,8 @@ class ApiServer:
             return Response(code, body, ctype)
         if rtype.plural == "selfsubjectaccessreviews":
             return self._access_review(req)
+        if route.subresource == "log":
+            return self._pod_log(req, route, handler)
         dry_run = req.param("dryRun") == "All"
         if verb == "get":
             return self._output(req, rtype, self.store.get(rtype, ns, name))
@@ -541,21 +549,44 @@ class ApiServer:
             yield item
 
     def _stream(self, handler: _Handler, events, *, as_table: bool, rtype: ResourceType) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.end_headers()
-        try:
+        def chunks():
             for kind, obj in events:
                 if as_table and kind != "ERROR":
                     obj = tables.table(rtype, [obj], obj["metadata"].get("resourceVersion", ""))
-                chunk = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
-                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                handler.wfile.flush()
-            handler.wfile.write(b"0\r\n\r\n")
-            handler.wfile.flush()
-        except OSError:  # the client went away (broken pipe, reset, or a TLS error at shutdown)
-            handler.close_connection = True
+                yield json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+        _send_chunked(handler, "application/json", chunks())
+
+    def _pod_log(self, req: Request, route: Route, handler: _Handler) -> Response | None:
+        """``pods/NAME/log``: the container's output (``pod_logs``), streamed with ``follow``."""
+        query = LogQuery.parse(req.query)
+        pod = self.store.get(route.rtype, route.namespace, route.name)
+        container = self.pod_logs.container(pod, query)
+        source = self.pod_logs.source(pod, container, self._find)
+        lines, cursor = source.read(0, final=not query.follow)
+        first = query.format(query.tail(lines))
+        if not query.follow:
+            return Response(200, first[: query.limit_bytes], "text/plain")
+
+        def ended() -> bool:
+            live = self._find("", "v1", "pods", route.namespace, route.name)
+            return live is None or live["metadata"]["uid"] != pod["metadata"]["uid"] or \
+                "terminated" in container_state(live.get("status") or {}, container)
+
+        def chunks():
+            nonlocal cursor
+            yield first
+            while not _peer_closed(handler.connection):
+                done = ended()
+                if not done:
+                    source.wait(cursor, _WATCH_POLL_S)
+                more, cursor = source.read(cursor, final=done)
+                yield query.format(more)
+                if done:
+                    return
+
+        _send_chunked(handler, "text/plain", _limited(chunks(), query.limit_bytes))
+        return None
 
     def _patch(self, req: Request, route: Route, dry_run: bool) -> Response:
         rtype, ns, name = route.rtype, route.namespace, route.name
@@ -699,6 +730,34 @@ class ApiServer:
             self.reset_counts()
             return Response(200, {})
         raise ApiStatus(404, "the server could not find the requested resource")
+
+
+def _send_chunked(handler: _Handler, content_type: str, chunks) -> None:
+    """A 200 streamed with chunked encoding, one chunk per non-empty item of ``chunks``."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    try:
+        for chunk in chunks:
+            if chunk:
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                handler.wfile.flush()
+        handler.wfile.write(b"0\r\n\r\n")
+        handler.wfile.flush()
+    except OSError:  # the client went away (broken pipe, reset, or a TLS error at shutdown)
+        handler.close_connection = True
+
+
+def _limited(chunks, limit: int | None):
+    """``chunks`` cut off after ``limit`` bytes in total (None: no limit)."""
+    left = limit
+    for chunk in chunks:
+        if left is not None:
+            chunk, left = chunk[:left], left - len(chunk[:left])
+        yield chunk
+        if left == 0:
+            return
 
 
 def _accepts_json(accept: str) -> bool:

@@ -26,8 +26,15 @@ def faults() -> Faults:
 
 
 @pytest.fixture
-def server(faults: Faults):
-    api_server = ApiServer(user_token=USER_TOKEN, operator_token=OPERATOR_TOKEN, faults=faults, history_size=50)
+def pod_logs():
+    """Where ``pods/log`` reads from (None: the server's default); a test module may override it."""
+    return None
+
+
+@pytest.fixture
+def server(faults: Faults, pod_logs):
+    api_server = ApiServer(user_token=USER_TOKEN, operator_token=OPERATOR_TOKEN, faults=faults, history_size=50,
+                           pod_logs=pod_logs)
     port = api_server.start()
     api_server.url = f"http://127.0.0.1:{port}"
     yield api_server
