@@ -81,12 +81,13 @@ def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
 SourceOpt = Annotated[str, typer.Option(
     "--source", "-s", help="driver (the role's current job), head, worker (the role's Ray pods) or dgd[:COMPONENT].")]
 TailOpt = Annotated[Optional[int], typer.Option("--tail", help="Only the last N lines (then follow, with -f).")]
+LogsFollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job (a pod: its container) ends.")]
 LogsRoleOpt = Annotated[Optional[str], typer.Option(
     "--role", "-r", help="kuberay role whose cluster to use (default training; not with --source dgd).")]
 
 
 def logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
-         source: SourceOpt = "driver", role: LogsRoleOpt = None, tail: TailOpt = None, follow: FollowOpt = False,
+         source: SourceOpt = "driver", role: LogsRoleOpt = None, tail: TailOpt = None, follow: LogsFollowOpt = False,
          dashboard_url: DashboardUrlOpt = None) -> None:
     """The driver's log (the RayJob's submitter, else the role's current job through its dashboard), or
     pod logs through the API server: the Ray head or workers, or the run's DGD pods. Secret values are redacted."""

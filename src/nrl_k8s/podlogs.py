@@ -62,7 +62,7 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Target:
+class PodContainer:
     pod: str
     container: str
 
@@ -70,17 +70,17 @@ class Target:
         return f"pod/{self.pod}/{self.container}"
 
 
-Skip = Callable[[Target, str], None]  # told about a pod whose log cannot be read (why)
+Skip = Callable[[PodContainer, str], None]  # told about a pod whose log cannot be read (why)
 
 
 def pod_targets(kube, namespace: str, selector: str, choose: Callable[[dict], str], what: str,
-                keep: Callable[[dict], bool] = lambda _: True) -> list[Target]:
+                keep: Callable[[dict], bool] = lambda _: True) -> list[PodContainer]:
     """The pods matching ``selector`` (and ``keep``), oldest name first, with the container ``choose`` picks."""
     pods = [p for p in kube.list(pod.KIND, namespace, label_selector=selector) if keep(p)]
     if not pods:
         raise NotFoundError(f"no {what} pods in namespace {namespace} ({selector})",
                             hint=f"kubectl -n {namespace} get pods -l {selector}")
-    return [Target(p["metadata"]["name"], choose(p)) for p in sorted(pods, key=lambda p: p["metadata"]["name"])]
+    return [PodContainer(p["metadata"]["name"], choose(p)) for p in sorted(pods, key=lambda p: p["metadata"]["name"])]
 
 
 def _containers(p: dict) -> list[str]:
@@ -95,12 +95,12 @@ def _main(p: dict) -> str:
     return "main" if "main" in _containers(p) else _first(p)
 
 
-def ray_targets(kube, namespace: str, cluster: str, node_type: str) -> list[Target]:
+def ray_targets(kube, namespace: str, cluster: str, node_type: str) -> list[PodContainer]:
     selector = f"ray.io/cluster={cluster},ray.io/node-type={node_type}"
     return pod_targets(kube, namespace, selector, _first, f"Ray {node_type}")
 
 
-def dgd_targets(kube, names: list[str], namespace: str, component: str | None) -> list[Target]:
+def dgd_targets(kube, names: list[str], namespace: str, component: str | None) -> list[PodContainer]:
     """The pods of the DGDs ``names`` (only ``component``'s when given)."""
     if not names:
         raise ConfigError("the run declares no DGD (infra.dynamo is empty)", hint="use --source driver, head or worker")
@@ -122,14 +122,14 @@ def dgd_targets(kube, names: list[str], namespace: str, component: str | None) -
                           hint=f"components with pods: {', '.join(found) or 'none yet'}") from None
 
 
-def submitter(kube, namespace: str, rayjob: dict, cluster: str) -> Target | None:
+def submitter(kube, namespace: str, rayjob: dict, cluster: str) -> PodContainer | None:
     """KubeRay's submitter of ``rayjob`` (K8sJobMode pod, or the SidecarMode container of the head), if any."""
     name = rayjob["metadata"]["name"]
     jobs = kube.list(pod.KIND, namespace, label_selector=f"{ORIGIN_NAME}={name},ray.io/originated-from-crd=RayJob")
     heads = kube.list(pod.KIND, namespace, label_selector=f"ray.io/cluster={cluster},ray.io/node-type=head")
     found = [p for p in jobs + heads if SUBMITTER in _containers(p)]
     newest = max(found, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
-    return Target(newest["metadata"]["name"], SUBMITTER) if newest else None
+    return PodContainer(newest["metadata"]["name"], SUBMITTER) if newest else None
 
 
 def stream(kube, infra: dict, request: Request, *, record: dict | None, dashboard_url: str | None,
@@ -169,7 +169,7 @@ def _dashboard_log(kube, cluster: str, job: dict | None, recorded: str | None, r
             yield from skip_chars(dash.follow_logs(job_id), len(shown))
 
 
-def read(kube, namespace: str, targets: list[Target], *, tail: int | None, follow: bool, skip: Skip) -> Iterator[str]:
+def read(kube, namespace: str, targets: list[PodContainer], *, tail: int | None, follow: bool, skip: Skip) -> Iterator[str]:
     """The logs of ``targets`` as text chunks: one pod as it is, several line by line with a prefix."""
     if len(targets) == 1:
         target = targets[0]
@@ -191,7 +191,7 @@ def read(kube, namespace: str, targets: list[Target], *, tail: int | None, follo
     yield from _merged(readers, skip)
 
 
-def _prefixed(target: Target, chunks: Iterator[str]) -> Iterator[str]:
+def _prefixed(target: PodContainer, chunks: Iterator[str]) -> Iterator[str]:
     pending = ""
     for chunk in chunks:
         pending += chunk
@@ -202,11 +202,11 @@ def _prefixed(target: Target, chunks: Iterator[str]) -> Iterator[str]:
         yield f"[{target}] {pending}\n"
 
 
-def _merged(readers: list[tuple[Target, Callable[[], Iterator[str]]]], skip: Skip) -> Iterator[str]:
+def _merged(readers: list[tuple[PodContainer, Callable[[], Iterator[str]]]], skip: Skip) -> Iterator[str]:
     """Follow every log at once (a thread each), yielding prefixed lines as they come."""
     lines: queue.Queue = queue.Queue()
 
-    def pump(target: Target, open_log) -> None:
+    def pump(target: PodContainer, open_log) -> None:
         try:
             for text in _prefixed(target, open_log()):
                 lines.put(text)
