@@ -22,6 +22,7 @@ server sent it: the caller redacts it.
 from __future__ import annotations
 
 import queue
+import shlex
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -51,9 +52,10 @@ class Request:
         """Validate the flags together: ConfigError (exit 2) naming the one that does not fit."""
         kind, _, component = source.partition(":")
         if kind not in SOURCES or (component and kind != "dgd") or (kind == "dgd" and source.endswith(":") and not component):
-            raise ConfigError(f"--source {source}: expected driver, head, worker, dgd or dgd:COMPONENT")
+            raise ConfigError(f"--source {source}: expected driver, head, worker, dgd or dgd:COMPONENT",
+                              hint="e.g. --source head, or --source dgd:frontend for a DGD's frontend pods")
         if tail is not None and tail < 0:
-            raise ConfigError(f"--tail {tail}: must be 0 or more")
+            raise ConfigError(f"--tail {tail}: must be 0 or more", hint="--tail 0 -f prints only what comes next")
         if dashboard_url and kind != "driver":
             raise ConfigError(f"--dashboard-url does not apply to --source {source}", hint="pod logs are read through the API server")
         if role and kind == "dgd":
@@ -79,7 +81,7 @@ def pod_targets(kube, namespace: str, selector: str, choose: Callable[[dict], st
     pods = [p for p in kube.list(pod.KIND, namespace, label_selector=selector) if keep(p)]
     if not pods:
         raise NotFoundError(f"no {what} pods in namespace {namespace} ({selector})",
-                            hint=f"kubectl -n {namespace} get pods -l {selector}")
+                            hint=f"kubectl -n {namespace} get pods -l {shlex.quote(selector)}")
     return [PodContainer(p["metadata"]["name"], choose(p)) for p in sorted(pods, key=lambda p: p["metadata"]["name"])]
 
 
@@ -110,7 +112,7 @@ def dgd_targets(kube, names: list[str], namespace: str, component: str | None) -
         wanted = (component or "").lower()
         return not component or wanted in (labels.get(COMPONENT_LABEL, "").lower(), labels.get(COMPONENT_TYPE_LABEL, "").lower())
 
-    selector = f"{dgd.POD_LABEL} in ({','.join(sorted(names))})"
+    selector = dgd.pod_selector(names[0]) if len(names) == 1 else f"{dgd.POD_LABEL} in ({','.join(sorted(names))})"
     try:
         return pod_targets(kube, namespace, selector, _main, f"DGD {'/'.join(names)}" + (f" {component}" if component else ""), keep)
     except NotFoundError:

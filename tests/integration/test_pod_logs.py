@@ -73,6 +73,7 @@ def test_driver_log_is_the_default_and_secrets_are_redacted(session):
                        what="the driver's first line")
     assert SECRET not in shown.stdout and "step-1 HF_TOKEN=<redacted>\n" in shown.stdout
     assert "step-1 HF_TOKEN=<redacted>\n" in session.logs("--source", "driver").stdout
+    assert session.logs("--tail", "1").stdout == "step-1 HF_TOKEN=<redacted>\n"  # the driver waits at the gate
 
 
 def test_head_and_worker_sources(session):
