@@ -5,7 +5,8 @@ server-side apply/delete with garbage collection on core kinds (namespaces, pods
 configmaps, secrets, events, serviceaccounts), apps/v1 deployments and resource.k8s.io/v1
 resourceclaimtemplates (stored; deployments are run by ``operators/deployments.py``),
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
-SelfSubjectAccessReview, the service proxy to loopback backends (a Ray head Service's dashboard
+SelfSubjectAccessReview, ``pods/log`` (what each simulated container printed, see ``pod_logs``;
+streamed with ``follow``), the service proxy to loopback backends (a Ray head Service's dashboard
 port through ``head_proxy``: that cluster's jobs and packages only, a job gets what its head
 container would give it), ``Table`` output for kubectl, and API-level faults (see ``faults.py``).
 Request bodies are bounded like the real server's (3 MiB, ``413 RequestEntityTooLarge``), and
