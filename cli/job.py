@@ -1,4 +1,4 @@
-"""`nrl-k8s job list|logs|stop` and `nrl-k8s logs`: Ray jobs on a role's cluster, via its dashboard."""
+"""`nrl-k8s job list|logs|stop`: Ray jobs on a role's cluster, via its dashboard; `nrl-k8s logs`: the driver's or pods' logs."""
 
 from __future__ import annotations
 
@@ -78,7 +78,30 @@ def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
     err.print(f"job {job_id}: {'stop requested' if stopped else 'was not running'}", markup=False)
 
 
+SourceOpt = Annotated[str, typer.Option(
+    "--source", "-s", help="driver (the role's current job), head, worker (the role's Ray pods) or dgd[:COMPONENT].")]
+TailOpt = Annotated[Optional[int], typer.Option("--tail", help="Only the last N lines (then follow, with -f).")]
+LogsFollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job (a pod: its container) ends.")]
+LogsRoleOpt = Annotated[Optional[str], typer.Option(
+    "--role", "-r", help="kuberay role whose cluster to use (default training; not with --source dgd).")]
+
+
 def logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
-         role: RoleOpt = "training", follow: FollowOpt = False, dashboard_url: DashboardUrlOpt = None) -> None:
-    """Logs of the role's current job (the RayJob's driver, else the latest job)."""
-    job_logs(ctx, recipe, overrides, infra, None, role, follow, dashboard_url)
+         source: SourceOpt = "driver", role: LogsRoleOpt = None, tail: TailOpt = None, follow: LogsFollowOpt = False,
+         dashboard_url: DashboardUrlOpt = None) -> None:
+    """The driver's log (the RayJob's submitter, else the role's current job through its dashboard), or
+    pod logs through the API server: the Ray head or workers, or the run's DGD pods. Secret values are redacted."""
+    from nrl_k8s import podlogs
+    from nrl_k8s.redact import redact_lines
+
+    from ._console import err
+
+    request = podlogs.Request.parse(source, role=role, tail=tail, follow=follow, dashboard_url=dashboard_url)
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+
+    def skip(target, why: str) -> None:
+        err.print(f"note: {target}: no log: {why}", markup=False)
+
+    chunks = podlogs.stream(kube, infra_cfg, request, record=record, dashboard_url=dashboard_url, skip=skip)
+    for chunk in redact_lines(chunks):
+        typer.echo(chunk, nl=False)

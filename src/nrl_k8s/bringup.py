@@ -14,6 +14,7 @@ import time
 from contextlib import contextmanager
 
 from . import crds
+from .diagnose import pod_selector
 from .drift import spec_drift
 from .errors import (
     ApiError,
@@ -189,10 +190,14 @@ class BringUp:
         self.emit(Applied(label, name, "recreated" if live is not None else "created"))
         return created, "created"
 
-    def wait_ready(self, kind: Kind, readiness, name: str, label: str, timeout_s: float, emit: Emit | None = None) -> dict:
+    def wait_ready(self, kind: Kind, readiness, name: str, label: str, timeout_s: float, emit: Emit | None = None,
+                   pods: str | None = None) -> dict:
+        """Until ``readiness`` says Ready; a failure names its pods' reasons and Events (``pods``: their
+        selector, known by itself for RayClusters and DGDs)."""
         emit = emit or self.emit
         obj = self.kube.wait(kind, present(readiness), name=name, namespace=self.ns, timeout_s=timeout_s,
-                             on_progress=lambda reason: emit(Waiting(label, reason)), what=f"{label} ({name})")
+                             on_progress=lambda reason: emit(Waiting(label, reason)), what=f"{label} ({name})",
+                             pods=pods or pod_selector(kind, name))
         emit(Became(label, "ready"))
         return obj
 
@@ -212,7 +217,7 @@ class BringUp:
     def _wait_deployment(self, manifest: dict, key: str, health: tuple[str, float] | None, emit: Emit) -> None:
         label = f"deployments.{key}"
         self.wait_ready(deployment.KIND, deployment.readiness, manifest["metadata"]["name"], label,
-                        DEPLOYMENT_TIMEOUT_S, emit)
+                        DEPLOYMENT_TIMEOUT_S, emit, pods=deployment.pod_selector(manifest))
         self.wait_healthy(label, health, emit)
 
     def wait_healthy(self, label: str, health: tuple[str, float] | None, emit: Emit | None = None,

@@ -12,6 +12,7 @@ ConflictError. Live commands only (it imports urllib3).
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -30,6 +31,7 @@ from nrl_k8s.connection import Connection, from_kubeconfig, in_cluster
 from nrl_k8s.errors import ConflictError, ForbiddenError, NotFoundError
 from nrl_k8s.kinds.base import Kind, Pending, Readiness, Ready
 from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW
+from nrl_k8s.kinds.pod import KIND as POD
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.kube_errors import (
     GoneError,
@@ -58,6 +60,7 @@ PATCH_TYPES = {
     "apply": "application/apply-patch+yaml",
 }
 _PAGE_SIZE = 500
+_LOG_CHUNK = 64 * 1024
 _USER_AGENT = f"nrl-k8s/{__version__}"
 _PROXY_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -377,10 +380,12 @@ class Kube:
         timeout_s: float,
         on_progress: Callable[[str], None] | None = None,
         what: str = "",
+        pods: str | None = None,
     ) -> dict | list[dict] | None:
         """Watch + deadline until ``readiness`` says Ready; see ``nrl_k8s.wait.wait``."""
         target = {"name": name, "label_selector": label_selector, "namespace": namespace}
-        return waiting.wait(self, kind, readiness, **target, timeout_s=timeout_s, on_progress=on_progress, what=what)
+        return waiting.wait(self, kind, readiness, **target, timeout_s=timeout_s, on_progress=on_progress, what=what,
+                            pods=pods)
 
     def wait_gone(self, kind: Kind, name: str, namespace: str | None = None, *, timeout_s: float) -> None:
         """Wait until the object no longer exists."""
@@ -391,6 +396,41 @@ class Kube:
             return Pending("being deleted" if obj["metadata"].get("deletionTimestamp") else "still exists")
 
         self.wait(kind, gone, name=name, namespace=namespace, timeout_s=timeout_s, what=f'deletion of {kind.kind} "{name}"')
+
+    # ------------------------------------------------------------------ pod logs
+    def logs(
+        self,
+        pod: str,
+        namespace: str | None = None,
+        *,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        follow: bool = False,
+    ) -> Iterator[str]:
+        """The output of one container of a pod (``pods/log``) as text chunks, as the API server
+        sends them; ``follow`` keeps reading until the container or the pod ends.
+
+        A container that has not started (or a pod not scheduled) raises the server's 400 as
+        ``ApiError``; the request is retried like any other, the stream is not resumed.
+        """
+        ns = self._ns(POD, namespace)
+        query: dict = {"container": container, "tailLines": tail_lines, "follow": "true" if follow else None}
+        timeout = (self.tuning.request_timeout_s, None) if follow else None  # a followed log may stay quiet
+        response = self._call("GET", kind_path(POD, ns, pod, "log"), Op("get", POD, ns, pod, "log"),
+                              query={k: v for k, v in query.items() if v is not None}, accept="*/*", timeout=timeout)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        try:
+            for data in response.stream(_LOG_CHUNK, decode_content=True):
+                text = decoder.decode(data)
+                if text:
+                    yield text
+            if tail := decoder.decode(b"", final=True):
+                yield tail
+        except urllib3.exceptions.HTTPError:
+            return  # the stream dropped: like the log ending
+        finally:
+            response.close()
+            response.release_conn()
 
     # ------------------------------------------------------------------ proxy, RBAC, discovery
     def proxy(

@@ -183,7 +183,7 @@ class RayJobRun(BringUp):
 
         if self.kube.wait(raycluster.KIND, provisioned, name=cluster, namespace=self.ns,
                           timeout_s=_PROVISION_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("raycluster", r)),
-                          what=f"RayCluster {cluster}") is not None:
+                          what=f"RayCluster {cluster}", pods=raycluster.pod_selector(cluster)) is not None:
             self.emit(Became("raycluster", "provisioned"))
 
         def submitted(obj):

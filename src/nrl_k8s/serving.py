@@ -39,14 +39,6 @@ def _component(p: dict) -> str:
     return labels.get("nvidia.com/dynamo-component") or p["metadata"]["name"]
 
 
-def pod_reasons(kube, name: str, namespace: str) -> str:
-    """One line on why a DGD's pods are not ready (for timeouts of the operator gate)."""
-    pods = kube.list(pod.KIND, namespace, label_selector=dgd.pod_selector(name))
-    if not pods:
-        return "no pods created"
-    return pods_readiness(len(pods))(pods).reason
-
-
 def probe_frontend(kube, name: str, namespace: str) -> int | None:
     """HTTP status of the frontend's /v1/models, or None when nothing answers."""
     return probe_url(kube, f"http://{dgd.frontend_service(name)}.{namespace}.svc:{dgd.FRONTEND_PORT}/v1/models", namespace)
@@ -117,13 +109,14 @@ def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit)
     def progress(reason: str) -> None:
         emit(Waiting(label, reason))
 
+    pods = dgd.pod_selector(name)
     try:
         kube.wait(dgd.kind_of(manifest), present(dgd.readiness), name=name, namespace=namespace, timeout_s=remaining(),
-                  on_progress=progress, what=f"{label} ({name})")
-        kube.wait(pod.KIND, pods_readiness(dgd.desired_pods(manifest)), label_selector=dgd.pod_selector(name),
-                  namespace=namespace, timeout_s=remaining(), on_progress=progress, what=f"{label} pods")
+                  on_progress=progress, what=f"{label} ({name})", pods=pods)
+        kube.wait(pod.KIND, pods_readiness(dgd.desired_pods(manifest)), label_selector=pods,
+                  namespace=namespace, timeout_s=remaining(), on_progress=progress, what=f"{label} pods", pods=pods)
     except (WaitTimeout, ResourceFailed) as err:
-        raise type(err)(f"{err.message}; pods: {pod_reasons(kube, name, namespace)}", hint=_hint(name, namespace)) from None
+        raise type(err)(err.message, hint=_hint(name, namespace)) from None
     wait_frontend(kube, label, name, namespace, deadline, emit)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable
 
+from nrl_k8s.diagnose import report
 from nrl_k8s.errors import ApiError, NotFoundError, ResourceFailed, UnauthorizedError, WaitTimeout
 from nrl_k8s.kinds.base import Failed, Kind, Readiness, Ready
 from nrl_k8s.kube_errors import GoneError
@@ -31,16 +32,29 @@ def wait(
     timeout_s: float,
     on_progress: Callable[[str], None] | None = None,
     what: str = "",
+    pods: str | None = None,
 ) -> dict | list[dict] | None:
     """Wait until ``readiness`` says Ready and return what it judged.
 
     With ``name``, readiness gets the object (None while absent); with ``label_selector``, the
     list of matching objects sorted by name. Failed raises ResourceFailed(``what``: reason);
     the deadline raises WaitTimeout naming ``what`` and the last Pending reason, which is also
-    passed to ``on_progress`` each time it changes.
+    passed to ``on_progress`` each time it changes. ``pods``, the label selector of the pods
+    the object runs, adds to either error why those not Ready are not and the Warning Events
+    of them and of the object (``diagnose.report``).
     """
     if (name is None) == (label_selector is None):
         raise ValueError("wait needs exactly one of name or label_selector")
+    try:
+        return _wait(kube, kind, readiness, name, label_selector, namespace, timeout_s, on_progress, what)
+    except (ResourceFailed, WaitTimeout) as err:
+        if pods is None:
+            raise
+        found = report(kube, namespace or kube.namespace, pods, (kind, name) if name else None)
+        raise type(err)(err.message + found, hint=err.hint) from None
+
+
+def _wait(kube, kind, readiness, name, label_selector, namespace, timeout_s, on_progress, what):
     what = what or (f'{kind.kind} "{name}"' if name else f"{kind.plural} matching {label_selector}")
     judge = _Judge(readiness, name, on_progress, what)
     target = {"namespace": namespace, "label_selector": label_selector}

@@ -251,6 +251,13 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
         ["cluster", "up", "--dry-run", str(RECIPE), "--infra", str(DATA / "infra_duplicate_key.yaml")], ("infra_duplicate_key.yaml:6:",)
     ),
     "run --dry-run": lambda tmp: Case(["run", "--dry-run", *check(infra="/dev/zero")[1:]], ("/dev/zero",)),
+    # logs flags that do not fit together, refused before any file or cluster is read.
+    "logs --source unknown": lambda tmp: Case(["logs", *check()[1:], "--source", "pods"], ("--source pods", "expected driver")),
+    "logs --source dgd:": lambda tmp: Case(["logs", *check()[1:], "--source", "dgd:"], ("--source dgd:",)),
+    "logs --tail -1": lambda tmp: Case(["logs", *check()[1:], "--tail", "-1"], ("--tail -1", "0 or more")),
+    "logs --role with dgd": lambda tmp: Case(["logs", *check()[1:], "-s", "dgd", "--role", "gym"], ("--role", "--source dgd")),
+    "logs --dashboard-url with head": lambda tmp: Case(
+        ["logs", *check()[1:], "-s", "head", "--dashboard-url", "http://127.0.0.1:8265"], ("--dashboard-url", "--source head")),
 }
 
 

@@ -43,6 +43,12 @@ def render(infra: dict, key: str) -> dict:
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
 
 
+def pod_selector(manifest: dict) -> str:
+    """Label selector for the pods of a rendered Deployment (its ``matchLabels``)."""
+    labels = ((manifest.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
 def render_with_service(infra: dict, key: str) -> list[dict]:
     """``[Deployment]``, or ``[Deployment, Service]`` when its pod template declares container ports."""
     manifest = render(infra, key)

@@ -76,6 +76,11 @@ def head_service(cluster: str) -> str:
     return f"{cluster}-head-svc"
 
 
+def pod_selector(cluster: str) -> str:
+    """Label selector for the pods of RayCluster ``cluster`` (head and workers)."""
+    return f"ray.io/cluster={cluster}"
+
+
 def daemon_submission_id(infra: dict, role: str) -> str:
     """The Ray submission id of the role's ``daemon``: its ``submissionId``, else ``<cluster>-daemon``."""
     daemon = role_entry(infra, role).get("daemon") or {}

@@ -6,7 +6,9 @@
   services, configmaps, secrets, events, deployments, ``resource.k8s.io/v1``
   resourceclaimtemplates, CRDs and their custom resources with ``/status``,
   SelfSubjectAccessReview, get/list/watch/create/update/patch/server-side apply/delete,
-  ownerReference garbage collection and the service proxy. The kubeconfig it writes points at
+  ownerReference garbage collection, the service proxy and ``pods/log`` (``pod_logs.py``: the
+  Ray head's real output, a RayJob submitter's driver log, the stubs' output). Bodies may be
+  JSON, YAML or the protobuf ``kubectl create`` sends (``protobuf.py``). The kubeconfig it writes points at
   ``https://127.0.0.1:PORT`` with the server's self-signed CA embedded, because kubectl never
   sends a token over plain HTTP; the same port also answers plain HTTP (the operators use
   that). Objects live in memory (``--state FILE`` keeps them across restarts).

@@ -5,16 +5,20 @@ server-side apply/delete with garbage collection on core kinds (namespaces, pods
 configmaps, secrets, events, serviceaccounts), apps/v1 deployments and resource.k8s.io/v1
 resourceclaimtemplates (stored; deployments are run by ``operators/deployments.py``),
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
-SelfSubjectAccessReview, the service proxy to loopback backends (a Ray head Service's dashboard
+SelfSubjectAccessReview, ``pods/log`` (what each simulated container printed, see ``pod_logs``;
+streamed with ``follow``), the service proxy to loopback backends (a Ray head Service's dashboard
 port through ``head_proxy``: that cluster's jobs and packages only, a job gets what its head
 container would give it), ``Table`` output for kubectl, and API-level faults (see ``faults.py``).
 Request bodies are bounded like the real server's (3 MiB, ``413 RequestEntityTooLarge``), and
-128 MiB through the service proxy (package uploads; Ray's dashboard takes under 100 MiB).
+128 MiB through the service proxy (package uploads; Ray's dashboard takes under 100 MiB). Bodies
+are JSON, YAML, or protobuf for the kinds ``kubectl create`` / ``auth can-i`` send that way
+(``protobuf.py``); answers are always JSON (``406`` for a client that accepts no JSON). A
+Secret's ``stringData`` is merged into ``data`` on every write (``store.encode_string_data``).
 Patch and apply semantics are simplified as documented in ``patch.py`` and ``apply.py``; store,
 watch and GC rules are in ``store.py``.
 
 What it does not: scheduling, kubelets, networking or DNS, admission webhooks, real RBAC
-(only the ``rbac-deny`` fault), schema validation of custom resources, protobuf, TLS, HTTP/2.
+(only the ``rbac-deny`` fault), schema validation of custom resources, protobuf answers, HTTP/2.
 
 Transport: one loopback port speaks plain HTTP and, sniffed from the first byte, TLS with a
 self-signed certificate (``ca_pem``) — kubectl only sends bearer tokens over TLS.
@@ -44,13 +48,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from nrl_k8s.sandbox import apply as ssa
-from nrl_k8s.sandbox import tables
+from nrl_k8s.sandbox import protobuf, tables
 from nrl_k8s.sandbox.discovery import SERVER_VERSION, OpenApi, ResourceType
 from nrl_k8s.sandbox.driver_env import DriverEnv
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.head_proxy import HeadDashboard
 from nrl_k8s.sandbox.patch import PatchError, json_patch, merge_patch, parse_json, strategic_merge
 from nrl_k8s.sandbox.pids import open_private
+from nrl_k8s.sandbox.pod_logs import LogQuery, PodLogs, container_state
 from nrl_k8s.sandbox.proxy import ServiceProxy
 from nrl_k8s.sandbox.selectors import SelectorError, matcher
 from nrl_k8s.sandbox.statuses import ApiStatus, forbidden
@@ -176,6 +181,7 @@ class ApiServer:
         history_size: int = 1000,
         tls: bool = True,
         drivers: DriverEnv | None = None,
+        pod_logs: PodLogs | None = None,
     ):
         self._tokens = {user_token: USER, operator_token: OPERATOR}
         self.faults = faults
@@ -183,6 +189,7 @@ class ApiServer:
         self.store = Store(history_size=history_size)
         self._proxy = ServiceProxy()
         self._heads = HeadDashboard(drivers, self._proxy) if drivers is not None else None
+        self.pod_logs = pod_logs or PodLogs()
         self._counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         self._http: _HttpServer | None = None
@@ -338,7 +345,8 @@ class ApiServer:
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and not (
-            (sub == "status" and rtype.has_status and len(rest) == 3) or (sub == "proxy" and "proxy" in rtype.subresources)
+            (sub in ("status", "log") and len(rest) == 3 and (rtype.has_status if sub == "status" else "log" in rtype.subresources))
+            or (sub == "proxy" and "proxy" in rtype.subresources)
         ):
             return None
         proxied = "/" + "/".join(rest[3:]) + ("/" if path.endswith("/") and len(rest) > 3 else "")
@@ -349,6 +357,8 @@ class ApiServer:
     def _verb(req: Request, route: Route) -> str:
         if route.subresource == "proxy":
             return {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[req.method]
+        if route.subresource == "log" and req.method != "GET":
+            raise ApiStatus(405, "the server does not allow this method on the requested resource")
         if route.name is None:
             collection = {"GET": "watch" if _truthy(req.param("watch")) else "list", "POST": "create", "DELETE": "deletecollection"}
             verb = collection.get(req.method)
@@ -380,6 +390,8 @@ class ApiServer:
     def _resource(self, req: Request, route: Route, handler: _Handler) -> Response | None:
         verb = self._verb(req, route)
         self._gate(req, route, verb)
+        if route.subresource not in ("proxy", "log") and not _accepts_json(req.headers.get("accept", "")):
+            raise ApiStatus(406, "only the following media types are accepted: application/json")
         rtype, ns, name = route.rtype, route.namespace, route.name
         if route.subresource == "proxy":
             with self.store.lock:
@@ -397,6 +409,8 @@ class ApiServer:
             return Response(code, body, ctype)
         if rtype.plural == "selfsubjectaccessreviews":
             return self._access_review(req)
+        if route.subresource == "log":
+            return self._pod_log(req, route, handler)
         dry_run = req.param("dryRun") == "All"
         if verb == "get":
             return self._output(req, rtype, self.store.get(rtype, ns, name))
@@ -443,14 +457,22 @@ class ApiServer:
     @staticmethod
     def _body_object(req: Request, rtype: ResourceType) -> dict:
         ctype = req.headers.get("content-type", "application/json").split(";")[0].strip()
-        if ctype not in ("application/json", "application/yaml", ""):
-            raise ApiStatus(
-                415, "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
-            )
-        try:
-            obj = parse_json(req.body)
-        except PatchError as exc:
-            raise ApiStatus(400, str(exc)) from None
+        decodes_protobuf = (rtype.api_version, rtype.kind) in protobuf.KINDS
+        if ctype == protobuf.MEDIA_TYPE and decodes_protobuf:
+            try:
+                obj = protobuf.decode(req.body)
+            except protobuf.Unsupported as exc:
+                raise ApiStatus(415, str(exc)) from None
+            except protobuf.ProtobufError as exc:
+                raise ApiStatus(400, f"the protobuf body could not be decoded: {exc}") from None
+        elif ctype not in ("application/json", "application/yaml", ""):
+            accepted = ", ".join(["application/json", "application/yaml"] + [protobuf.MEDIA_TYPE] * decodes_protobuf)
+            raise ApiStatus(415, f"the body of the request was in an unknown format - accepted media types include: {accepted}")
+        else:
+            try:
+                obj = parse_json(req.body)
+            except PatchError as exc:
+                raise ApiStatus(400, str(exc)) from None
         if not isinstance(obj, dict):
             raise ApiStatus(400, "the request body must be a JSON object")
         if obj.get("kind") not in (None, rtype.kind):
@@ -534,21 +556,44 @@ class ApiServer:
             yield item
 
     def _stream(self, handler: _Handler, events, *, as_table: bool, rtype: ResourceType) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.end_headers()
-        try:
+        def chunks():
             for kind, obj in events:
                 if as_table and kind != "ERROR":
                     obj = tables.table(rtype, [obj], obj["metadata"].get("resourceVersion", ""))
-                chunk = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
-                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                handler.wfile.flush()
-            handler.wfile.write(b"0\r\n\r\n")
-            handler.wfile.flush()
-        except OSError:  # the client went away (broken pipe, reset, or a TLS error at shutdown)
-            handler.close_connection = True
+                yield json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+        _send_chunked(handler, "application/json", chunks())
+
+    def _pod_log(self, req: Request, route: Route, handler: _Handler) -> Response | None:
+        """``pods/NAME/log``: the container's output (``pod_logs``), streamed with ``follow``."""
+        query = LogQuery.parse(req.query)
+        pod = self.store.get(route.rtype, route.namespace, route.name)
+        container = self.pod_logs.container(pod, query)
+        source = self.pod_logs.source(pod, container, self._find)
+        lines, cursor = source.read(0, final=not query.follow)
+        first = query.format(query.tail(lines))
+        if not query.follow:
+            return Response(200, first[: query.limit_bytes], "text/plain")
+
+        def ended() -> bool:
+            live = self._find("", "v1", "pods", route.namespace, route.name)
+            return live is None or live["metadata"]["uid"] != pod["metadata"]["uid"] or \
+                "terminated" in container_state(live.get("status") or {}, container)
+
+        def chunks():
+            nonlocal cursor
+            yield first
+            while not _peer_closed(handler.connection):
+                done = ended()
+                if not done:
+                    source.wait(cursor, _WATCH_POLL_S)
+                more, cursor = source.read(cursor, final=done)
+                yield query.format(more)
+                if done:
+                    return
+
+        _send_chunked(handler, "text/plain", _limited(chunks(), query.limit_bytes))
+        return None
 
     def _patch(self, req: Request, route: Route, dry_run: bool) -> Response:
         rtype, ns, name = route.rtype, route.namespace, route.name
@@ -692,6 +737,40 @@ class ApiServer:
             self.reset_counts()
             return Response(200, {})
         raise ApiStatus(404, "the server could not find the requested resource")
+
+
+def _send_chunked(handler: _Handler, content_type: str, chunks) -> None:
+    """A 200 streamed with chunked encoding, one chunk per non-empty item of ``chunks``."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    try:
+        for chunk in chunks:
+            if chunk:
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                handler.wfile.flush()
+        handler.wfile.write(b"0\r\n\r\n")
+        handler.wfile.flush()
+    except OSError:  # the client went away (broken pipe, reset, or a TLS error at shutdown)
+        handler.close_connection = True
+
+
+def _limited(chunks, limit: int | None):
+    """``chunks`` cut off after ``limit`` bytes in total (None: no limit)."""
+    left = limit
+    for chunk in chunks:
+        if left is not None:
+            chunk, left = chunk[:left], left - len(chunk[:left])
+        yield chunk
+        if left == 0:
+            return
+
+
+def _accepts_json(accept: str) -> bool:
+    """Whether an Accept header admits the JSON the sandbox answers in (protobuf is never sent)."""
+    types = [part.split(";")[0].strip() for part in accept.split(",")]
+    return not accept.strip() or any(t in ("application/json", "application/*", "*/*", "application/yaml") for t in types)
 
 
 def _peer_closed(sock: socket.socket) -> bool:

@@ -31,6 +31,7 @@ from .operators.dra import ComputeDomains
 from .operators.dynamo import Dynamo
 from .operators.kuberay import KubeRay
 from .pids import MARKER, write_pid
+from .pod_logs import PodLogs
 from .process import Paths, write_kubeconfig, write_runtime
 from .ray_head import RayHead, temp_dir_for
 
@@ -69,8 +70,9 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
     head = RayHead(temp_dir=temp_dir_for(paths.dir), log_path=paths.ray_log, env=ray_environment(paths.dir))
     user_token, operator_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     drivers = DriverEnv(paths.dir / "volumes")
+    pod_logs = PodLogs(ray_log=paths.ray_log, driver_logs=head.temp_dir / "session_latest" / "logs")
     server = ApiServer(user_token=user_token, operator_token=operator_token, faults=registry, state_file=state_file,
-                       drivers=drivers)
+                       drivers=drivers, pod_logs=pod_logs)
     operators: list[Controller] = []
     serving = False
     try:
@@ -91,8 +93,8 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str], speed
         operators.append(KubeRay(api_client(http_url, operator_token), timing, registry, head.dashboard_url, drivers,
                                  pre_running_deadline=registry.get("old-rayjob-crd") is None))
         if crds.DGD_CRD in installed:
-            operators.append(Dynamo(api_client(http_url, operator_token), timing, registry))
-        operators.append(Deployments(api_client(http_url, operator_token), timing, registry))
+            operators.append(Dynamo(api_client(http_url, operator_token), timing, registry, pod_logs))
+        operators.append(Deployments(api_client(http_url, operator_token), timing, registry, pod_logs))
         operators.append(ComputeDomains(api_client(http_url, operator_token), timing, registry))
         for operator in operators:
             operator.start()

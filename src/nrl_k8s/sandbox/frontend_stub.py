@@ -6,7 +6,8 @@ Deployment's pods. ``FrontendStub`` is an OpenAI-style stand-in for a Dynamo fro
 DGD: ``GET /v1/models`` (the served model id), ``GET /health`` (``{"status": "healthy"}``) and
 ``GET /live``; everything else is 404. With ``unavailable_for`` seconds it answers 503 to every
 request for that long after it starts (the ``frontend-unavailable`` and ``delay=dgd:S`` faults). Neither serves
-completions: nothing is inferred.
+completions: nothing is inferred. What a stub prints (a start line, one line per request) is
+the ``kubectl logs`` of the pods it stands for (``pod_logs``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from nrl_k8s.sandbox.pod_logs import Output
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         code, body = self.server.stub.answer(self.path)
+        self.server.stub.print(f'{self.client_address[0]} "{self.command} {self.path}" {code}')
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -42,19 +46,28 @@ class _Server(ThreadingHTTPServer):
 
 
 class HttpStub:
-    """One stub server on 127.0.0.1 (a free port); ``url`` is where it listens."""
+    """One stub server on 127.0.0.1 (a free port); ``url`` is where it listens. What it prints (a
+    start line, then one line per request) goes to ``output``: the log of the pods it stands for."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, output: Output | None = None):
         self.label = label
         self.started = time.time()
+        self.output = output or Output()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.stub = self
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"stub-{label}", daemon=True)
         self._thread.start()
+        self.print(self.banner())
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def banner(self) -> str:
+        return f"sandbox stub for {self.label} listening on {self.url} (200 on every GET)"
+
+    def print(self, line: str) -> None:
+        self.output.write(line)
 
     def answer(self, path: str) -> tuple[int, dict]:
         return 200, {"status": "ok", "stub": self.label, "path": path}
@@ -65,10 +78,14 @@ class HttpStub:
 
 
 class FrontendStub(HttpStub):
-    def __init__(self, model: str, unavailable_for: float = 0.0):
+    def __init__(self, model: str, unavailable_for: float = 0.0, output: Output | None = None):
         self.model = model
         self.unavailable_for = unavailable_for
-        super().__init__(model)
+        super().__init__(model, output)
+
+    def banner(self) -> str:
+        return (f"sandbox stub of a Dynamo frontend serving model {self.model} on {self.url} "
+                "(/v1/models, /health, /live; no inference)")
 
     def unavailable(self) -> bool:
         return time.time() - self.started < self.unavailable_for

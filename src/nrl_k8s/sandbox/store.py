@@ -290,6 +290,8 @@ class Store:
                     "the object has been modified; please apply your changes to the latest version and try again",
                 )
             new = convert({**new, "apiVersion": rtype.api_version}, rtype.storage_api_version)
+            if rtype.kind == "Secret":
+                encode_string_data(new)
             result = self._merge_update(rtype, old, new, subresource)
             if dry_run:
                 return self._out(rtype, result)
@@ -502,6 +504,15 @@ class Store:
 _CLUSTER_IP_COUNTER = iter(range(10, 1 << 16))
 
 
+def encode_string_data(secret: dict) -> None:
+    """A Secret's write-only ``stringData`` merged into ``data`` (base64; it wins over the same
+    key in ``data``) and dropped, as the real API server does on every write."""
+    string_data = secret.pop("stringData", None) or {}
+    if string_data:
+        encoded = {k: base64.b64encode(str(v).encode()).decode() for k, v in string_data.items()}
+        secret["data"] = {**(secret.get("data") or {}), **encoded}
+
+
 def apply_defaults(rtype: ResourceType, obj: dict) -> None:
     """Server-side defaults on create for the built-in kinds (and CRD status)."""
     spec = obj.setdefault("spec", {}) if rtype.kind in ("Pod", "Service", "Namespace", "Deployment") else obj.get("spec")
@@ -540,10 +551,7 @@ def apply_defaults(rtype: ResourceType, obj: dict) -> None:
         obj["status"] = {}
     elif rtype.kind == "Secret":
         obj.setdefault("type", "Opaque")
-        # stringData is write-only: merged into data (base64), as the real API server does
-        encoded = {k: base64.b64encode(str(v).encode()).decode() for k, v in (obj.pop("stringData", None) or {}).items()}
-        if encoded:
-            obj["data"] = {**(obj.get("data") or {}), **encoded}
+        encode_string_data(obj)
     elif rtype.kind == "CustomResourceDefinition":
         names = (spec or {}).get("names") or {}
         obj["status"] = {

@@ -26,8 +26,15 @@ def faults() -> Faults:
 
 
 @pytest.fixture
-def server(faults: Faults):
-    api_server = ApiServer(user_token=USER_TOKEN, operator_token=OPERATOR_TOKEN, faults=faults, history_size=50)
+def pod_logs():
+    """Where ``pods/log`` reads from (None: the server's default); a test module may override it."""
+    return None
+
+
+@pytest.fixture
+def server(faults: Faults, pod_logs):
+    api_server = ApiServer(user_token=USER_TOKEN, operator_token=OPERATOR_TOKEN, faults=faults, history_size=50,
+                           pod_logs=pod_logs)
     port = api_server.start()
     api_server.url = f"http://127.0.0.1:{port}"
     yield api_server
@@ -105,10 +112,14 @@ def kubectl(server, tmp_path):
     path.write_text(yaml.safe_dump(kubeconfig))
     base = [shutil.which("kubectl"), "--kubeconfig", str(path), "--cache-dir", str(tmp_path / "cache")]
 
+    def raw(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(base + list(args), input=stdin, capture_output=True, text=True, timeout=DEADLINE_S)
+
     def run(*args: str, stdin: str | None = None) -> str:
-        done = subprocess.run(base + list(args), input=stdin, capture_output=True, text=True, timeout=DEADLINE_S)
+        done = raw(*args, stdin=stdin)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
     run.base = base
+    run.raw = raw  # the CompletedProcess, whatever the exit code
     return run

@@ -35,6 +35,7 @@ import kubernetes
 
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.frontend_stub import HttpStub
+from nrl_k8s.sandbox.pod_logs import PodLogs
 
 from . import pods
 from .base import ENDPOINTS_ANNOTATION, MERGE_PATCH, Controller, Resource, Timing, controller_ref, json_body, now, suffix
@@ -117,8 +118,9 @@ def deployment_status(deployment: dict, owned: list[dict]) -> dict:
 class Deployments(Controller):
     name = "deployments"
 
-    def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults):
+    def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults, pod_logs: PodLogs | None = None):
         super().__init__(api, timing, faults)
+        self.pod_logs = pod_logs or PodLogs()
         self._stubs: dict[str, dict[int, HttpStub]] = {}  # Deployment uid -> containerPort -> stub
         self._filled: set[str] = set()  # uids of Services whose endpoints this controller wrote
 
@@ -233,7 +235,8 @@ class Deployments(Controller):
         for port in container_ports(((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}):
             number = int(port["containerPort"])
             if number not in stubs:
-                stubs[number] = HttpStub(f"{meta['namespace']}/{meta['name']}:{number}")
+                output = self.pod_logs.stub_output(meta["uid"])  # every stub of the Deployment: its pods' log
+                stubs[number] = HttpStub(f"{meta['namespace']}/{meta['name']}:{number}", output)
                 log.info("stub for Deployment %s/%s port %d at %s", meta["namespace"], meta["name"], number, stubs[number].url)
 
     def _stop_stubs(self, uid: str, keep) -> None:
@@ -242,6 +245,8 @@ class Deployments(Controller):
             stubs.pop(number).stop()
         if not stubs:
             self._stubs.pop(uid, None)
+        if not keep:
+            self.pod_logs.forget(uid)
 
     # -- endpoints -------------------------------------------------------------------------
     def sync_services(self, namespace: str) -> None:

@@ -32,6 +32,7 @@ import kubernetes
 
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.frontend_stub import FrontendStub
+from nrl_k8s.sandbox.pod_logs import PodLogs
 
 from . import pods
 from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller_ref, now, suffix
@@ -147,8 +148,9 @@ def graph_status(name: str, parts: list[Component], found: list[dict], generatio
 class Dynamo(Controller):
     name = "dynamo"
 
-    def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults):
+    def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults, pod_logs: PodLogs | None = None):
         super().__init__(api, timing, faults)
+        self.pod_logs = pod_logs or PodLogs()
         self._stubs: dict[str, FrontendStub] = {}
         self._reconciled: dict[str, int] = {}
 
@@ -170,6 +172,7 @@ class Dynamo(Controller):
 
     def _deleted(self, uid: str) -> None:
         self._reconciled.pop(uid, None)
+        self.pod_logs.forget(uid)
         stub = self._stubs.pop(uid, None)
         if stub is not None:
             stub.stop()
@@ -268,7 +271,8 @@ class Dynamo(Controller):
         if stub is None:
             # Not serving before the graph is ready (``delay`` fault), nor while frontend-unavailable lasts.
             unavailable = max(float(self.faults.get("frontend-unavailable") or 0), self.timing.ready("dgd", 0.0))
-            stub = self._stubs[meta["uid"]] = FrontendStub(model_id(meta["name"], parts), unavailable)
+            output = self.pod_logs.stub_output(meta["uid"], {LABEL_TYPE: "frontend"})  # the frontend pods' log
+            stub = self._stubs[meta["uid"]] = FrontendStub(model_id(meta["name"], parts), unavailable, output)
             log.info("frontend stub for %s/%s at %s", meta["namespace"], meta["name"], stub.url)
         frontend = next(p.name for p in parts if p.type == "frontend")
         annotations = {ENDPOINTS_ANNOTATION: json.dumps({str(FRONTEND_PORT): stub.url, "http": stub.url})}

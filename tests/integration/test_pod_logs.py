@@ -1,0 +1,186 @@
+"""Pod logs as a user reads them, against the sandbox: ``nrl-k8s logs --source`` for each source
+(installed CLI), ``kubectl logs``, ``kubectl create ns`` / ``auth can-i`` (protobuf bodies), and the
+failing pods' reasons and Events printed when a wait fails.
+
+One run per test module is held open by a gated driver (``Gate``), so its pods stay while the
+tests read them; what the driver prints is awaited with ``eventually`` (the dashboard has no watch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
+SECRET = "hunter2-not-for-logs"
+kubectl_only = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+
+class Session:
+    """A run in its own namespace whose driver prints, then waits for the module's gate."""
+
+    def __init__(self, sandbox, tmp: Path):
+        self.sandbox = sandbox
+        self.ns = f"logs-{uuid.uuid4().hex[:6]}"
+        self.job = f"job-{uuid.uuid4().hex[:6]}"
+        self.dgd = f"{self.job}-dgd"
+        self.gate = Gate(tmp)
+        self.api = sandbox.api_client()
+        self.core = client.CoreV1Api(self.api)
+        self.env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+
+    def overrides(self) -> list[str]:
+        return [f"infra.namespace={self.ns}", f"infra.kuberay.training.name={self.job}",
+                f"infra.dynamo.serving.name={self.dgd}"]
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=self.env, timeout=DEADLINE_S)
+
+    def logs(self, *flags: str) -> subprocess.CompletedProcess:
+        return self.cli("logs", *PAIR, *self.overrides(), *flags)
+
+    def pods(self, selector: str) -> list[str]:
+        return sorted(p.metadata.name for p in self.core.list_namespaced_pod(self.ns, label_selector=selector).items)
+
+
+@pytest.fixture(scope="module")
+def session(sandbox, tmp_path_factory):
+    run = Session(sandbox, tmp_path_factory.mktemp("logs"))
+    run.core.create_namespace({"metadata": {"name": run.ns}})
+    driver = f"echo step-$((2-1)) HF_TOKEN={SECRET}; " + run.gate.entrypoint("echo done")  # prints step-1
+    started = run.cli("run", "--rayjob", "--no-wait", *PAIR, *run.overrides(), "infra.launch.entrypoint=" + json.dumps(driver))
+    assert started.returncode == 0, started.stderr
+    yield run
+    run.gate.open()
+    run.core.delete_namespace(run.ns)
+    run.api.close()
+
+
+def test_driver_log_is_the_default_and_secrets_are_redacted(session):
+    shown = eventually(lambda: (r := session.logs()).returncode == 0 and "step-1 " in r.stdout and r,
+                       what="the driver's first line")
+    assert SECRET not in shown.stdout and "step-1 HF_TOKEN=<redacted>\n" in shown.stdout
+    assert "step-1 HF_TOKEN=<redacted>\n" in session.logs("--source", "driver").stdout
+    assert session.logs("--tail", "1").stdout == "step-1 HF_TOKEN=<redacted>\n"  # the driver waits at the gate
+
+
+def test_head_and_worker_sources(session):
+    head = session.logs("--source", "head")
+    assert head.returncode == 0 and "Ray runtime started" in head.stdout
+    tail = session.logs("--source", "head", "--tail", "1")
+    assert tail.returncode == 0 and len(tail.stdout.splitlines()) == 1 and tail.stdout in head.stdout
+    (worker,) = session.pods("ray.io/node-type=worker")
+    shown = session.logs("--source", "worker")
+    assert shown.returncode == 0
+    assert shown.stdout.startswith(f"[sandbox] no process runs in container ray-worker of pod {worker}: a Ray worker")
+
+
+def test_dgd_sources(session):
+    frontend, worker = session.pods(f"nvidia.com/dynamo-graph-deployment-name={session.dgd}")
+    every = session.logs("--source", "dgd")
+    assert every.returncode == 0, every.stderr
+    # Both pods, each line prefixed; the frontend stub logged the run's /v1/models probes.
+    assert f'[pod/{frontend}/main] 127.0.0.1 "GET /v1/models" 200' in every.stdout
+    assert f"[pod/{worker}/main] [sandbox] no process runs in container main of pod {worker}" in every.stdout
+    one = session.logs("--source", "dgd:frontend", "--tail", "1")
+    assert one.returncode == 0 and one.stdout == '127.0.0.1 "GET /v1/models" 200\n'
+    unknown = session.logs("--source", "dgd:nope")
+    assert unknown.returncode == 2
+    assert "no such component" in unknown.stderr and "Frontend, VllmDecodeWorker" in unknown.stderr
+
+
+def _lines(process: subprocess.Popen) -> queue.Queue:
+    """The lines the process prints, as they come ("" once it ends): read by a thread, so a test
+    waits on them with a deadline."""
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in process.stdout:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def test_follow_prints_new_output_and_ctrl_c_ends_it(session):
+    from nrl_k8s.kube import Kube
+
+    process = interruptible([NRL_K8S, "logs", *PAIR, *session.overrides(), "--source", "dgd:Frontend", "-f"], session.env)
+    try:
+        marker = f"probe-{uuid.uuid4().hex[:6]}"
+        with Kube.connect(kubeconfig=str(session.sandbox.kubeconfig), namespace=session.ns) as kube:
+            assert kube.proxy("GET", f"{session.dgd}-frontend", 8000, marker)[0] == 404  # the stub logs every request
+        # The whole log, then what comes: the probe shows whether it came before or after the stream opened.
+        printed = _lines(process)
+        while marker not in (line := printed.get(timeout=DEADLINE_S)):
+            assert line, "the follow ended"
+        assert line == f'127.0.0.1 "GET /{marker}" 404\n'
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=DEADLINE_S)
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_driver_source_reads_a_rayjob_submitter_pod(session):
+    """KubeRay's K8sJobMode submitter pod (made here as KubeRay makes it): its log is the driver's."""
+    eventually(lambda: "step-1 " in session.logs().stdout, what="the driver's first line")
+    pod = {"metadata": {"name": f"{session.job}-sub", "labels": {"ray.io/originated-from-cr-name": session.job,
+                                                                  "ray.io/originated-from-crd": "RayJob"}},
+           "spec": {"containers": [{"name": "ray-job-submitter", "image": "rayproject/ray"}]}}
+    session.core.create_namespaced_pod(session.ns, pod)
+    from nrl_k8s.sandbox.operators.pods import running
+
+    session.core.patch_namespaced_pod_status(pod["metadata"]["name"], session.ns, {"status": running(pod)})
+    try:
+        shown = session.logs("--source", "driver")
+        assert shown.returncode == 0 and "step-1 HF_TOKEN=<redacted>\n" in shown.stdout and SECRET not in shown.stdout
+        raw = session.sandbox.kubectl("-n", session.ns, "logs", pod["metadata"]["name"]).stdout
+        assert f"step-1 HF_TOKEN={SECRET}\n" in raw  # kubectl shows the pod's log as it is
+    finally:
+        session.core.delete_namespaced_pod(pod["metadata"]["name"], session.ns)
+
+
+@kubectl_only
+def test_kubectl_logs_create_ns_and_auth_can_i(session):
+    kubectl = session.sandbox.kubectl
+    (head,) = session.pods("ray.io/node-type=head")
+    assert "Ray runtime started" in kubectl("-n", session.ns, "logs", head).stdout
+    assert len(kubectl("-n", session.ns, "logs", head, "--tail=2").stdout.splitlines()) == 2
+    namespace = f"made-{uuid.uuid4().hex[:6]}"
+    assert kubectl("create", "namespace", namespace).stdout.strip() == f"namespace/{namespace} created"
+    try:
+        assert kubectl("-n", namespace, "create", "secret", "generic", "s", f"--from-literal=token={SECRET}").returncode == 0
+        data = json.loads(kubectl("-n", namespace, "get", "secret", "s", "-o", "json").stdout)["data"]
+        assert data == {"token": "aHVudGVyMi1ub3QtZm9yLWxvZ3M="}
+        assert kubectl("auth", "can-i", "create", "rayjobs.ray.io").stdout.strip() == "yes"
+    finally:
+        kubectl("delete", "namespace", namespace)
+
+
+def test_a_failed_wait_prints_the_failing_pods_reasons_and_events(sandbox, sandbox_namespace):
+    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+    job = f"job-{uuid.uuid4().hex[:6]}"
+    args = [NRL_K8S, "run", "--rayjob", *PAIR, f"infra.namespace={sandbox_namespace}", f"infra.kuberay.training.name={job}",
+            f"infra.dynamo.serving.name={job}-dgd", "infra.dynamo.serving.readyTimeoutS=15"]
+    with sandbox.fault("dgd-stuck-pending"):
+        result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=DEADLINE_S)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    failing = [line for line in lines if line.startswith(f"  pod {job}-dgd-")]
+    assert failing and all(": Unschedulable: 0/1 nodes are available" in line for line in failing)
+    assert any(line.startswith("    Warning FailedScheduling: 0/1 nodes are available") for line in lines)
