@@ -25,7 +25,7 @@ from __future__ import annotations
 from . import crds
 from .bringup import parallel
 from .errors import ConfigError, ForbiddenError, NrlK8sError, ResourceFailed, SubmissionExists
-from .events import Applied, Became, Emit, Warning
+from .events import Applied, Emit, Warning
 from .kinds import core, raycluster, rayjob, secret
 from .kinds.base import Failed, owned
 from .kinds.index import kind_of

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import secrets
 import select
-import shlex
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import uuid

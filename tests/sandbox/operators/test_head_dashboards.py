@@ -13,7 +13,6 @@ import zipfile
 
 import httpx
 import pytest
-from kubernetes import client
 from operator_helpers import field, proxy, ray_cluster_spec
 from sandbox_harness import DEADLINE_S, Gate, eventually, observe, unique
 
