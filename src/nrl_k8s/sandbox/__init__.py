@@ -50,7 +50,7 @@ What it does NOT simulate — do not mistake it for a cluster:
   its submission ids (an id another cluster used is "already exists"); only the Job and package
   API through each head Service is kept apart; the dashboard reached directly lists every job;
   worker pods add no capacity;
-* KubeRay suspend, retries (``backoffLimit``), autoscaling, submitter pods (K8sJobMode and
+* KubeRay retries (``backoffLimit``), ``deletionStrategy``, autoscaling, submitter pods (K8sJobMode and
   SidecarMode submit like HTTPMode; InteractiveMode submits nothing, as upstream); Dynamo planners, rolling updates, NATS/etcd;
   ReplicaSets, StatefulSets, Jobs, probes; real RBAC (only the ``rbac-deny`` fault), admission
   webhooks, CRD schema validation, server defaults inside pod templates.

@@ -16,7 +16,6 @@ import json
 import logging
 import queue
 import random
-import string
 import threading
 import time
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from nrl_k8s.sandbox.faults import Faults, delays
 from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION  # noqa: F401 (re-exported for the operators)
+from nrl_k8s.sandbox.store import GENERATE_ALPHABET
 
 log = logging.getLogger("nrl_k8s.sandbox.operators")
 
@@ -80,8 +80,9 @@ def parse_time(value: str) -> float:
 
 
 def suffix(length: int = 5) -> str:
-    """A random lowercase alphanumeric suffix, as the real operators use for generated names."""
-    return "".join(random.choices(string.ascii_lowercase + string.digits, k=length))
+    """A random suffix from apimachinery's ``rand.String`` alphabet (no vowels, no 0, 1, 3), as
+    KubeRay's generated names and the API server's ``generateName`` use."""
+    return "".join(random.choices(GENERATE_ALPHABET, k=length))
 
 
 def controller_ref(owner: dict) -> dict:
@@ -194,6 +195,8 @@ class Controller:
             log.warning("%s: %s failed, retrying in %.0fs: %s", self.name, key or fn, RETRY_S, err)
             if key is not None:
                 self.later(RETRY_S, *key)
+        except Exception:  # an object no schema checked (the sandbox validates none): log it, keep the loop alive
+            log.exception("%s: %s failed", self.name, key or fn)
 
     # -- watching --------------------------------------------------------------------------
     def _lister(self, resource: Resource) -> Callable[..., urllib3.BaseHTTPResponse]:

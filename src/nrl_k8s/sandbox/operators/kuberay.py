@@ -19,8 +19,15 @@ ready ``dashboardURL`` and then:
   ``status.jobId`` = it and Running, tracking whatever job was submitted under that id.
 
 The job's status is mirrored from the dashboard about once a second (the dashboard has no
-watch; real KubeRay polls too); terminal → Complete/Failed, ``endTime``,
-``shutdownAfterJobFinishes`` after ``ttlSecondsAfterFinished``. ``activeDeadlineSeconds``
+watch; real KubeRay polls too), with ``rayJobInfo``; SUCCEEDED or STOPPED → Complete, FAILED →
+Failed (``AppFailed``), ``endTime``, the counters ``succeeded`` (a Complete SUCCEEDED job) and
+``failed``; ``shutdownAfterJobFinishes`` deletes the cluster after ``ttlSecondsAfterFinished``.
+``suspend: true`` (Initializing, Running) → Suspending: the cluster is deleted (its Ray job
+stops), the status reset → Suspended; ``suspend: false`` → New again, on a new cluster with a
+new job id. Every reconcile first runs KubeRay's validation (``kuberay_rules``): a broken rule
+ends the RayJob ``ValidationFailed`` (reason ``ValidationFailed``, KubeRay's message), and a
+RayCluster breaking one is left alone. ``spec.managedBy`` naming another controller: ignored.
+Generated names (cluster, job id, pods) end in 5 characters of apimachinery's ``rand.String``. ``activeDeadlineSeconds``
 (Initializing, Running) fails it with ``DeadlineExceeded``, ``preRunningDeadlineSeconds``
 (Initializing, Waiting) with ``PreRunningDeadlineExceeded`` — timers, with KubeRay's messages —
 and stops its Ray job. A RayJob deleted while its job runs stops that Ray job; a RayCluster
@@ -30,11 +37,14 @@ Faults: ``miss-driver-submission`` (never submit, but keep mirroring a job that 
 submits under the same id); ``delay=rayjob:S`` (a new RayJob is first reconciled S seconds after
 its creation), ``delay=raycluster:S`` (pods Ready and the cluster ``ready`` after S seconds);
 ``old-rayjob-crd`` (KubeRay 1.5: ``preRunningDeadlineSeconds`` is ignored). Not simulated:
-suspend, retries (``backoffLimit``), autoscaling.
+retries (``backoffLimit``), ``deletionStrategy`` (validated, not applied), autoscaling, a
+RayCluster deleted under a Running RayJob being created again (here its Ray job stops, so the
+RayJob ends Complete with STOPPED).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import time
@@ -49,6 +59,7 @@ from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.head_proxy import cluster_submission, job_cluster, scoped
 
 from . import pods
+from .kuberay_rules import raycluster_problem, rayjob_problem
 from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller_ref, json_body, now, parse_time, suffix
 
 log = logging.getLogger("nrl_k8s.sandbox.operators.kuberay")
@@ -59,7 +70,6 @@ POD_READY_S = 0.5
 POLL_S = 1.0
 REQUEUE_S = 3.0  # KubeRay's RayJobDefaultRequeueDuration
 INTERACTIVE = "InteractiveMode"
-TERMINAL_DEPLOYMENT = ("Complete", "Failed", "ValidationFailed")
 TERMINAL_JOB = ("SUCCEEDED", "FAILED", "STOPPED")
 HEAD_PORTS = (("dashboard", 8265), ("client", 10001), ("gcs-server", 6379))
 DEFAULT_CONTAINER = {"name": "ray", "image": "rayproject/ray"}
@@ -137,6 +147,7 @@ class KubeRay(Controller):
         """Stop the cluster's Ray jobs: its RayJobs', and those submitted through its head Service."""
         for job in self._rayjobs_using(namespace, cluster):
             self._stop_ray_job(job)
+            self.enqueue("sync_rayjob", namespace, job["metadata"]["name"])  # e.g. one Suspending
         response = self.dashboard.get("/api/jobs/")
         response.raise_for_status()
         for info in response.json():
@@ -161,7 +172,7 @@ class KubeRay(Controller):
 
     def _stop_ray_job(self, job: dict) -> None:
         status = job.get("status") or {}
-        if status.get("jobId") and status.get("jobDeploymentStatus") not in TERMINAL_DEPLOYMENT:
+        if status.get("jobId") and status.get("jobStatus") not in TERMINAL_JOB:
             response = self.dashboard.post(f"/api/jobs/{self._ray_id(job)}/stop")
             log.info("stopped Ray job %s: HTTP %s", status["jobId"], response.status_code)
 
@@ -169,6 +180,10 @@ class KubeRay(Controller):
     def sync_raycluster(self, namespace: str, name: str) -> None:
         cluster = self.get(RAYCLUSTER, namespace, name)
         if cluster is None or cluster["metadata"]["uid"] in self._seen:
+            return
+        problem = raycluster_problem(cluster)
+        if problem is not None:  # KubeRay leaves it alone (checked again when it changes)
+            log.warning("RayCluster %s/%s: %s: %s", namespace, name, *problem)
             return
         # Also for clusters restored from --state: their Service must point at this Ray head.
         self._ensure_head_service(cluster)
@@ -300,16 +315,29 @@ class KubeRay(Controller):
     def sync_rayjob(self, namespace: str, name: str) -> None:
         """One reconcile of the RayJob state machine, step by step as KubeRay's controller."""
         job = self.get(RAYJOB, namespace, name)
-        if job is None:
+        if job is None or (job.get("spec") or {}).get("managedBy") not in (None, "ray.io/kuberay-operator"):
+            return
+        problem = rayjob_problem(job, _mode(job.get("spec") or {}), pre_running_deadline=self.pre_running_deadline)
+        if problem is not None:
+            self._validation_failed(job, *problem)
             return
         phase = (job.get("status") or {}).get("jobDeploymentStatus") or ""
-        if phase in TERMINAL_DEPLOYMENT:
+        if phase in ("Complete", "Failed"):
             self._shutdown(job)
             return
-        step = {"": self._new, "Initializing": self._initializing, "Waiting": self._waiting, "Running": self._running}.get(phase)
+        step = {"": self._new, "Initializing": self._initializing, "Waiting": self._waiting, "Running": self._running,
+                "Suspending": self._suspending, "Suspended": self._suspended}.get(phase)
         if step is not None:
             step(job)
             self._arm_deadlines(job)
+
+    def _validation_failed(self, job: dict, reason: str, message: str) -> None:
+        """KubeRay checks every RayJob on every reconcile: a broken rule ends it ``ValidationFailed``."""
+        meta, status = job["metadata"], job.get("status") or {}
+        log.warning("RayJob %s/%s: %s: %s", meta["namespace"], meta["name"], reason, message)
+        update = {"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed", "message": message}
+        if any(status.get(k) != v for k, v in update.items()):
+            self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
 
     def _new(self, job: dict) -> None:
         """New → Initializing: ``jobId`` (not in InteractiveMode), ``rayClusterName``, ``startTime``."""
@@ -333,10 +361,10 @@ class KubeRay(Controller):
         self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
 
     def _initializing(self, job: dict) -> None:
-        """Deadlines; the RayCluster (created unless ``clusterSelector`` names one); once it is
-        ready its dashboard URL, then Waiting (InteractiveMode) or Running."""
+        """Suspend; deadlines; the RayCluster (created unless ``clusterSelector`` names one); once
+        it is ready its dashboard URL, then Waiting (InteractiveMode) or Running."""
         meta, spec, status = job["metadata"], job.get("spec") or {}, job["status"]
-        if self._deadline_failure(job, ("activeDeadlineSeconds", "preRunningDeadlineSeconds")):
+        if self._suspend_requested(job) or self._deadline_failure(job, ("activeDeadlineSeconds", "preRunningDeadlineSeconds")):
             return
         cluster = self._cluster_for(job)
         if cluster is None:
@@ -399,10 +427,35 @@ class KubeRay(Controller):
 
     def _running(self, job: dict) -> None:
         meta = job["metadata"]
-        if self._deadline_failure(job, ("activeDeadlineSeconds",)):
+        if self._suspend_requested(job) or self._deadline_failure(job, ("activeDeadlineSeconds",)):
             return
         self._mirror(job)
         self.later(POLL_S, "sync_rayjob", meta["namespace"], meta["name"])
+
+    def _suspend_requested(self, job: dict) -> bool:
+        """``spec.suspend`` in Initializing or Running: → Suspending (True)."""
+        if not (job.get("spec") or {}).get("suspend"):
+            return False
+        self.patch_status(RAYJOB, job["metadata"]["namespace"], job["metadata"]["name"], {"jobDeploymentStatus": "Suspending"})
+        return True
+
+    def _suspending(self, job: dict) -> None:
+        """Delete the RayCluster (its Ray job stops with it), then reset the status → Suspended,
+        whatever ``suspend`` says by now (KubeRay keeps the operation atomic)."""
+        meta, status = job["metadata"], job["status"]
+        self._stop_ray_job(job)  # what deleting the cluster does to its job; here the head is shared
+        if not self._delete_cluster(job):
+            return  # its DELETED event wakes this RayJob again
+        self.patch_status(RAYJOB, meta["namespace"], meta["name"], {
+            "jobDeploymentStatus": "Suspended", "jobStatus": "", "rayClusterName": "", "dashboardURL": "", "jobId": "",
+            "reason": "", "message": "", "rayClusterStatus": None, "rayJobInfo": None,
+        })  # fmt: skip
+
+    def _suspended(self, job: dict) -> None:
+        """``suspend`` false again: back to New, which creates a new RayCluster and job id."""
+        if not (job.get("spec") or {}).get("suspend"):
+            self.patch_status(RAYJOB, job["metadata"]["namespace"], job["metadata"]["name"],
+                              {"jobDeploymentStatus": "", "jobStatus": ""})  # fmt: skip
 
     def _deadline_failure(self, job: dict, fields: tuple[str, ...]) -> bool:
         """Fail the RayJob when one of ``fields`` (a number of seconds since ``startTime``) has
@@ -445,15 +498,13 @@ class KubeRay(Controller):
             return
         response.raise_for_status()
         info = response.json()
-        ray_status = info.get("status", "")
-        if ray_status in TERMINAL_JOB:
-            if ray_status == "SUCCEEDED":
-                self._finish(job, "Complete", job_status=ray_status)
-            else:
-                reason = "AppFailed" if ray_status == "FAILED" else "JobStopped"
-                self._finish(job, "Failed", job_status=ray_status, reason=reason, message=info.get("message") or "")
+        ray_status, message = info.get("status", ""), info.get("message") or ""
+        if ray_status == "FAILED":
+            self._finish(job, "Failed", job_status=ray_status, reason="AppFailed", message=message, info=info)
+        elif ray_status in TERMINAL_JOB:  # SUCCEEDED, and STOPPED too: KubeRay ends both Complete
+            self._finish(job, "Complete", job_status=ray_status, message=message, info=info)
         elif ray_status != status.get("jobStatus"):
-            update = {"jobStatus": ray_status, "message": info.get("message") or ""}
+            update = {"jobStatus": ray_status, "message": message, "rayJobInfo": _job_info(info)}
             self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
 
     def _submit(self, job: dict) -> None:
@@ -480,22 +531,29 @@ class KubeRay(Controller):
                 return None
             raise
 
-    def _finish(self, job: dict, phase: str, *, job_status: str | None = None, reason: str = "", message: str = "") -> None:
+    def _finish(self, job: dict, phase: str, *, job_status: str | None = None, reason: str = "", message: str = "",
+                info: dict | None = None) -> None:
+        """A terminal ``phase``, ``endTime``, and the counters: ``succeeded`` counts a Complete
+        SUCCEEDED job only, ``failed`` every Failed."""
         meta, status = job["metadata"], job.get("status") or {}
+        final = job_status if job_status is not None else status.get("jobStatus")
         update = {
             "jobDeploymentStatus": phase,
             "endTime": now(),
             "reason": reason,
             "message": message,
-            "succeeded": int(status.get("succeeded") or 0) + (phase == "Complete"),
+            "succeeded": int(status.get("succeeded") or 0) + (phase == "Complete" and final == "SUCCEEDED"),
             "failed": int(status.get("failed") or 0) + (phase == "Failed"),
         }
         if job_status is not None:
             update["jobStatus"] = job_status
+        if info is not None:
+            update["rayJobInfo"] = _job_info(info)
         self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
 
     def _shutdown(self, job: dict) -> None:
-        """After a terminal job: delete its own RayCluster once the TTL has passed."""
+        """After Complete/Failed, ``shutdownAfterJobFinishes``: delete its own RayCluster once
+        ``ttlSecondsAfterFinished`` has passed."""
         meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
         if not spec.get("shutdownAfterJobFinishes") or (spec.get("clusterSelector") or {}).get("ray.io/cluster"):
             return
@@ -503,21 +561,35 @@ class KubeRay(Controller):
         if time.time() < due:
             self.later(due - time.time(), "sync_rayjob", meta["namespace"], meta["name"])
             return
+        self._delete_cluster(job)
+
+    def _delete_cluster(self, job: dict) -> bool:
+        """Delete the RayJob's own RayCluster (never a selected one); True once it is gone."""
+        meta, status = job["metadata"], job.get("status") or {}
         name = status.get("rayClusterName")
-        if name and self.get(RAYCLUSTER, meta["namespace"], name) is not None:
-            try:
-                self.custom.delete_namespaced_custom_object(
-                    RAYCLUSTER.group, RAYCLUSTER.version, meta["namespace"], RAYCLUSTER.plural, name,
-                    propagation_policy="Background",
-                )  # fmt: skip
-                log.info("deleted RayCluster %s/%s after RayJob %s finished", meta["namespace"], name, meta["name"])
-            except kubernetes.client.exceptions.ApiException as err:
-                if err.status != 404:
-                    raise
+        if not name or ((job.get("spec") or {}).get("clusterSelector") or {}).get("ray.io/cluster"):
+            return True
+        try:
+            self.custom.delete_namespaced_custom_object(
+                RAYCLUSTER.group, RAYCLUSTER.version, meta["namespace"], RAYCLUSTER.plural, name,
+                propagation_policy="Background",
+            )  # fmt: skip
+        except kubernetes.client.exceptions.ApiException as err:
+            if err.status != 404:
+                raise
+            return True
+        log.info("deleted RayCluster %s/%s of RayJob %s", meta["namespace"], name, meta["name"])
+        return self.get(RAYCLUSTER, meta["namespace"], name) is None
 
 
 def _mode(spec: dict) -> str:
     return spec.get("submissionMode") or "K8sJobMode"  # the CRD's default
+
+
+def _job_info(info: dict) -> dict:
+    """``status.rayJobInfo``: the Ray job's start and end (milliseconds on the dashboard)."""
+    return {key: dt.datetime.fromtimestamp(info[field] / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            for key, field in (("startTime", "start_time"), ("endTime", "end_time")) if info.get(field)}
 
 
 def _go_time(stamp: str) -> str:
