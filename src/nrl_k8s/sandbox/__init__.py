@@ -15,7 +15,7 @@
   with ``--fault old-rayjob-crd``); the DGD is served in ``v1beta1`` (stored) and ``v1alpha1``,
   converted both ways as the Dynamo operator's conversion webhook does (``conversion.py``);
 * simulated **controllers** driven by watch events (``operators/``), creating the pods,
-  Services and statuses the real ones create (see each module for exactly which): KubeRay
+  Services, statuses and Events the real ones create (see each module for exactly which): KubeRay
   (RayCluster, RayJob), Dynamo (DGD), Deployment + endpoints (pods, ``Available``, a Service
   selecting a Deployment's pods reaches them), and the NVIDIA DRA driver (a ComputeDomain's
   channel ResourceClaimTemplate, ``status.status: Ready``);

@@ -27,7 +27,12 @@ stops), the status reset → Suspended; ``suspend: false`` → New again, on a n
 new job id. Every reconcile first runs KubeRay's validation (``kuberay_rules``): a broken rule
 ends the RayJob ``ValidationFailed`` (reason ``ValidationFailed``, KubeRay's message), and a
 RayCluster breaking one is left alone. ``spec.managedBy`` naming another controller: ignored.
-Generated names (cluster, job id, pods) end in 5 characters of apimachinery's ``rand.String``. ``activeDeadlineSeconds``
+Generated names (cluster, job id, pods) end in 5 characters of apimachinery's ``rand.String``.
+Events, with KubeRay's reasons and messages: on the RayJob (``rayjob-controller``)
+``CreatedRayCluster``, ``DeletedRayCluster``, ``InvalidRayJob{Metadata,Spec,Status}``,
+``RayClusterNotFound``; on the RayCluster (``raycluster-controller``) ``CreatedService``,
+``CreatedHeadPod``, ``CreatedWorkerPod``, ``InvalidRayCluster{Metadata,Spec}``; pods get the
+scheduler's and kubelet's (``pods``). ``activeDeadlineSeconds``
 (Initializing, Running) fails it with ``DeadlineExceeded``, ``preRunningDeadlineSeconds``
 (Initializing, Waiting) with ``PreRunningDeadlineExceeded`` — timers, with KubeRay's messages —
 and stops its Ray job. A RayJob deleted while its job runs stops that Ray job; a RayCluster
@@ -68,6 +73,7 @@ RAYJOB = Resource("ray.io", "v1", "rayjobs")
 RAYCLUSTER = Resource("ray.io", "v1", "rayclusters")
 POD_READY_S = 0.5
 POLL_S = 1.0
+JOB_CONTROLLER, CLUSTER_CONTROLLER = "rayjob-controller", "raycluster-controller"  # their event sources
 REQUEUE_S = 3.0  # KubeRay's RayJobDefaultRequeueDuration
 INTERACTIVE = "InteractiveMode"
 TERMINAL_JOB = ("SUCCEEDED", "FAILED", "STOPPED")
@@ -183,7 +189,7 @@ class KubeRay(Controller):
             return
         problem = raycluster_problem(cluster)
         if problem is not None:  # KubeRay leaves it alone (checked again when it changes)
-            log.warning("RayCluster %s/%s: %s: %s", namespace, name, *problem)
+            self.record(cluster, "Warning", *problem, component=CLUSTER_CONTROLLER, action="Validate")
             return
         # Also for clusters restored from --state: their Service must point at this Ray head.
         self._ensure_head_service(cluster)
@@ -245,8 +251,10 @@ class KubeRay(Controller):
             },
             "spec": _pod_spec(template),
         }
-        self.create_core(self.core.create_namespaced_pod, meta["namespace"], pod)
-        self.patch_pod_status(meta["namespace"], name, pods.creating(pod))
+        if pods.create(self, pod) is not None:
+            kind = "Head" if node_type == "head" else "Worker"
+            self.record(cluster, "Normal", f"Created{kind}Pod", f"Created {kind.lower()} Pod {meta['namespace']}/{name}",
+                        component=CLUSTER_CONTROLLER, action="Create")  # fmt: skip
 
     def _ensure_head_service(self, cluster: dict) -> None:
         """The head Service: the default Ray ports plus every port the head container declares
@@ -281,7 +289,9 @@ class KubeRay(Controller):
                 "ports": ports,
             },
         }
-        self.ensure_service(service)
+        if self.ensure_service(service):
+            self.record(cluster, "Normal", "CreatedService", f"Created service {meta['namespace']}/{meta['name']}-head-svc",
+                        component=CLUSTER_CONTROLLER, action="Create")  # fmt: skip
 
     def ready_raycluster(self, namespace: str, name: str) -> None:
         cluster = self.get(RAYCLUSTER, namespace, name)
@@ -290,7 +300,8 @@ class KubeRay(Controller):
         head_pod = ""
         workers = 0
         for pod in self.list_pods(namespace, f"ray.io/cluster={name}"):
-            self.patch_pod_status(namespace, pod["metadata"]["name"], pods.running(pod))
+            if (pod.get("status") or {}).get("phase") != "Running":
+                pods.start(self, pod)
             if pod["metadata"]["labels"].get("ray.io/node-type") == "head":
                 head_pod = pod["metadata"]["name"]
             else:
@@ -334,7 +345,8 @@ class KubeRay(Controller):
     def _validation_failed(self, job: dict, reason: str, message: str) -> None:
         """KubeRay checks every RayJob on every reconcile: a broken rule ends it ``ValidationFailed``."""
         meta, status = job["metadata"], job.get("status") or {}
-        log.warning("RayJob %s/%s: %s: %s", meta["namespace"], meta["name"], reason, message)
+        self.record(job, "Warning", reason, f"{meta['namespace']}/{meta['name']}: {message}", component=JOB_CONTROLLER,
+                    action="Validate")  # fmt: skip
         update = {"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed", "message": message}
         if any(status.get(k) != v for k, v in update.items()):
             self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
@@ -388,8 +400,8 @@ class KubeRay(Controller):
         if cluster is not None:
             return cluster
         if (spec.get("clusterSelector") or {}).get("ray.io/cluster"):
-            log.warning("RayCluster %s/%s set in the clusterSelector of RayJob %s is not found",
-                        meta["namespace"], name, meta["name"])  # fmt: skip
+            self.record(job, "Warning", "RayClusterNotFound", f"RayCluster {meta['namespace']}/{name} set in the "
+                        "clusterSelector is not found. It must be created manually", component=JOB_CONTROLLER, action="Validate")
             self.later(REQUEUE_S, "sync_rayjob", meta["namespace"], meta["name"])
             return None
         cluster = {
@@ -410,13 +422,16 @@ class KubeRay(Controller):
             "spec": spec.get("rayClusterSpec") or {},
         }
         try:
-            return self.custom.create_namespaced_custom_object(
+            created = self.custom.create_namespaced_custom_object(
                 RAYCLUSTER.group, RAYCLUSTER.version, meta["namespace"], RAYCLUSTER.plural, cluster
             )
         except kubernetes.client.exceptions.ApiException as err:
             if err.status != 409:
                 raise
             return self.get(RAYCLUSTER, meta["namespace"], name)
+        self.record(job, "Normal", "CreatedRayCluster", f"Created RayCluster {meta['namespace']}/{name}",
+                    component=JOB_CONTROLLER, action="Create")  # fmt: skip
+        return created
 
     def _waiting(self, job: dict) -> None:
         """InteractiveMode: nothing is submitted; once ``spec.jobId`` is set, track that job."""
@@ -578,7 +593,8 @@ class KubeRay(Controller):
             if err.status != 404:
                 raise
             return True
-        log.info("deleted RayCluster %s/%s of RayJob %s", meta["namespace"], name, meta["name"])
+        self.record(job, "Normal", "DeletedRayCluster", f"Deleted cluster {meta['namespace']}/{name}",
+                    component=JOB_CONTROLLER, action="Delete")  # fmt: skip
         return self.get(RAYCLUSTER, meta["namespace"], name) is None
 
 
