@@ -314,3 +314,24 @@ def test_an_invalid_rayjob_ends_validation_failed_without_a_cluster(custom, rayj
     assert (status["reason"], status["message"]) == ("ValidationFailed", message)
     assert not status.get("rayClusterName") and clusters.events() == []
     custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", name)
+
+
+def test_a_rayjob_gets_a_head_service_of_its_own_and_takes_over_one_of_that_name(api, core, custom, rayjobs, tmp_path):
+    name, other, gate = unique("svc"), unique("svc"), Gate(tmp_path)
+    service = f"{name}-head-svc"
+    core.create_namespaced_service(NS, {"metadata": {"name": service}, "spec": {
+        "selector": {"ray.io/cluster": "another-cluster", "ray.io/node-type": "head"}, "ports": [{"name": "dashboard", "port": 8265}]}})  # fmt: skip
+    for job in (name, other):
+        create(custom, "rayjobs", rayjob(job, gate.entrypoint()))
+    running = observe(rayjobs, until=lambda o: all(status_of(j, "jobStatus")(o) == "RUNNING" for j in (name, other)))
+    cluster = running[name]["status"]["rayClusterName"]
+    observe(core.list_namespaced_service, NS, field_selector=f"metadata.name={service}",
+            until=lambda o: field(o.get(service), "spec", "selector", "ray.io/cluster") == cluster)  # KubeRay updates it
+    created = observe(core.list_namespaced_service, NS, field_selector=f"metadata.name={other}-head-svc", until=bool)[f"{other}-head-svc"]
+    owner = created["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"]) == ("RayJob", other)
+    assert created["metadata"]["labels"]["ray.io/originated-from-cr-name"] == other
+    # Through it, the dashboard of the RayJob's cluster: its job only.
+    code, body = proxy(api, "GET", NS, f"{name}-head-svc:8265", "api/jobs/")
+    assert code == 200 and [j["submission_id"] for j in json.loads(body)] == [running[name]["status"]["jobId"]]
+    gate.open()

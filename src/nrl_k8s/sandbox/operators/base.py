@@ -312,6 +312,15 @@ class Controller:
             {"status": status}, _content_type=MERGE_PATCH,
         )  # fmt: skip
 
+    def read_core(self, read: Callable[..., urllib3.BaseHTTPResponse], namespace: str, name: str) -> dict | None:
+        """A core object as JSON (``read`` is e.g. ``self.core.read_namespaced_service``); None: 404."""
+        try:
+            return json_body(read(name, namespace, _preload_content=False))
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
     def create_core(self, create: Callable[..., object], namespace: str, body: dict) -> None:
         """Create a core object; an existing one (409) is fine."""
         try:

@@ -266,13 +266,9 @@ class Deployments(Controller):
             self._sync_endpoints(service)
 
     def sync_service(self, namespace: str, name: str) -> None:
-        try:
-            service = json_body(self.core.read_namespaced_service(name, namespace, _preload_content=False))
-        except kubernetes.client.exceptions.ApiException as err:
-            if err.status == 404:
-                return
-            raise
-        self._sync_endpoints(service)
+        service = self.read_core(self.core.read_namespaced_service, namespace, name)
+        if service is not None:
+            self._sync_endpoints(service)
 
     def _sync_endpoints(self, service: dict) -> None:
         meta, spec = service["metadata"], service.get("spec") or {}

@@ -12,11 +12,14 @@ RayJob, step by step as KubeRay's RayJob controller: New → Initializing (``ray
 controller-owned RayCluster (or the one ``clusterSelector`` names, never deleted); once it is
 ready ``dashboardURL`` and then:
 
-* K8sJobMode/HTTPMode/SidecarMode → Running, and — like KubeRay in HTTPMode —
+* K8sJobMode/HTTPMode/SidecarMode → Running (with KubeRay's Service ``<rayjob>-head-svc`` to
+  the cluster's head, owned by the RayJob — one of that name selecting another cluster is taken
+  over, ``UpdatedService`` — unless ``clusterSelector``), and — like KubeRay in HTTPMode —
   ``GET /api/jobs/<jobId>`` and ``POST /api/jobs/`` on 404, the driver given what its head
   container would give it (``driver_env``); no submitter pod is simulated;
 * InteractiveMode → Waiting: nothing is submitted; once ``spec.jobId`` is set (a patch),
-  ``status.jobId`` = it and Running, tracking whatever job was submitted under that id.
+  ``status.jobId`` = it and Running (its ``<rayjob>-head-svc`` too), tracking whatever job was
+  submitted under that id.
 
 The job's status is mirrored from the dashboard about once a second (the dashboard has no
 watch; real KubeRay polls too), with ``rayJobInfo``; SUCCEEDED or STOPPED → Complete, FAILED →
@@ -29,7 +32,7 @@ ends the RayJob ``ValidationFailed`` (reason ``ValidationFailed``, KubeRay's mes
 RayCluster breaking one is left alone. ``spec.managedBy`` naming another controller: ignored.
 Generated names (cluster, job id, pods) end in 5 characters of apimachinery's ``rand.String``.
 Events, with KubeRay's reasons and messages: on the RayJob (``rayjob-controller``)
-``CreatedRayCluster``, ``DeletedRayCluster``, ``InvalidRayJob{Metadata,Spec,Status}``,
+``CreatedRayCluster``, ``DeletedRayCluster``, ``CreatedService``, ``UpdatedService``, ``InvalidRayJob{Metadata,Spec,Status}``,
 ``RayClusterNotFound``; on the RayCluster (``raycluster-controller``) ``CreatedService``,
 ``CreatedHeadPod``, ``CreatedWorkerPod``, ``InvalidRayCluster{Metadata,Spec}``; pods get the
 scheduler's and kubelet's (``pods``). ``activeDeadlineSeconds``
@@ -65,7 +68,7 @@ from nrl_k8s.sandbox.head_proxy import cluster_submission, job_cluster, scoped
 
 from . import pods
 from .kuberay_rules import raycluster_problem, rayjob_problem
-from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller_ref, json_body, now, parse_time, suffix
+from .base import ENDPOINTS_ANNOTATION, MERGE_PATCH, Controller, Resource, Timing, controller_ref, now, parse_time, suffix
 
 log = logging.getLogger("nrl_k8s.sandbox.operators.kuberay")
 
@@ -119,6 +122,7 @@ class KubeRay(Controller):
         self.pre_running_deadline = pre_running_deadline  # False: KubeRay 1.5, which has no preRunningDeadlineSeconds
         self.dashboard = httpx.Client(base_url=dashboard_url, timeout=10.0, trust_env=False)
         self._seen: set[str] = set()
+        self._job_services: set[tuple[str, str]] = set()  # (RayJob uid, RayCluster) whose head-svc is in place
 
     def watches(self):
         return [(RAYJOB, self._on_rayjob), (RAYCLUSTER, self._on_raycluster)]
@@ -127,9 +131,13 @@ class KubeRay(Controller):
     def _on_rayjob(self, kind: str, obj: dict) -> None:
         meta = obj["metadata"]
         if kind == "DELETED":
-            self.call(lambda: self._stop_ray_job(obj))
+            self.call(lambda: self._rayjob_deleted(obj))
         else:
             self.enqueue("sync_rayjob", meta["namespace"], meta["name"])
+
+    def _rayjob_deleted(self, job: dict) -> None:
+        self._job_services = {k for k in self._job_services if k[0] != job["metadata"]["uid"]}
+        self._stop_ray_job(job)
 
     def _on_raycluster(self, kind: str, obj: dict) -> None:
         meta = obj["metadata"]
@@ -444,8 +452,40 @@ class KubeRay(Controller):
         meta = job["metadata"]
         if self._suspend_requested(job) or self._deadline_failure(job, ("activeDeadlineSeconds",)):
             return
+        self._ensure_job_service(job)
         self._mirror(job)
         self.later(POLL_S, "sync_rayjob", meta["namespace"], meta["name"])
+
+    def _ensure_job_service(self, job: dict) -> None:
+        """KubeRay's Service ``<rayjob>-head-svc`` (owned by the RayJob) to its cluster's head, not
+        with ``clusterSelector``; a Service of that name selecting another cluster is taken over,
+        as KubeRay updates it. Checked once per RayJob and cluster."""
+        meta, status = job["metadata"], job["status"]
+        namespace, name, cluster = meta["namespace"], f"{meta['name']}-head-svc", status["rayClusterName"]
+        if ((job.get("spec") or {}).get("clusterSelector") or {}) or (meta["uid"], cluster) in self._job_services:
+            return
+        existing = self.read_core(self.core.read_namespaced_service, namespace, name)
+        head = self.read_core(self.core.read_namespaced_service, namespace, f"{cluster}-head-svc")
+        if head is None:
+            return  # the cluster's own is not there yet: the next poll
+        if ((existing or {}).get("spec") or {}).get("selector", {}).get("ray.io/cluster") != cluster:
+            labels = {"ray.io/originated-from-cr-name": meta["name"], "ray.io/originated-from-crd": "RayJob",
+                      "ray.io/node-type": "head", "ray.io/identifier": f"{meta['name']}-head"}
+            annotations = {ENDPOINTS_ANNOTATION: (head["metadata"].get("annotations") or {}).get(ENDPOINTS_ANNOTATION)}
+            spec = {"type": "ClusterIP", "selector": head["spec"]["selector"], "ports": head["spec"]["ports"]}
+            if existing is None:
+                self.core.create_namespaced_service(namespace, {
+                    "apiVersion": "v1", "kind": "Service", "spec": spec, "metadata": {
+                        "name": name, "namespace": namespace, "labels": labels, "annotations": annotations,
+                        "ownerReferences": [controller_ref(job)]}}, _preload_content=False)  # fmt: skip
+                self.record(job, "Normal", "CreatedService", f"Created the service {namespace}/{name}",
+                            component=JOB_CONTROLLER, action="Create")  # fmt: skip
+            else:
+                patch = {"metadata": {"annotations": annotations}, "spec": spec}
+                self.core.patch_namespaced_service(name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False)
+                self.record(job, "Normal", "UpdatedService", f"Updated the service {namespace}/{name}",
+                            component=JOB_CONTROLLER, action="Update")  # fmt: skip
+        self._job_services.add((meta["uid"], cluster))
 
     def _suspend_requested(self, job: dict) -> bool:
         """``spec.suspend`` in Initializing or Running: → Suspending (True)."""
@@ -527,7 +567,7 @@ class KubeRay(Controller):
         body = submission_body(spec, job_id)
         cluster = self.get(RAYCLUSTER, meta["namespace"], job["status"]["rayClusterName"])
         if cluster is not None:
-            body = cluster_submission(self.drivers, body, cluster, lambda name: self._read_secret(meta["namespace"], name))
+            body = cluster_submission(self.drivers, body, cluster, lambda name: self.read_core(self.core.read_namespaced_secret, meta["namespace"], name))
             body["submission_id"] = scoped(cluster["metadata"]["uid"], job_id)
         response = self.dashboard.post("/api/jobs/", json=body)
         text = redact_text(response.text)  # Ray may echo the runtime_env, which holds the container env
@@ -537,14 +577,6 @@ class KubeRay(Controller):
             self._finish(job, "Failed", reason="SubmissionFailed", message=text[:500])
         else:
             log.warning("submitting %s failed (HTTP %s), retrying: %s", job_id, response.status_code, text[:200])
-
-    def _read_secret(self, namespace: str, name: str) -> dict | None:
-        try:
-            return json_body(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
-        except kubernetes.client.exceptions.ApiException as err:
-            if err.status == 404:
-                return None
-            raise
 
     def _finish(self, job: dict, phase: str, *, job_status: str | None = None, reason: str = "", message: str = "",
                 info: dict | None = None) -> None:
