@@ -17,7 +17,7 @@
   with ``--fault old-rayjob-crd``); the DGD is served in ``v1beta1`` (stored) and ``v1alpha1``,
   converted both ways as the Dynamo operator's conversion webhook does (``conversion.py``);
 * simulated **controllers** driven by watch events (``operators/``), creating the pods,
-  Services and statuses the real ones create (see each module for exactly which): KubeRay
+  Services, statuses and Events the real ones create (see each module for exactly which): KubeRay
   (RayCluster, RayJob), Dynamo (DGD), Deployment + endpoints (pods, ``Available``, a Service
   selecting a Deployment's pods reaches them), and the NVIDIA DRA driver (a ComputeDomain's
   channel ResourceClaimTemplate, ``status.status: Ready``);
@@ -52,7 +52,7 @@ What it does NOT simulate — do not mistake it for a cluster:
   its submission ids (an id another cluster used is "already exists"); only the Job and package
   API through each head Service is kept apart; the dashboard reached directly lists every job;
   worker pods add no capacity;
-* KubeRay suspend, retries (``backoffLimit``), autoscaling, submitter pods (K8sJobMode and
+* KubeRay retries (``backoffLimit``), ``deletionStrategy``, autoscaling, submitter pods (K8sJobMode and
   SidecarMode submit like HTTPMode; InteractiveMode submits nothing, as upstream); Dynamo planners, rolling updates, NATS/etcd;
   ReplicaSets, StatefulSets, Jobs, probes; real RBAC (only the ``rbac-deny`` fault), admission
   webhooks, CRD schema validation, server defaults inside pod templates.

@@ -2,7 +2,7 @@
 
 Every simulated RayCluster shares the one real Ray dashboard. A request through the service
 proxy to the dashboard port (8265, ``dashboard``) of a Ray head Service (label
-``ray.io/cluster``) goes through ``HeadDashboard``, which keeps clusters apart as separate heads
+``ray.io/cluster``, or a head selector: a RayJob's ``<rayjob>-head-svc``) goes through ``HeadDashboard``, which keeps clusters apart as separate heads
 would, keyed by the RayCluster's uid (a cluster deleted and created again under the same name
 starts empty, like a new head):
 
@@ -54,6 +54,14 @@ def job_cluster(job: dict) -> str | None:
     return (job.get("metadata") or {}).get(CLUSTER_KEY) if isinstance(job, dict) else None
 
 
+def head_cluster(service: dict) -> str | None:
+    """The RayCluster a Ray head Service belongs to: its ``ray.io/cluster`` label (a RayCluster's
+    own head Service) or selector (the one KubeRay makes for a RayJob, ``<rayjob>-head-svc``)."""
+    labels = service["metadata"].get("labels") or {}
+    selector = (service.get("spec") or {}).get("selector") or {}
+    return labels.get(CLUSTER_LABEL) or (selector.get(CLUSTER_LABEL) if selector.get("ray.io/node-type") == "head" else None)
+
+
 def scoped(uid: str, submission_id: str) -> str:
     """The id Ray stores for ``submission_id`` submitted through the cluster with ``uid``."""
     return f"{uid}--{submission_id}"
@@ -102,7 +110,7 @@ class HeadDashboard:
     @staticmethod
     def serves(service: dict, target: str) -> bool:
         """True for the dashboard port of a Ray head Service (``target``: the proxy's NAME[:PORT])."""
-        if CLUSTER_LABEL not in (service["metadata"].get("labels") or {}):
+        if not head_cluster(service):
             return False
         port = service_port(service, target) or {}
         return port.get("port") == DASHBOARD_PORT or port.get("name") == "dashboard"
@@ -110,7 +118,7 @@ class HeadDashboard:
     def forward(self, service: dict, target: str, method: str, path: str, query: str, body: bytes,
                 headers: dict[str, str], lookup: Lookup) -> Reply:  # fmt: skip
         meta = service["metadata"]
-        cluster = lookup("ray.io", "v1", "rayclusters", meta["namespace"], meta["labels"][CLUSTER_LABEL])
+        cluster = lookup("ray.io", "v1", "rayclusters", meta["namespace"], head_cluster(service))
 
         def send(send_method: str = method, send_path: str = path, send_body: bytes = body, send_query: str = query) -> Reply:
             return self.proxy.forward(service, target, send_method, send_path, send_query, send_body, headers)

@@ -38,7 +38,7 @@ from nrl_k8s.sandbox.statuses import ApiStatus, already_exists, conflict, invali
 NAMESPACE_TYPE_KEY = ("", "namespaces")
 CRD_TYPE_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_OWNED_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 
 
@@ -201,7 +201,7 @@ class Store:
             obj = copy.deepcopy(obj)
             meta = obj.setdefault("metadata", {})
             if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + "".join(random.choices(_GENERATE_ALPHABET, k=5))
+                meta["name"] = meta["generateName"] + "".join(random.choices(GENERATE_ALPHABET, k=5))
             name = meta.get("name") or ""
             if not name:
                 raise invalid(rtype.kind, rtype.group, "", "metadata.name: Required value: name or generateName is required")

@@ -2,7 +2,8 @@
 
 Columns for custom resources come from the CRD's ``additionalPrinterColumns`` (JSONPath
 subset: ``.a.b``, ``.a[0]``, ``.a[?(@.k=="v")].b``); built-in kinds get the familiar kubectl
-columns for pods, services, namespaces, configmaps, secrets and events, others Name + Age.
+columns for pods, services, namespaces, configmaps and secrets, the server's own for events (Last
+Seen first, no Name column unless wide), others Name + Age.
 """
 
 from __future__ import annotations
@@ -74,22 +75,38 @@ _BUILTIN_COLUMNS = {
     "Namespace": (["Status"], lambda o: [(o.get("status") or {}).get("phase", "")]),
     "ConfigMap": (["Data"], lambda o: [len(o.get("data") or {}) + len(o.get("binaryData") or {})]),
     "Secret": (["Type", "Data"], lambda o: [o.get("type", ""), len(o.get("data") or {})]),
-    "Event": (
-        ["Type", "Reason", "Object", "Message"],
-        lambda o: [
-            o.get("type", ""),
-            o.get("reason", ""),
-            f"{(o.get('involvedObject') or {}).get('kind', '').lower()}/{(o.get('involvedObject') or {}).get('name', '')}",
-            o.get("message", ""),
-        ],
-    ),
 }
+
+
+def _event_row(event: dict) -> list:
+    """The real server's Event columns: Last Seen, Type, Reason, Object, Subobject, Source,
+    Message, First Seen, Count, Name (those after Object but Message only with ``-o wide``)."""
+    involved, source = event.get("involvedObject") or {}, event.get("source") or {}
+    last = event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+    first = event.get("firstTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+    origin = source.get("component") or event.get("reportingComponent") or ""
+    host = source.get("host") or event.get("reportingInstance") or ""
+    return [age(_seconds(last)), event.get("type", ""), event.get("reason", ""),
+            f"{involved.get('kind', '').lower()}/{involved.get('name', '')}", involved.get("fieldPath", ""),
+            f"{origin}, {host}" if host else origin, event.get("message", ""),
+            age(_seconds(first)), event.get("count") or 1, event["metadata"]["name"]]
+
+
+def _seconds(stamp: str | None) -> str | None:
+    """An RFC 3339 time cut to seconds (``eventTime`` has microseconds), as ``age`` reads it."""
+    return stamp[:19] + "Z" if stamp else None
+
+
+_EVENT_COLUMNS = [("Last Seen", 0), ("Type", 0), ("Reason", 0), ("Object", 0), ("Subobject", 1), ("Source", 1),
+                  ("Message", 0), ("First Seen", 1), ("Count", 1), ("Name", 1)]
 
 
 def _columns(rtype: ResourceType) -> tuple[list[dict], Callable[[dict], list]]:
     def column(name: str, type_: str = "string", priority: int = 0) -> dict:
         return {"name": name, "type": type_, "format": "name" if name == "Name" else "", "description": name, "priority": priority}
 
+    if rtype.kind == "Event" and not rtype.group:
+        return [column(n, "integer" if n == "Count" else "string", p) for n, p in _EVENT_COLUMNS], _event_row
     if rtype.printer_columns:
         cols = [column("Name")] + [column(c["name"], c.get("type", "string"), c.get("priority", 0)) for c in rtype.printer_columns]
 
@@ -112,9 +129,10 @@ def _columns(rtype: ResourceType) -> tuple[list[dict], Callable[[dict], list]]:
 
 def table(rtype: ResourceType, objects: list[dict], resource_version: str) -> dict:
     columns, cells = _columns(rtype)
+    named = columns[0]["name"] == "Name"  # every kind's first column but the Event's
     rows = [
         {
-            "cells": [obj["metadata"]["name"]] + cells(obj),
+            "cells": ([obj["metadata"]["name"]] if named else []) + cells(obj),
             "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]},
         }
         for obj in objects

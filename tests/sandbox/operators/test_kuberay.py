@@ -13,6 +13,7 @@ from sandbox_harness import INHERITED_ENV, Gate, History, eventually, observe, u
 from nrl_k8s.sandbox.operators.base import parse_time
 
 NS = "default"
+K8S_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String
 TERMINAL = ("Complete", "Failed")
 
 
@@ -53,6 +54,7 @@ def test_rayjob_runs_its_entrypoint_on_the_real_ray_head_then_its_cluster_is_gar
     status = job["status"]
     assert status["jobDeploymentStatus"] == "Running"
     assert status["rayClusterName"].startswith(f"{name}-") and len(status["rayClusterName"]) == len(name) + 6
+    assert set(status["rayClusterName"][-5:] + status["jobId"][-5:]) <= set(K8S_ALPHABET)
     assert status["jobId"].startswith(f"{name}-")
     cluster = custom.get_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", status["rayClusterName"])
     owner = cluster["metadata"]["ownerReferences"][0]
@@ -70,7 +72,7 @@ def test_rayjob_runs_its_entrypoint_on_the_real_ray_head_then_its_cluster_is_gar
 
     done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
     status = done[name]["status"]
-    assert (status["jobDeploymentStatus"], status["jobStatus"], status["succeeded"]) == ("Complete", "SUCCEEDED", 1)
+    assert (status["jobDeploymentStatus"], status["jobStatus"], status["succeeded"], status["failed"]) == ("Complete", "SUCCEEDED", 1, 0)
     assert status["startTime"] <= status["endTime"]
     assert proof.read_text() == f"ran-on-ray {INHERITED_ENV[1]} 0\n"
     real = ray_job(sandbox, status["jobId"])
@@ -170,7 +172,9 @@ def test_deleting_the_raycluster_stops_its_running_job(sandbox, custom, rayjobs,
 
     custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", status["rayClusterName"])
     done = observe(rayjobs, field_selector=f"metadata.name={name}", until=lambda o: status_of(name, "jobDeploymentStatus")(o) in TERMINAL)
-    assert (done[name]["status"]["jobDeploymentStatus"], done[name]["status"]["jobStatus"]) == ("Failed", "STOPPED")
+    status = done[name]["status"]
+    # KubeRay ends a RayJob whose Ray job was STOPPED Complete, and counts no success.
+    assert (status["jobDeploymentStatus"], status["jobStatus"], status["succeeded"], status["failed"]) == ("Complete", "STOPPED", 0, 0)
     assert ray_job(sandbox, status["jobId"])["status"] == "STOPPED"
 
 
@@ -252,3 +256,82 @@ def test_pre_running_deadline_set_at_creation_fires_on_its_own_timer(custom, ray
     assert (status["jobDeploymentStatus"], status["reason"]) == ("Failed", "PreRunningDeadlineExceeded")
     assert parse_time(status["endTime"]) - parse_time(status["startTime"]) >= 3  # never before its deadline
     assert "Running" not in phases(history, name)
+
+
+def test_suspend_deletes_the_cluster_and_resume_starts_over_on_a_new_one(sandbox, custom, rayjobs, rayclusters, tmp_path):
+    name, gate = unique("suspend"), Gate(tmp_path)
+    with History(rayjobs, field_selector=f"metadata.name={name}") as history:
+        create(custom, "rayjobs", rayjob(name, gate.entrypoint()))
+        history.wait(lambda h: status_of(name, "jobStatus")(h.objects()) == "RUNNING", what="RUNNING")
+        first = history.objects()[name]["status"]
+        merge_patch(custom, name, {"suspend": True})
+        history.wait(lambda h: status_of(name, "jobDeploymentStatus")(h.objects()) == "Suspended", what="Suspended")
+        suspended = history.objects()[name]["status"]
+        assert [suspended.get(k) for k in ("rayClusterName", "jobId", "jobStatus", "dashboardURL")] == ["", "", "", ""]
+        assert not custom.list_namespaced_custom_object("ray.io", "v1", NS, "rayclusters",
+                                                        field_selector=f"metadata.name={first['rayClusterName']}")["items"]
+        eventually(lambda: (ray_job(sandbox, first["jobId"]) or {}).get("status") == "STOPPED", what="the first Ray job STOPPED")
+
+        merge_patch(custom, name, {"suspend": False})
+        history.wait(lambda h: status_of(name, "jobStatus")(h.objects()) == "RUNNING", what="RUNNING again")
+        second = history.objects()[name]["status"]
+        assert second["rayClusterName"] != first["rayClusterName"] and second["jobId"] != first["jobId"]
+        gate.open()
+        history.wait(lambda h: status_of(name, "jobDeploymentStatus")(h.objects()) in TERMINAL, what="the RayJob ending")
+    assert status_of(name, "jobStatus")(history.objects()) == "SUCCEEDED"
+    assert phases(history, name) == ["Initializing", "Running", "Suspending", "Suspended", "Initializing", "Running", "Complete"]
+
+
+def test_a_rayjob_created_suspended_never_gets_a_cluster(custom, rayjobs, rayclusters):
+    name = unique("parked")
+    with History(rayclusters, label_selector=f"ray.io/originated-from-cr-name={name}") as clusters, \
+            History(rayjobs, field_selector=f"metadata.name={name}") as history:  # fmt: skip
+        create(custom, "rayjobs", rayjob(name, "true", suspend=True))
+        history.wait(lambda h: status_of(name, "jobDeploymentStatus")(h.objects()) == "Suspended", what="Suspended")
+        history.holds(lambda o: status_of(name, "jobDeploymentStatus")(o) == "Suspended", seconds=2)
+    assert phases(history, name) == ["Initializing", "Suspending", "Suspended"]
+    assert clusters.events() == []
+    custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", name)
+
+
+INVALID_RAYJOBS = {
+    "name-too-long": (48, {}, "The RayJob metadata is invalid: RayJob name should be no more than 47 characters"),
+    "ttl-without-shutdown": (None, {"shutdownAfterJobFinishes": False, "ttlSecondsAfterFinished": 30},
+                             "The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false cannot have "
+                             "TTLSecondsAfterFinished"),
+}
+
+
+@pytest.mark.parametrize("length, spec, message", INVALID_RAYJOBS.values(), ids=INVALID_RAYJOBS.keys())
+def test_an_invalid_rayjob_ends_validation_failed_without_a_cluster(custom, rayjobs, rayclusters, length, spec, message):
+    name = unique("invalid").ljust(length or 0, "x")
+    body = rayjob(name, "true", **spec)
+    with History(rayclusters, label_selector=f"ray.io/originated-from-cr-name={name}") as clusters:
+        create(custom, "rayjobs", body)
+        done = observe(rayjobs, field_selector=f"metadata.name={name}",
+                       until=lambda o: status_of(name, "jobDeploymentStatus")(o) == "ValidationFailed")
+    status = done[name]["status"]
+    assert (status["reason"], status["message"]) == ("ValidationFailed", message)
+    assert not status.get("rayClusterName") and clusters.events() == []
+    custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", name)
+
+
+def test_a_rayjob_gets_a_head_service_of_its_own_and_takes_over_one_of_that_name(api, core, custom, rayjobs, tmp_path):
+    name, other, gate = unique("svc"), unique("svc"), Gate(tmp_path)
+    service = f"{name}-head-svc"
+    core.create_namespaced_service(NS, {"metadata": {"name": service}, "spec": {
+        "selector": {"ray.io/cluster": "another-cluster", "ray.io/node-type": "head"}, "ports": [{"name": "dashboard", "port": 8265}]}})  # fmt: skip
+    for job in (name, other):
+        create(custom, "rayjobs", rayjob(job, gate.entrypoint()))
+    running = observe(rayjobs, until=lambda o: all(status_of(j, "jobStatus")(o) == "RUNNING" for j in (name, other)))
+    cluster = running[name]["status"]["rayClusterName"]
+    observe(core.list_namespaced_service, NS, field_selector=f"metadata.name={service}",
+            until=lambda o: field(o.get(service), "spec", "selector", "ray.io/cluster") == cluster)  # KubeRay updates it
+    created = observe(core.list_namespaced_service, NS, field_selector=f"metadata.name={other}-head-svc", until=bool)[f"{other}-head-svc"]
+    owner = created["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"]) == ("RayJob", other)
+    assert created["metadata"]["labels"]["ray.io/originated-from-cr-name"] == other
+    # Through it, the dashboard of the RayJob's cluster: its job only.
+    code, body = proxy(api, "GET", NS, f"{name}-head-svc:8265", "api/jobs/")
+    assert code == 200 and [j["submission_id"] for j in json.loads(body)] == [running[name]["status"]["jobId"]]
+    gate.open()

@@ -1,11 +1,12 @@
-"""What both simulated operators share: a watch-driven controller loop, timers, timing knobs.
+"""What the simulated operators share: a watch-driven controller loop, timers, timing knobs, Events.
 
 A ``Controller`` lists then watches its resources through the official ``kubernetes`` client
 (the operator token: exempt from faults), turns every event into a work item, and runs work
 items one at a time on its own thread, so a reconcile never races another one of the same
 operator. Reconciles are keyed ``(method, namespace, name)`` and de-duplicated; a failed one is
 retried a second later. Delays ("containers become Ready after a while") are timers that
-enqueue a key when due — never sleeps.
+enqueue a key when due — never sleeps. ``record`` writes core/v1 Events as client-go's recorder
+does (``<object>.<hex nanoseconds>`` names, a repeat raises ``count`` and ``lastTimestamp``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import json
 import logging
 import queue
 import random
-import string
 import threading
 import time
 from dataclasses import dataclass
@@ -31,12 +31,15 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from nrl_k8s.sandbox.faults import Faults, delays
 from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION  # noqa: F401 (re-exported for the operators)
+from nrl_k8s.sandbox.store import GENERATE_ALPHABET
 
 log = logging.getLogger("nrl_k8s.sandbox.operators")
 
 MERGE_PATCH = "application/merge-patch+json"
 WATCH_TIMEOUT_S = 60
 RETRY_S = 1.0
+NODE = "sandbox"  # the one fake node every pod "runs" on (host IP 127.0.0.1)
+KEPT_EVENTS = 4096  # events remembered for aggregation, per controller
 
 
 @dataclass(frozen=True)
@@ -80,8 +83,9 @@ def parse_time(value: str) -> float:
 
 
 def suffix(length: int = 5) -> str:
-    """A random lowercase alphanumeric suffix, as the real operators use for generated names."""
-    return "".join(random.choices(string.ascii_lowercase + string.digits, k=length))
+    """A random suffix from apimachinery's ``rand.String`` alphabet (no vowels, no 0, 1, 3), as
+    KubeRay's generated names and the API server's ``generateName`` use."""
+    return "".join(random.choices(GENERATE_ALPHABET, k=length))
 
 
 def controller_ref(owner: dict) -> dict:
@@ -115,6 +119,8 @@ class Controller:
         self._timer_wakeup = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._recorded: dict[tuple, tuple[str, int]] = {}  # aggregation key -> (Event name, count)
+        self._recorder_lock = threading.Lock()
 
     def watches(self) -> list[tuple[Resource, Callable[[str, dict], None]]]:
         raise NotImplementedError
@@ -194,6 +200,8 @@ class Controller:
             log.warning("%s: %s failed, retrying in %.0fs: %s", self.name, key or fn, RETRY_S, err)
             if key is not None:
                 self.later(RETRY_S, *key)
+        except Exception:  # an object no schema checked (the sandbox validates none): log it, keep the loop alive
+            log.exception("%s: %s failed", self.name, key or fn)
 
     # -- watching --------------------------------------------------------------------------
     def _lister(self, resource: Resource) -> Callable[..., urllib3.BaseHTTPResponse]:
@@ -239,6 +247,54 @@ class Controller:
                 log.warning("%s: watch %s lost: %s", self.name, resource.plural, err)
                 self._stop.wait(RETRY_S)
 
+    # -- events ----------------------------------------------------------------------------
+    def record(self, obj: dict, type_: str, reason: str, message: str, *, component: str, action: str = "",
+               field_path: str = "", host: str = "") -> None:
+        """A core/v1 Event about ``obj``, as client-go's recorder writes it: the same event again
+        (same object, source, type, reason and message) raises ``count`` and ``lastTimestamp``.
+        Best effort, like client-go: a failure is logged, never raised."""
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") or "default"
+        key = (namespace, meta.get("uid", ""), field_path, component, type_, reason, message)
+        stamp = now()
+        try:
+            with self._recorder_lock:
+                known = self._recorded.get(key)
+                if known is not None and self._bump(namespace, known, stamp):
+                    self._recorded[key] = (known[0], known[1] + 1)
+                    return
+                name = f"{meta['name']}.{time.time_ns():x}"
+                self.core.create_namespaced_event(namespace, {
+                    "apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "involvedObject": {
+                        "apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", ""), "name": meta["name"],
+                        "namespace": namespace, "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", ""),
+                        **({"fieldPath": field_path} if field_path else {}),
+                    },
+                    "reason": reason, "message": message, "type": type_,
+                    "source": {"component": component, **({"host": host} if host else {})},
+                    "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+                    "reportingComponent": component, "reportingInstance": host,
+                    **({"action": action} if action else {}),
+                }, _preload_content=False)  # fmt: skip
+                self._recorded[key] = (name, 1)
+                while len(self._recorded) > KEPT_EVENTS:
+                    self._recorded.pop(next(iter(self._recorded)))
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as err:
+            log.warning("%s: recording event %s on %s/%s failed: %s", self.name, reason, namespace, meta["name"], err)
+
+    def _bump(self, namespace: str, known: tuple[str, int], stamp: str) -> bool:
+        """Count one more of an Event already written; False when it is gone (write a new one)."""
+        try:
+            self.core.patch_namespaced_event(known[0], namespace, {"count": known[1] + 1, "lastTimestamp": stamp},
+                                             _content_type=MERGE_PATCH, _preload_content=False)  # fmt: skip
+        except ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
     # -- small API helpers -----------------------------------------------------------------
     def get(self, resource: Resource, namespace: str, name: str) -> dict | None:
         try:
@@ -256,6 +312,15 @@ class Controller:
             {"status": status}, _content_type=MERGE_PATCH,
         )  # fmt: skip
 
+    def read_core(self, read: Callable[..., urllib3.BaseHTTPResponse], namespace: str, name: str) -> dict | None:
+        """A core object as JSON (``read`` is e.g. ``self.core.read_namespaced_service``); None: 404."""
+        try:
+            return json_body(read(name, namespace, _preload_content=False))
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
     def create_core(self, create: Callable[..., object], namespace: str, body: dict) -> None:
         """Create a core object; an existing one (409) is fine."""
         try:
@@ -264,16 +329,18 @@ class Controller:
             if err.status != 409:
                 raise
 
-    def ensure_service(self, service: dict) -> None:
-        """Create a Service, or bring an existing one's annotations (its endpoints) up to date."""
+    def ensure_service(self, service: dict) -> bool:
+        """Create a Service (True), or bring an existing one's annotations (its endpoints) up to date."""
         meta = service["metadata"]
         try:
-            self.core.create_namespaced_service(meta["namespace"], service)
+            self.core.create_namespaced_service(meta["namespace"], service, _preload_content=False)
         except ApiException as err:
             if err.status != 409:
                 raise
             patch = {"metadata": {"annotations": meta["annotations"]}}
             self.core.patch_namespaced_service(meta["name"], meta["namespace"], patch, _content_type=MERGE_PATCH)
+            return False
+        return True
 
     def list_pods(self, namespace: str, selector: str) -> list[dict]:
         response = self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)

@@ -20,6 +20,10 @@ annotation the service proxy reads (``proxy.ENDPOINTS_ANNOTATION``): each Servic
 Deployment is reported Available, and removed again when no such pod is left. Services whose
 pods belong to no Deployment (the operators' own Services) are left alone.
 
+Events: ``ScalingReplicaSet`` ("Scaled up replica set <deployment>-<hash> from 0 to N", source
+``deployment-controller``) as a template's pods are added or removed; pods get the scheduler's
+and kubelet's (``pods``).
+
 Not simulated: ReplicaSets and revision history, ``maxSurge``/``maxUnavailable`` other than the
 defaults, ``minReadySeconds``, ``paused``, ``progressDeadlineSeconds`` (never exceeded),
 readiness probes, ``matchExpressions`` selectors (``matchLabels`` only).
@@ -30,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 
 import kubernetes
 
@@ -176,6 +181,8 @@ class Deployments(Controller):
         desired = int(spec.get("replicas", 1))
         self._start_stubs(deployment)
         updated = [p for p in self._owned(deployment) if p["metadata"]["labels"].get(HASH_LABEL) == current]
+        if len(updated) != desired:
+            self._scaled(deployment, current, len(updated), desired)
         for _ in range(desired - len(updated)):
             self._create_pod(deployment, template, current)
         for pod in updated[desired:]:
@@ -197,10 +204,12 @@ class Deployments(Controller):
         owned = self._owned(deployment)
         for pod in owned:
             if pod["metadata"]["labels"].get(HASH_LABEL) == current and not is_ready(pod):
-                self.patch_pod_status(namespace, pod["metadata"]["name"], pods.running(pod))
-        for pod in owned:
-            if pod["metadata"]["labels"].get(HASH_LABEL) != current:
-                self.delete_pod(namespace, pod["metadata"]["name"])
+                pods.start(self, pod)
+        outdated = [pod for pod in owned if pod["metadata"]["labels"].get(HASH_LABEL) != current]
+        for pod in outdated:
+            self.delete_pod(namespace, pod["metadata"]["name"])
+        for template_id, count in Counter(pod["metadata"]["labels"].get(HASH_LABEL, "") for pod in outdated).items():
+            self._scaled(deployment, template_id, count, 0)
         ports = {p["containerPort"] for p in container_ports((deployment["spec"].get("template") or {}).get("spec") or {})}
         self._stop_stubs(deployment["metadata"]["uid"], keep=ports)
         self.sync_services(namespace)
@@ -225,8 +234,15 @@ class Deployments(Controller):
             },
             "spec": template.get("spec") or {},
         }
-        self.create_core(self.core.create_namespaced_pod, meta["namespace"], pod)
-        self.patch_pod_status(meta["namespace"], pod["metadata"]["name"], pods.creating(pod))
+        pods.create(self, pod)
+
+    def _scaled(self, deployment: dict, template_id: str, before: int, after: int) -> None:
+        """The deployment controller's event for scaling the ReplicaSet of one template (not simulated
+        as an object: its name is ``<deployment>-<pod-template-hash>``, as its pods' prefix)."""
+        way = "up" if after > before else "down"
+        self.record(deployment, "Normal", "ScalingReplicaSet",
+                    f"Scaled {way} replica set {deployment['metadata']['name']}-{template_id} from {before} to {after}",
+                    component="deployment-controller")  # fmt: skip
 
     # -- stubs -----------------------------------------------------------------------------
     def _start_stubs(self, deployment: dict) -> None:
@@ -255,13 +271,9 @@ class Deployments(Controller):
             self._sync_endpoints(service)
 
     def sync_service(self, namespace: str, name: str) -> None:
-        try:
-            service = json_body(self.core.read_namespaced_service(name, namespace, _preload_content=False))
-        except kubernetes.client.exceptions.ApiException as err:
-            if err.status == 404:
-                return
-            raise
-        self._sync_endpoints(service)
+        service = self.read_core(self.core.read_namespaced_service, namespace, name)
+        if service is not None:
+            self._sync_endpoints(service)
 
     def _sync_endpoints(self, service: dict) -> None:
         meta, spec = service["metadata"], service.get("spec") or {}

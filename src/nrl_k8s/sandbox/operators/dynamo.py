@@ -15,8 +15,12 @@ operator writes it: ``state`` (``pending`` → ``successful``), condition ``Read
 ``observedGeneration``. A deleted DGD (directly or by garbage collection) stops its stub; its
 pods and Service go by garbage collection.
 
-Faults: ``dgd-failed`` (state failed, Ready False with the fault's message), ``dgd-stuck-pending``
-(pods unschedulable + a ``FailedScheduling`` event), ``frontend-unavailable=SECONDS`` (the stub
+Events as the operator's ``SyncResource`` records them (source ``dynamographdeployment``): a new
+component's ``CreateDynamoComponentDeployment`` and the frontend's ``CreateService`` ("Creating a
+new …"/"Created …", naming the namespace); pods get the scheduler's and kubelet's (``pods``).
+Faults: ``dgd-failed`` (state failed, Ready False with the fault's message, a Warning
+``CreateDynamoComponentDeployment``), ``dgd-stuck-pending`` (pods unschedulable + a
+``FailedScheduling`` Warning), ``frontend-unavailable=SECONDS`` (the stub
 answers 503 that long after it starts). No model is loaded and nothing is inferred.
 """
 
@@ -40,6 +44,7 @@ from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller
 log = logging.getLogger("nrl_k8s.sandbox.operators.dynamo")
 
 DGD = Resource("nvidia.com", "v1beta1", "dynamographdeployments")
+COMPONENT = "dynamographdeployment"  # the operator's event recorder
 POD_READY_S = 0.5
 FRONTEND_PORT = 8000
 LABEL_DGD = "nvidia.com/dynamo-graph-deployment-name"
@@ -193,6 +198,8 @@ class Dynamo(Controller):
         failure = self.faults.get("dgd-failed")
         if failure is not None:
             message = failure or "sandbox fault dgd-failed: the operator failed to reconcile the graph"
+            self.record(dgd, "Warning", "CreateDynamoComponentDeployment",
+                        f"Failed to create DynamoComponentDeployment {namespace}: {message}", component=COMPONENT)  # fmt: skip
             self.patch_status(DGD, namespace, name, {
                 "state": "failed",
                 "conditions": [_ready_condition("False", "reconcile_failed", message)],
@@ -205,40 +212,45 @@ class Dynamo(Controller):
     def _roll_out(self, dgd: dict, parts: list[Component], generation: int) -> None:
         """This generation's pods and frontend, the status they give, then readiness after a delay."""
         namespace, name = dgd["metadata"]["namespace"], dgd["metadata"]["name"]
-        created = self._reconcile_pods(dgd, parts)
+        stuck = self.faults.get("dgd-stuck-pending") is not None
+        self._reconcile_pods(dgd, parts, schedulable=not stuck)
         if _has_frontend(parts):
             self._ensure_frontend(dgd, parts)
-        if self.faults.get("dgd-stuck-pending") is not None:
-            for pod in created:
-                self.patch_pod_status(namespace, pod["metadata"]["name"], pods.unschedulable())
-                self.create_core(self.core.create_namespaced_event, namespace, pods.failed_scheduling_event(pod))
-        else:
+        if not stuck:
             self.later(self.timing.ready("dgd", POD_READY_S), "ready_dgd", namespace, name, str(generation))
         self._report(dgd, parts, generation)
 
-    def _reconcile_pods(self, dgd: dict, parts: list[Component]) -> list[dict]:
+    def _reconcile_pods(self, dgd: dict, parts: list[Component], *, schedulable: bool) -> None:
         """Per component: keep its pods of the current template (at most replicas × nodes), delete
-        the others, create what is missing; pods of removed components go. Return the new pods."""
+        the others, create what is missing; pods of removed components go. A component seen for the
+        first time gets the events of its DynamoComponentDeployment's creation, as the operator's."""
         meta = dgd["metadata"]
         namespace = meta["namespace"]
         found: dict[str, list[dict]] = {}
         for pod in sorted(self.list_pods(namespace, f"{LABEL_DGD}={meta['name']}"), key=lambda p: p["metadata"]["name"]):
             found.setdefault(pod["metadata"]["labels"].get(LABEL_COMPONENT, ""), []).append(pod)
-        created = []
         for part in parts:
             mine = found.pop(part.name, [])
+            if not mine:
+                self._created(dgd, "DynamoComponentDeployment")
             keep = [p for p in mine if p["metadata"]["labels"].get(LABEL_HASH) == part.hash][: part.pods]
             for pod in mine:
                 if pod not in keep:
                     self.delete_pod(namespace, pod["metadata"]["name"])
             for _ in range(part.pods - len(keep)):
-                created.append(self._create_pod(dgd, part))
+                self._create_pod(dgd, part, schedulable)
         for gone in found.values():
             for pod in gone:
                 self.delete_pod(namespace, pod["metadata"]["name"])
-        return created
 
-    def _create_pod(self, dgd: dict, part: Component) -> dict:
+    def _created(self, dgd: dict, kind: str) -> None:
+        """The two events the operator's ``SyncResource`` records for a child it creates (they name
+        the namespace, not the child)."""
+        namespace = dgd["metadata"]["namespace"]
+        for message in (f"Creating a new {kind} {namespace}", f"Created {kind} {namespace}"):
+            self.record(dgd, "Normal", f"Create{kind}", message, component=COMPONENT)
+
+    def _create_pod(self, dgd: dict, part: Component, schedulable: bool) -> None:
         meta = dgd["metadata"]
         template = part.template.get("metadata") or {}
         labels = {LABEL_DGD: meta["name"], LABEL_COMPONENT: part.name, LABEL_TYPE: part.type, LABEL_HASH: part.hash}
@@ -254,9 +266,7 @@ class Dynamo(Controller):
             },
             "spec": part.pod_spec,
         }
-        self.create_core(self.core.create_namespaced_pod, meta["namespace"], pod)
-        self.patch_pod_status(meta["namespace"], pod["metadata"]["name"], pods.creating(pod))
-        return pod
+        pods.create(self, pod, schedulable=schedulable)
 
     def _report(self, dgd: dict, parts: list[Component], generation: int) -> None:
         namespace, name = dgd["metadata"]["namespace"], dgd["metadata"]["name"]
@@ -292,7 +302,8 @@ class Dynamo(Controller):
                 "ports": [{"name": "http", "port": FRONTEND_PORT, "targetPort": FRONTEND_PORT, "protocol": "TCP"}],
             },
         }
-        self.ensure_service(service)
+        if self.ensure_service(service):
+            self._created(dgd, "Service")
 
     def ready_dgd(self, namespace: str, name: str, generation: str) -> None:
         """The pods of ``generation`` (still current) are up: Running and Ready, and reported."""
@@ -301,7 +312,7 @@ class Dynamo(Controller):
             return
         for pod in self.list_pods(namespace, f"{LABEL_DGD}={name}"):
             if not _pod_ready(pod):
-                self.patch_pod_status(namespace, pod["metadata"]["name"], pods.running(pod))
+                pods.start(self, pod)
         self._report(dgd, components(dgd.get("spec") or {}), int(generation))
 
 

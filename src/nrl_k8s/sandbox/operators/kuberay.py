@@ -12,15 +12,30 @@ RayJob, step by step as KubeRay's RayJob controller: New → Initializing (``ray
 controller-owned RayCluster (or the one ``clusterSelector`` names, never deleted); once it is
 ready ``dashboardURL`` and then:
 
-* K8sJobMode/HTTPMode/SidecarMode → Running, and — like KubeRay in HTTPMode —
+* K8sJobMode/HTTPMode/SidecarMode → Running (with KubeRay's Service ``<rayjob>-head-svc`` to
+  the cluster's head, owned by the RayJob — one of that name selecting another cluster is taken
+  over, ``UpdatedService`` — unless ``clusterSelector``), and — like KubeRay in HTTPMode —
   ``GET /api/jobs/<jobId>`` and ``POST /api/jobs/`` on 404, the driver given what its head
   container would give it (``driver_env``); no submitter pod is simulated;
 * InteractiveMode → Waiting: nothing is submitted; once ``spec.jobId`` is set (a patch),
-  ``status.jobId`` = it and Running, tracking whatever job was submitted under that id.
+  ``status.jobId`` = it and Running (its ``<rayjob>-head-svc`` too), tracking whatever job was
+  submitted under that id.
 
 The job's status is mirrored from the dashboard about once a second (the dashboard has no
-watch; real KubeRay polls too); terminal → Complete/Failed, ``endTime``,
-``shutdownAfterJobFinishes`` after ``ttlSecondsAfterFinished``. ``activeDeadlineSeconds``
+watch; real KubeRay polls too), with ``rayJobInfo``; SUCCEEDED or STOPPED → Complete, FAILED →
+Failed (``AppFailed``), ``endTime``, the counters ``succeeded`` (a Complete SUCCEEDED job) and
+``failed``; ``shutdownAfterJobFinishes`` deletes the cluster after ``ttlSecondsAfterFinished``.
+``suspend: true`` (Initializing, Running) → Suspending: the cluster is deleted (its Ray job
+stops), the status reset → Suspended; ``suspend: false`` → New again, on a new cluster with a
+new job id. Every reconcile first runs KubeRay's validation (``kuberay_rules``): a broken rule
+ends the RayJob ``ValidationFailed`` (reason ``ValidationFailed``, KubeRay's message), and a
+RayCluster breaking one is left alone. ``spec.managedBy`` naming another controller: ignored.
+Generated names (cluster, job id, pods) end in 5 characters of apimachinery's ``rand.String``.
+Events, with KubeRay's reasons and messages: on the RayJob (``rayjob-controller``)
+``CreatedRayCluster``, ``DeletedRayCluster``, ``CreatedService``, ``UpdatedService``, ``InvalidRayJob{Metadata,Spec,Status}``,
+``RayClusterNotFound``; on the RayCluster (``raycluster-controller``) ``CreatedService``,
+``CreatedHeadPod``, ``CreatedWorkerPod``, ``InvalidRayCluster{Metadata,Spec}``; pods get the
+scheduler's and kubelet's (``pods``). ``activeDeadlineSeconds``
 (Initializing, Running) fails it with ``DeadlineExceeded``, ``preRunningDeadlineSeconds``
 (Initializing, Waiting) with ``PreRunningDeadlineExceeded`` — timers, with KubeRay's messages —
 and stops its Ray job. A RayJob deleted while its job runs stops that Ray job; a RayCluster
@@ -30,11 +45,14 @@ Faults: ``miss-driver-submission`` (never submit, but keep mirroring a job that 
 submits under the same id); ``delay=rayjob:S`` (a new RayJob is first reconciled S seconds after
 its creation), ``delay=raycluster:S`` (pods Ready and the cluster ``ready`` after S seconds);
 ``old-rayjob-crd`` (KubeRay 1.5: ``preRunningDeadlineSeconds`` is ignored). Not simulated:
-suspend, retries (``backoffLimit``), autoscaling.
+retries (``backoffLimit``), ``deletionStrategy`` (validated, not applied), autoscaling, a
+RayCluster deleted under a Running RayJob being created again (here its Ray job stops, so the
+RayJob ends Complete with STOPPED).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import time
@@ -49,7 +67,8 @@ from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.head_proxy import cluster_submission, job_cluster, scoped
 
 from . import pods
-from .base import ENDPOINTS_ANNOTATION, Controller, Resource, Timing, controller_ref, json_body, now, parse_time, suffix
+from .kuberay_rules import raycluster_problem, rayjob_problem
+from .base import ENDPOINTS_ANNOTATION, MERGE_PATCH, Controller, Resource, Timing, controller_ref, now, parse_time, suffix
 
 log = logging.getLogger("nrl_k8s.sandbox.operators.kuberay")
 
@@ -57,9 +76,9 @@ RAYJOB = Resource("ray.io", "v1", "rayjobs")
 RAYCLUSTER = Resource("ray.io", "v1", "rayclusters")
 POD_READY_S = 0.5
 POLL_S = 1.0
+JOB_CONTROLLER, CLUSTER_CONTROLLER = "rayjob-controller", "raycluster-controller"  # their event sources
 REQUEUE_S = 3.0  # KubeRay's RayJobDefaultRequeueDuration
 INTERACTIVE = "InteractiveMode"
-TERMINAL_DEPLOYMENT = ("Complete", "Failed", "ValidationFailed")
 TERMINAL_JOB = ("SUCCEEDED", "FAILED", "STOPPED")
 HEAD_PORTS = (("dashboard", 8265), ("client", 10001), ("gcs-server", 6379))
 DEFAULT_CONTAINER = {"name": "ray", "image": "rayproject/ray"}
@@ -103,6 +122,7 @@ class KubeRay(Controller):
         self.pre_running_deadline = pre_running_deadline  # False: KubeRay 1.5, which has no preRunningDeadlineSeconds
         self.dashboard = httpx.Client(base_url=dashboard_url, timeout=10.0, trust_env=False)
         self._seen: set[str] = set()
+        self._job_services: set[tuple[str, str]] = set()  # (RayJob uid, RayCluster) whose head-svc is in place
 
     def watches(self):
         return [(RAYJOB, self._on_rayjob), (RAYCLUSTER, self._on_raycluster)]
@@ -111,9 +131,13 @@ class KubeRay(Controller):
     def _on_rayjob(self, kind: str, obj: dict) -> None:
         meta = obj["metadata"]
         if kind == "DELETED":
-            self.call(lambda: self._stop_ray_job(obj))
+            self.call(lambda: self._rayjob_deleted(obj))
         else:
             self.enqueue("sync_rayjob", meta["namespace"], meta["name"])
+
+    def _rayjob_deleted(self, job: dict) -> None:
+        self._job_services = {k for k in self._job_services if k[0] != job["metadata"]["uid"]}
+        self._stop_ray_job(job)
 
     def _on_raycluster(self, kind: str, obj: dict) -> None:
         meta = obj["metadata"]
@@ -137,6 +161,7 @@ class KubeRay(Controller):
         """Stop the cluster's Ray jobs: its RayJobs', and those submitted through its head Service."""
         for job in self._rayjobs_using(namespace, cluster):
             self._stop_ray_job(job)
+            self.enqueue("sync_rayjob", namespace, job["metadata"]["name"])  # e.g. one Suspending
         response = self.dashboard.get("/api/jobs/")
         response.raise_for_status()
         for info in response.json():
@@ -161,7 +186,7 @@ class KubeRay(Controller):
 
     def _stop_ray_job(self, job: dict) -> None:
         status = job.get("status") or {}
-        if status.get("jobId") and status.get("jobDeploymentStatus") not in TERMINAL_DEPLOYMENT:
+        if status.get("jobId") and status.get("jobStatus") not in TERMINAL_JOB:
             response = self.dashboard.post(f"/api/jobs/{self._ray_id(job)}/stop")
             log.info("stopped Ray job %s: HTTP %s", status["jobId"], response.status_code)
 
@@ -169,6 +194,10 @@ class KubeRay(Controller):
     def sync_raycluster(self, namespace: str, name: str) -> None:
         cluster = self.get(RAYCLUSTER, namespace, name)
         if cluster is None or cluster["metadata"]["uid"] in self._seen:
+            return
+        problem = raycluster_problem(cluster)
+        if problem is not None:  # KubeRay leaves it alone (checked again when it changes)
+            self.record(cluster, "Warning", *problem, component=CLUSTER_CONTROLLER, action="Validate")
             return
         # Also for clusters restored from --state: their Service must point at this Ray head.
         self._ensure_head_service(cluster)
@@ -230,8 +259,10 @@ class KubeRay(Controller):
             },
             "spec": _pod_spec(template),
         }
-        self.create_core(self.core.create_namespaced_pod, meta["namespace"], pod)
-        self.patch_pod_status(meta["namespace"], name, pods.creating(pod))
+        if pods.create(self, pod) is not None:
+            kind = "Head" if node_type == "head" else "Worker"
+            self.record(cluster, "Normal", f"Created{kind}Pod", f"Created {kind.lower()} Pod {meta['namespace']}/{name}",
+                        component=CLUSTER_CONTROLLER, action="Create")  # fmt: skip
 
     def _ensure_head_service(self, cluster: dict) -> None:
         """The head Service: the default Ray ports plus every port the head container declares
@@ -266,7 +297,9 @@ class KubeRay(Controller):
                 "ports": ports,
             },
         }
-        self.ensure_service(service)
+        if self.ensure_service(service):
+            self.record(cluster, "Normal", "CreatedService", f"Created service {meta['namespace']}/{meta['name']}-head-svc",
+                        component=CLUSTER_CONTROLLER, action="Create")  # fmt: skip
 
     def ready_raycluster(self, namespace: str, name: str) -> None:
         cluster = self.get(RAYCLUSTER, namespace, name)
@@ -275,7 +308,8 @@ class KubeRay(Controller):
         head_pod = ""
         workers = 0
         for pod in self.list_pods(namespace, f"ray.io/cluster={name}"):
-            self.patch_pod_status(namespace, pod["metadata"]["name"], pods.running(pod))
+            if (pod.get("status") or {}).get("phase") != "Running":
+                pods.start(self, pod)
             if pod["metadata"]["labels"].get("ray.io/node-type") == "head":
                 head_pod = pod["metadata"]["name"]
             else:
@@ -300,16 +334,30 @@ class KubeRay(Controller):
     def sync_rayjob(self, namespace: str, name: str) -> None:
         """One reconcile of the RayJob state machine, step by step as KubeRay's controller."""
         job = self.get(RAYJOB, namespace, name)
-        if job is None:
+        if job is None or (job.get("spec") or {}).get("managedBy") not in (None, "ray.io/kuberay-operator"):
+            return
+        problem = rayjob_problem(job, _mode(job.get("spec") or {}), pre_running_deadline=self.pre_running_deadline)
+        if problem is not None:
+            self._validation_failed(job, *problem)
             return
         phase = (job.get("status") or {}).get("jobDeploymentStatus") or ""
-        if phase in TERMINAL_DEPLOYMENT:
+        if phase in ("Complete", "Failed"):
             self._shutdown(job)
             return
-        step = {"": self._new, "Initializing": self._initializing, "Waiting": self._waiting, "Running": self._running}.get(phase)
+        step = {"": self._new, "Initializing": self._initializing, "Waiting": self._waiting, "Running": self._running,
+                "Suspending": self._suspending, "Suspended": self._suspended}.get(phase)
         if step is not None:
             step(job)
             self._arm_deadlines(job)
+
+    def _validation_failed(self, job: dict, reason: str, message: str) -> None:
+        """KubeRay checks every RayJob on every reconcile: a broken rule ends it ``ValidationFailed``."""
+        meta, status = job["metadata"], job.get("status") or {}
+        self.record(job, "Warning", reason, f"{meta['namespace']}/{meta['name']}: {message}", component=JOB_CONTROLLER,
+                    action="Validate")  # fmt: skip
+        update = {"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed", "message": message}
+        if any(status.get(k) != v for k, v in update.items()):
+            self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
 
     def _new(self, job: dict) -> None:
         """New → Initializing: ``jobId`` (not in InteractiveMode), ``rayClusterName``, ``startTime``."""
@@ -333,10 +381,10 @@ class KubeRay(Controller):
         self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
 
     def _initializing(self, job: dict) -> None:
-        """Deadlines; the RayCluster (created unless ``clusterSelector`` names one); once it is
-        ready its dashboard URL, then Waiting (InteractiveMode) or Running."""
+        """Suspend; deadlines; the RayCluster (created unless ``clusterSelector`` names one); once
+        it is ready its dashboard URL, then Waiting (InteractiveMode) or Running."""
         meta, spec, status = job["metadata"], job.get("spec") or {}, job["status"]
-        if self._deadline_failure(job, ("activeDeadlineSeconds", "preRunningDeadlineSeconds")):
+        if self._suspend_requested(job) or self._deadline_failure(job, ("activeDeadlineSeconds", "preRunningDeadlineSeconds")):
             return
         cluster = self._cluster_for(job)
         if cluster is None:
@@ -360,8 +408,8 @@ class KubeRay(Controller):
         if cluster is not None:
             return cluster
         if (spec.get("clusterSelector") or {}).get("ray.io/cluster"):
-            log.warning("RayCluster %s/%s set in the clusterSelector of RayJob %s is not found",
-                        meta["namespace"], name, meta["name"])  # fmt: skip
+            self.record(job, "Warning", "RayClusterNotFound", f"RayCluster {meta['namespace']}/{name} set in the "
+                        "clusterSelector is not found. It must be created manually", component=JOB_CONTROLLER, action="Validate")
             self.later(REQUEUE_S, "sync_rayjob", meta["namespace"], meta["name"])
             return None
         cluster = {
@@ -382,13 +430,16 @@ class KubeRay(Controller):
             "spec": spec.get("rayClusterSpec") or {},
         }
         try:
-            return self.custom.create_namespaced_custom_object(
+            created = self.custom.create_namespaced_custom_object(
                 RAYCLUSTER.group, RAYCLUSTER.version, meta["namespace"], RAYCLUSTER.plural, cluster
             )
         except kubernetes.client.exceptions.ApiException as err:
             if err.status != 409:
                 raise
             return self.get(RAYCLUSTER, meta["namespace"], name)
+        self.record(job, "Normal", "CreatedRayCluster", f"Created RayCluster {meta['namespace']}/{name}",
+                    component=JOB_CONTROLLER, action="Create")  # fmt: skip
+        return created
 
     def _waiting(self, job: dict) -> None:
         """InteractiveMode: nothing is submitted; once ``spec.jobId`` is set, track that job."""
@@ -399,10 +450,67 @@ class KubeRay(Controller):
 
     def _running(self, job: dict) -> None:
         meta = job["metadata"]
-        if self._deadline_failure(job, ("activeDeadlineSeconds",)):
+        if self._suspend_requested(job) or self._deadline_failure(job, ("activeDeadlineSeconds",)):
             return
+        self._ensure_job_service(job)
         self._mirror(job)
         self.later(POLL_S, "sync_rayjob", meta["namespace"], meta["name"])
+
+    def _ensure_job_service(self, job: dict) -> None:
+        """KubeRay's Service ``<rayjob>-head-svc`` (owned by the RayJob) to its cluster's head, not
+        with ``clusterSelector``; a Service of that name selecting another cluster is taken over,
+        as KubeRay updates it. Checked once per RayJob and cluster."""
+        meta, status = job["metadata"], job["status"]
+        namespace, name, cluster = meta["namespace"], f"{meta['name']}-head-svc", status["rayClusterName"]
+        if ((job.get("spec") or {}).get("clusterSelector") or {}) or (meta["uid"], cluster) in self._job_services:
+            return
+        existing = self.read_core(self.core.read_namespaced_service, namespace, name)
+        head = self.read_core(self.core.read_namespaced_service, namespace, f"{cluster}-head-svc")
+        if head is None:
+            return  # the cluster's own is not there yet: the next poll
+        if ((existing or {}).get("spec") or {}).get("selector", {}).get("ray.io/cluster") != cluster:
+            labels = {"ray.io/originated-from-cr-name": meta["name"], "ray.io/originated-from-crd": "RayJob",
+                      "ray.io/node-type": "head", "ray.io/identifier": f"{meta['name']}-head"}
+            annotations = {ENDPOINTS_ANNOTATION: (head["metadata"].get("annotations") or {}).get(ENDPOINTS_ANNOTATION)}
+            spec = {"type": "ClusterIP", "selector": head["spec"]["selector"], "ports": head["spec"]["ports"]}
+            if existing is None:
+                self.core.create_namespaced_service(namespace, {
+                    "apiVersion": "v1", "kind": "Service", "spec": spec, "metadata": {
+                        "name": name, "namespace": namespace, "labels": labels, "annotations": annotations,
+                        "ownerReferences": [controller_ref(job)]}}, _preload_content=False)  # fmt: skip
+                self.record(job, "Normal", "CreatedService", f"Created the service {namespace}/{name}",
+                            component=JOB_CONTROLLER, action="Create")  # fmt: skip
+            else:
+                patch = {"metadata": {"annotations": annotations}, "spec": spec}
+                self.core.patch_namespaced_service(name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False)
+                self.record(job, "Normal", "UpdatedService", f"Updated the service {namespace}/{name}",
+                            component=JOB_CONTROLLER, action="Update")  # fmt: skip
+        self._job_services.add((meta["uid"], cluster))
+
+    def _suspend_requested(self, job: dict) -> bool:
+        """``spec.suspend`` in Initializing or Running: → Suspending (True)."""
+        if not (job.get("spec") or {}).get("suspend"):
+            return False
+        self.patch_status(RAYJOB, job["metadata"]["namespace"], job["metadata"]["name"], {"jobDeploymentStatus": "Suspending"})
+        return True
+
+    def _suspending(self, job: dict) -> None:
+        """Delete the RayCluster (its Ray job stops with it), then reset the status → Suspended,
+        whatever ``suspend`` says by now (KubeRay keeps the operation atomic)."""
+        meta, status = job["metadata"], job["status"]
+        self._stop_ray_job(job)  # what deleting the cluster does to its job; here the head is shared
+        if not self._delete_cluster(job):
+            return  # its DELETED event wakes this RayJob again
+        self.patch_status(RAYJOB, meta["namespace"], meta["name"], {
+            "jobDeploymentStatus": "Suspended", "jobStatus": "", "rayClusterName": "", "dashboardURL": "", "jobId": "",
+            "reason": "", "message": "", "rayClusterStatus": None, "rayJobInfo": None,
+        })  # fmt: skip
+
+    def _suspended(self, job: dict) -> None:
+        """``suspend`` false again: back to New, which creates a new RayCluster and job id."""
+        if not (job.get("spec") or {}).get("suspend"):
+            self.patch_status(RAYJOB, job["metadata"]["namespace"], job["metadata"]["name"],
+                              {"jobDeploymentStatus": "", "jobStatus": ""})  # fmt: skip
 
     def _deadline_failure(self, job: dict, fields: tuple[str, ...]) -> bool:
         """Fail the RayJob when one of ``fields`` (a number of seconds since ``startTime``) has
@@ -445,15 +553,13 @@ class KubeRay(Controller):
             return
         response.raise_for_status()
         info = response.json()
-        ray_status = info.get("status", "")
-        if ray_status in TERMINAL_JOB:
-            if ray_status == "SUCCEEDED":
-                self._finish(job, "Complete", job_status=ray_status)
-            else:
-                reason = "AppFailed" if ray_status == "FAILED" else "JobStopped"
-                self._finish(job, "Failed", job_status=ray_status, reason=reason, message=info.get("message") or "")
+        ray_status, message = info.get("status", ""), info.get("message") or ""
+        if ray_status == "FAILED":
+            self._finish(job, "Failed", job_status=ray_status, reason="AppFailed", message=message, info=info)
+        elif ray_status in TERMINAL_JOB:  # SUCCEEDED, and STOPPED too: KubeRay ends both Complete
+            self._finish(job, "Complete", job_status=ray_status, message=message, info=info)
         elif ray_status != status.get("jobStatus"):
-            update = {"jobStatus": ray_status, "message": info.get("message") or ""}
+            update = {"jobStatus": ray_status, "message": message, "rayJobInfo": _job_info(info)}
             self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
 
     def _submit(self, job: dict) -> None:
@@ -461,7 +567,7 @@ class KubeRay(Controller):
         body = submission_body(spec, job_id)
         cluster = self.get(RAYCLUSTER, meta["namespace"], job["status"]["rayClusterName"])
         if cluster is not None:
-            body = cluster_submission(self.drivers, body, cluster, lambda name: self._read_secret(meta["namespace"], name))
+            body = cluster_submission(self.drivers, body, cluster, lambda name: self.read_core(self.core.read_namespaced_secret, meta["namespace"], name))
             body["submission_id"] = scoped(cluster["metadata"]["uid"], job_id)
         response = self.dashboard.post("/api/jobs/", json=body)
         text = redact_text(response.text)  # Ray may echo the runtime_env, which holds the container env
@@ -472,30 +578,29 @@ class KubeRay(Controller):
         else:
             log.warning("submitting %s failed (HTTP %s), retrying: %s", job_id, response.status_code, text[:200])
 
-    def _read_secret(self, namespace: str, name: str) -> dict | None:
-        try:
-            return json_body(self.core.read_namespaced_secret(name, namespace, _preload_content=False))
-        except kubernetes.client.exceptions.ApiException as err:
-            if err.status == 404:
-                return None
-            raise
-
-    def _finish(self, job: dict, phase: str, *, job_status: str | None = None, reason: str = "", message: str = "") -> None:
+    def _finish(self, job: dict, phase: str, *, job_status: str | None = None, reason: str = "", message: str = "",
+                info: dict | None = None) -> None:
+        """A terminal ``phase``, ``endTime``, and the counters: ``succeeded`` counts a Complete
+        SUCCEEDED job only, ``failed`` every Failed."""
         meta, status = job["metadata"], job.get("status") or {}
+        final = job_status if job_status is not None else status.get("jobStatus")
         update = {
             "jobDeploymentStatus": phase,
             "endTime": now(),
             "reason": reason,
             "message": message,
-            "succeeded": int(status.get("succeeded") or 0) + (phase == "Complete"),
+            "succeeded": int(status.get("succeeded") or 0) + (phase == "Complete" and final == "SUCCEEDED"),
             "failed": int(status.get("failed") or 0) + (phase == "Failed"),
         }
         if job_status is not None:
             update["jobStatus"] = job_status
+        if info is not None:
+            update["rayJobInfo"] = _job_info(info)
         self.patch_status(RAYJOB, meta["namespace"], meta["name"], update)
 
     def _shutdown(self, job: dict) -> None:
-        """After a terminal job: delete its own RayCluster once the TTL has passed."""
+        """After Complete/Failed, ``shutdownAfterJobFinishes``: delete its own RayCluster once
+        ``ttlSecondsAfterFinished`` has passed."""
         meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
         if not spec.get("shutdownAfterJobFinishes") or (spec.get("clusterSelector") or {}).get("ray.io/cluster"):
             return
@@ -503,21 +608,36 @@ class KubeRay(Controller):
         if time.time() < due:
             self.later(due - time.time(), "sync_rayjob", meta["namespace"], meta["name"])
             return
+        self._delete_cluster(job)
+
+    def _delete_cluster(self, job: dict) -> bool:
+        """Delete the RayJob's own RayCluster (never a selected one); True once it is gone."""
+        meta, status = job["metadata"], job.get("status") or {}
         name = status.get("rayClusterName")
-        if name and self.get(RAYCLUSTER, meta["namespace"], name) is not None:
-            try:
-                self.custom.delete_namespaced_custom_object(
-                    RAYCLUSTER.group, RAYCLUSTER.version, meta["namespace"], RAYCLUSTER.plural, name,
-                    propagation_policy="Background",
-                )  # fmt: skip
-                log.info("deleted RayCluster %s/%s after RayJob %s finished", meta["namespace"], name, meta["name"])
-            except kubernetes.client.exceptions.ApiException as err:
-                if err.status != 404:
-                    raise
+        if not name or ((job.get("spec") or {}).get("clusterSelector") or {}).get("ray.io/cluster"):
+            return True
+        try:
+            self.custom.delete_namespaced_custom_object(
+                RAYCLUSTER.group, RAYCLUSTER.version, meta["namespace"], RAYCLUSTER.plural, name,
+                propagation_policy="Background",
+            )  # fmt: skip
+        except kubernetes.client.exceptions.ApiException as err:
+            if err.status != 404:
+                raise
+            return True
+        self.record(job, "Normal", "DeletedRayCluster", f"Deleted cluster {meta['namespace']}/{name}",
+                    component=JOB_CONTROLLER, action="Delete")  # fmt: skip
+        return self.get(RAYCLUSTER, meta["namespace"], name) is None
 
 
 def _mode(spec: dict) -> str:
     return spec.get("submissionMode") or "K8sJobMode"  # the CRD's default
+
+
+def _job_info(info: dict) -> dict:
+    """``status.rayJobInfo``: the Ray job's start and end (milliseconds on the dashboard)."""
+    return {key: dt.datetime.fromtimestamp(info[field] / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            for key, field in (("startTime", "start_time"), ("endTime", "end_time")) if info.get(field)}
 
 
 def _go_time(stamp: str) -> str:
