@@ -8,10 +8,10 @@ from rich.markup import escape
 from nrl_k8s.errors import NrlK8sError
 from nrl_k8s.redact import redact_text
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, emoji=False)  # ":x:" in a message stays text
 if not out.is_terminal:
     out.width = 200  # pipes and CI logs: do not squeeze tables into 80 columns
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def print_warning(message: str, hint: str | None = None) -> None:

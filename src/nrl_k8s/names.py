@@ -13,9 +13,11 @@ MAX_RAYJOB_NAME_LEN = 47  # KubeRay derives the RayCluster name from it
 
 
 def validate_name(
-    name: object, *, what: str, where: str | None = None, key: tuple | None = None, max_len: int = MAX_NAME_LEN
+    name: object, *, what: str, where: str | None = None, key: tuple | None = None, max_len: int = MAX_NAME_LEN,
+    letter_first: bool = False,
 ) -> str:
-    """Return ``name`` if it is a valid RFC 1123 label of at most ``max_len`` chars.
+    """Return ``name`` if it is a valid RFC 1123 label of at most ``max_len`` chars (``letter_first``:
+    an RFC 1035 label, as KubeRay requires of RayJob and RayCluster names and Kubernetes of Services).
 
     Raises ConfigError naming ``what`` (e.g. "RayJob name") and ``where`` it was set, or an
     InfraError at the infra ``key`` (the caller names the file).
@@ -33,4 +35,6 @@ def validate_name(
         suggestion = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:max_len].rstrip("-")
         hint = f"use {rule}" + (f", e.g. {suggestion!r}" if suggestion else "")
         raise fail(f"{what} {name!r} is not a valid Kubernetes name", hint)
+    if letter_first and not name[0].isalpha():
+        raise fail(f"{what} {name!r} must start with a letter (an RFC 1035 label)", f"e.g. {('r-' + name)[:max_len]!r}")
     return name

@@ -245,6 +245,8 @@ def _bad_inputs(tmp_path):
         "unknown key": (["check", recipe, "--infra", _write(tmp_path, "i.yaml", infra + "colour: blue\n")], "colour"),
         "bad name": (["check", *KIND, "infra.kuberay.training.name=Bad_Name"], "Bad_Name"),
         "rayjob name too long": (["check", *KIND, f"infra.kuberay.training.name={'x' * 48}"], "47"),
+        "rayjob name not rfc 1035": (["check", *KIND, "infra.kuberay.training.name=1run"], "must start with a letter"),
+        "emoji code stays text": (["check", *KIND, "infra.kuberay.training.name=a:x:b"], "'a:x:b'"),
         "dgd file without dgd": (["check", *KIND, f"infra.dynamo.serving.manifest={no_dgd}"], "pod.yaml"),
         "unknown target": (["cluster", "up", "--dry-run", "-t", "dynamo.nope", *KIND], "dynamo.serving"),
         "bad output format": (["check", *KIND, "-o", str(tmp_path / "x.txt")], "x.txt"),
@@ -256,7 +258,7 @@ def _bad_inputs(tmp_path):
 @pytest.mark.parametrize(
     "case",
     ["malformed yaml", "missing recipe", "missing infra", "bad override", "unknown key", "bad name",
-     "rayjob name too long", "dgd file without dgd", "unknown target", "bad output format"],
+     "rayjob name too long", "rayjob name not rfc 1035", "emoji code stays text", "dgd file without dgd", "unknown target", "bad output format"],
 )
 def test_bad_input_is_one_line_exit_2(cli, tmp_path, case):
     argv, mention = _bad_inputs(tmp_path)[case]

@@ -41,3 +41,10 @@ def test_invalid(name, max_len, message, hint):
     assert info.value.message.startswith("infra.kuberay.training.name: ")
     assert message in info.value.message
     assert hint in info.value.hint
+
+
+@pytest.mark.parametrize("name", ["1run", "9-train"])
+def test_kuberay_and_service_names_must_start_with_a_letter(name):
+    assert validate_name(name, what="DGD name", where="x") == name  # an RFC 1123 label is fine elsewhere
+    with pytest.raises(ConfigError, match="must start with a letter"):
+        validate_name(name, what="RayJob name", where="x", letter_first=True)

@@ -28,7 +28,8 @@ def render(infra: dict, key: str) -> dict:
     entry = (infra.get("deployments") or {}).get(key)
     if not entry:
         raise InfraError(("deployments", key), "is not set", hint="declare it with a name and a Deployment spec")
-    name = validate_name(entry.get("name") or key, what="Deployment name", key=("deployments", key, "name"))
+    name = validate_name(entry.get("name") or key, what="Deployment name", key=("deployments", key, "name"),
+                         letter_first=True)
     try:
         spec = _render_spec(infra, entry, name)
     except Invalid as bad:

@@ -68,6 +68,7 @@ def cluster_name(infra: dict, role: str) -> str:
         what="RayCluster name",
         key=("kuberay", role, "name"),
         max_len=MAX_RAYCLUSTER_NAME_LEN,
+        letter_first=True,
     )
 
 

@@ -33,6 +33,7 @@ def job_name(infra: dict) -> str:
         what="RayJob name",
         key=("kuberay", "training", "name"),
         max_len=MAX_RAYJOB_NAME_LEN,
+        letter_first=True,
     )
 
 
