@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from nrl_k8s import _websocket
 from nrl_k8s._httpx import httpx
 from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
 from nrl_k8s.package import Package
@@ -222,28 +223,87 @@ class Dashboard:
         operation = f"read the logs of job {submission_id}"
         return _json(self._call("GET", f"/api/jobs/{submission_id}/logs", operation)).get("logs") or ""
 
-    def follow_logs(self, submission_id: str, *, poll_s: float = 1.0, deadline_s: float | None = None) -> Iterator[str]:
-        """Yield new log text until the job is terminal, then the remainder, then stop.
+    def follow_logs(self, submission_id: str, *, deadline_s: float | None = None, idle_s: float = 20.0) -> Iterator[str]:
+        """Yield the job's log from its start as Ray writes it; stop once the job has ended and
+        all of it was yielded.
 
-        Polls ``/logs`` and yields only the new suffix. Raises WaitTimeout (with the last status)
-        once ``deadline_s`` seconds have passed, DashboardError when the job is unknown.
+        Reads the dashboard's log tail websocket (``/api/jobs/ID/logs/tail``): Ray sends the log
+        from the start, then new lines as they are written, and closes once the job is over and
+        its log read to the end. A dropped connection is opened again (``retries`` times in a
+        row, with backoff): Ray sends from the start again and the characters already yielded
+        are skipped, so nothing is repeated or lost. After ``idle_s`` seconds without a frame the
+        job's status is read; a stream still silent ``idle_s`` after the job ended is dropped.
+        Raises WaitTimeout (with the last status) once ``deadline_s`` seconds have passed,
+        DashboardError when the job is unknown or the dashboard stays unreachable.
         """
         deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        seen = ""
+        path, operation = f"/api/jobs/{submission_id}/logs/tail", f"follow the log of job {submission_id}"
+        yielded = attempt = 0
         while True:
-            job = self.get_job(submission_id)  # status before logs: a terminal status means the logs are complete
-            if job is None:
-                raise DashboardError(f"no job {submission_id} at {self.base_url}")
-            text = self.logs(submission_id)
-            new = text[len(seen):] if text.startswith(seen) else text
-            seen = text
-            if new:
-                yield new
-            if job.terminal:
-                return
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"job {submission_id} still {job.status} after {deadline_s:g}s", hint=job.message or None)
-            time.sleep(poll_s)
+            received = 0  # characters of this connection's replay of the log
+            try:
+                with _websocket.connect(self._client, path) as ws:
+                    ended_before = False  # the job was over at the previous silent check
+                    while True:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            self._unless_late(submission_id, deadline, deadline_s)
+                            deadline = None  # it ended in time: read the rest
+                        wait = idle_s if deadline is None else min(idle_s, max(0.05, deadline - time.monotonic()))
+                        text = ws.receive(wait)
+                        if text is None:
+                            if self._unless_late(submission_id, deadline, deadline_s).terminal:
+                                if ended_before:
+                                    raise _websocket.Dropped(f"silent for {idle_s:g}s after the job ended")
+                                ended_before = True
+                            continue
+                        fresh = text[max(0, yielded - received):]
+                        received += len(text)
+                        if fresh:
+                            yielded, attempt = yielded + len(fresh), 0
+                            yield fresh
+            except _websocket.Closed:
+                job = self._job_or_error(submission_id)
+                if job.terminal:
+                    return
+                transient: Exception = DashboardError(f"the dashboard closed the log of job {submission_id} "
+                                                      f"while it is {job.status}")
+            except _websocket.Refused as exc:
+                response = exc.response
+                if response.status_code == 404:
+                    raise DashboardError(f"no job {submission_id} at {self.base_url}") from None
+                if response.status_code not in RETRY_STATUSES:
+                    self._check(response, operation)
+                    raise DashboardError(f"could not {operation}: {response.request.url} answered "
+                                         f"{response.status_code} instead of switching to a websocket") from None
+                transient = DashboardError(f"could not {operation}: {response.status_code}: {_detail(response)}")
+            except _websocket.Dropped as exc:
+                transient = exc
+            except RETRY_ERRORS as exc:
+                if _tls_failure(exc):
+                    raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
+                transient = exc
+            except httpx.HTTPError as exc:
+                raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
+            self._unless_late(submission_id, deadline, deadline_s)
+            if attempt >= self.retries:
+                raise DashboardError(
+                    f"could not {operation}: the stream from {self.base_url} failed {attempt + 1} time(s) in a row "
+                    f"({transient})", hint="is the Ray head running? `nrl-k8s job logs` reads the log so far")
+            time.sleep(self.backoff_s * 2**attempt)
+            attempt += 1
+
+    def _job_or_error(self, submission_id: str) -> JobInfo:
+        job = self.get_job(submission_id)
+        if job is None:
+            raise DashboardError(f"no job {submission_id} at {self.base_url}")
+        return job
+
+    def _unless_late(self, submission_id: str, deadline: float | None, deadline_s: float | None) -> JobInfo:
+        """The job; WaitTimeout (with its status) when ``deadline`` has passed."""
+        job = self._job_or_error(submission_id)
+        if deadline is not None and time.monotonic() >= deadline and not job.terminal:
+            raise WaitTimeout(f"job {submission_id} still {job.status} after {deadline_s:g}s", hint=job.message or None)
+        return job
 
     # -- the package API (working_dir uploads) ---------------------------------------------------
 

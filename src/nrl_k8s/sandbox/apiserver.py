@@ -7,7 +7,8 @@ resourceclaimtemplates (stored; deployments are run by ``operators/deployments.p
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
 SelfSubjectAccessReview, the service proxy to loopback backends (a Ray head Service's dashboard
 port through ``head_proxy``: that cluster's jobs and packages only, a job gets what its head
-container would give it), ``Table`` output for kubectl, and API-level faults (see ``faults.py``).
+container would give it; upgrade requests such as the Ray log tail websocket are relayed),
+``Table`` output for kubectl, and API-level faults (see ``faults.py``).
 Request bodies are bounded like the real server's (3 MiB, ``413 RequestEntityTooLarge``), and
 128 MiB through the service proxy (package uploads; Ray's dashboard takes under 100 MiB).
 Patch and apply semantics are simplified as documented in ``patch.py`` and ``apply.py``; store,
@@ -344,6 +345,15 @@ class ApiServer:
         return Route(rtype, namespace, name, sub, proxied if sub == "proxy" else "")
 
     # ------------------------------------------------------------------ resources
+    def _relay(self, service: dict, target: str, path: str, req: Request, handler: _Handler) -> Response | None:
+        """An upgrade request (websocket) through the service proxy: relayed until either side closes."""
+        handler.close_connection = True
+        if self._heads is not None and self._heads.serves(service, target):
+            reply = self._heads.relay(service, target, path, req.raw_query, req.headers, self._find, handler.connection)
+            return None if reply is None else Response(*reply)
+        self._proxy.relay(service, target, path, req.raw_query, req.headers, handler.connection)
+        return None
+
     @staticmethod
     def _verb(req: Request, route: Route) -> str:
         if route.subresource == "proxy":
@@ -383,6 +393,8 @@ class ApiServer:
         if route.subresource == "proxy":
             with self.store.lock:
                 service = self.store.get(rtype, ns, name.split(":")[-2] if name.count(":") == 2 else name.split(":")[0])
+            if "upgrade" in req.headers.get("connection", "").lower() and req.headers.get("upgrade"):
+                return self._relay(service, name, route.rest, req, handler)
             request = (service, name, req.method, route.rest, req.raw_query, req.body, req.headers)
             if self._heads is not None and self._heads.serves(service, name):
                 code, body, ctype = self._heads.forward(*request, self._find)

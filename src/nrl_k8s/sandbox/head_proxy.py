@@ -16,6 +16,9 @@ starts empty, like a new head):
   ``GET`` of a package not uploaded through this Service is 404 even when the shared GCS has it;
 - job details returned lose the tag and the env that was added.
 
+An upgrade request (the job log tail websocket, ``/api/jobs/ID/logs/tail``) is relayed the
+same way: only to a job of this cluster, under the id Ray stores it by.
+
 Submission ids are per cluster too: a given id is stored in Ray as ``<cluster uid>--<id>``
 (``scoped``) and shown without the prefix, so a new cluster can reuse an id an old one used.
 
@@ -135,11 +138,38 @@ class HeadDashboard:
                 jobs = [shown(job) for job in json.loads(payload) if job_cluster(job) == uid]
                 return code, json.dumps(jobs).encode(), ctype
             return code, payload, ctype
-        for stored in (scoped(uid, parts[2]), parts[2]):  # given through this Service, else KubeRay's or Ray's own
-            code, payload, ctype = send("GET", f"/api/jobs/{stored}", b"", "")
+        stored = self._stored(uid, parts[2], send)
+        if stored is None:
+            return _missing(f"Job {parts[2]} does not exist")
+        return self._shown(send(send_path="/" + "/".join(["api", "jobs", stored, *parts[3:]])))
+
+    def relay(self, service: dict, target: str, path: str, query: str, headers: dict[str, str], lookup: Lookup,
+              client) -> Reply | None:  # fmt: skip
+        """An upgrade request (the job log tail websocket): relayed with the job's stored id when the
+        job is this cluster's; a Reply (404) when it is not."""
+        meta = service["metadata"]
+        cluster = lookup("ray.io", "v1", "rayclusters", meta["namespace"], meta["labels"][CLUSTER_LABEL])
+        parts = [part for part in path.split("/") if part]
+        if cluster is not None and parts[:2] == ["api", "jobs"] and len(parts) > 2:
+            def send(method: str, send_path: str, body: bytes, send_query: str) -> Reply:
+                return self.proxy.forward(service, target, method, send_path, send_query, body, {})
+
+            stored = self._stored(cluster["metadata"]["uid"], parts[2], send)
+            if stored is None:
+                return _missing(f"Job {parts[2]} does not exist")
+            path = "/" + "/".join(["api", "jobs", stored, *parts[3:]])
+        self.proxy.relay(service, target, path, query, headers, client)
+        return None
+
+    @staticmethod
+    def _stored(uid: str, job_id: str, send: Callable[..., Reply]) -> str | None:
+        """The id Ray stores for ``job_id`` when it is a job of the cluster with ``uid``: submitted
+        through this Service (scoped), else by KubeRay or Ray under its own id; None otherwise."""
+        for stored in (scoped(uid, job_id), job_id):
+            code, payload, _ = send("GET", f"/api/jobs/{stored}", b"", "")
             if code == 200 and job_cluster(json.loads(payload)) == uid:
-                return self._shown(send(send_path="/" + "/".join(["api", "jobs", stored, *parts[3:]])))
-        return _missing(f"Job {parts[2]} does not exist")
+                return stored
+        return None
 
     def _package(self, uid: str, method: str, package: str, send: Callable[..., Reply]) -> Reply:
         code, payload, ctype = send()  # a GET pins the package in Ray for a while, also before its upload

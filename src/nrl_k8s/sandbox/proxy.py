@@ -6,11 +6,18 @@ mapping port numbers and port names (as strings) to a base URL such as
 Dynamo for frontends, the endpoints controller for Services selecting a Deployment's pods) or
 by hand. Only loopback URLs are ever contacted. A Ray head Service's dashboard port goes
 through ``head_proxy`` first.
+
+An upgrade request (a websocket, e.g. the Ray dashboard's ``/api/jobs/ID/logs/tail``) is relayed
+as the real API server does: the request goes to the backend with its upgrade headers, then
+bytes flow both ways unchanged until either side closes (``ServiceProxy.relay``).
 """
 
 from __future__ import annotations
 
 import json
+import select
+import socket
+import ssl
 from urllib.parse import urlsplit
 
 import httpx
@@ -20,6 +27,8 @@ from nrl_k8s.sandbox.statuses import ApiStatus
 ENDPOINTS_ANNOTATION = "sandbox.nrl-k8s.io/endpoints"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _FORWARDED_HEADERS = ("content-type", "accept")
+_UPGRADE_HEADERS = ("connection", "upgrade", "sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol",
+                    "sec-websocket-extensions", "origin")
 _TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 
 
@@ -80,3 +89,35 @@ class ServiceProxy:
         except httpx.TransportError as exc:
             raise _unavailable(service["metadata"]["name"], f"error trying to reach service: {exc}") from None
         return reply.status_code, reply.content, reply.headers.get("content-type", "text/plain")
+
+    def relay(self, service: dict, target: str, path: str, query: str, headers: dict[str, str],
+              client: socket.socket) -> None:
+        """Relay an upgrade request to the backend, then bytes both ways until either side closes."""
+        url = urlsplit(backend_url(service, target))
+        try:
+            backend = socket.create_connection((url.hostname, url.port or 80), timeout=5)
+        except OSError as exc:
+            raise _unavailable(service["metadata"]["name"], f"error trying to reach service: {exc}") from None
+        lines = [f"GET {path or '/'}{'?' + query if query else ''} HTTP/1.1", f"Host: {url.netloc}",
+                 *(f"{k}: {v}" for k, v in headers.items() if k in _UPGRADE_HEADERS)]
+        with backend:
+            backend.settimeout(None)
+            backend.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+            pipe(client, backend)
+
+
+def pipe(a: socket.socket, b: socket.socket) -> None:
+    """Copy bytes between two connected sockets (TLS or not) until one of them ends."""
+    peers = {a: b, b: a}
+    try:
+        while True:
+            ready = [s for s in peers if isinstance(s, ssl.SSLSocket) and s.pending()]
+            if not ready:
+                ready, _, _ = select.select(list(peers), [], [])
+            for sock in ready:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                peers[sock].sendall(data)
+    except OSError:  # reset, broken pipe, a TLS error at shutdown: the relay is over
+        return
