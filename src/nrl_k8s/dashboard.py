@@ -231,8 +231,10 @@ class Dashboard:
         from the start, then new lines as they are written, and closes once the job is over and
         its log read to the end. A dropped connection is opened again (``retries`` times in a
         row, with backoff): Ray sends from the start again and the characters already yielded
-        are skipped, so nothing is repeated or lost. After ``idle_s`` seconds without a frame the
-        job's status is read; a stream still silent ``idle_s`` after the job ended is dropped.
+        are skipped, so nothing is repeated or lost. A clean close when the job can no longer be
+        asked about (KubeRay deleted the cluster of a job that ended) is the end too. After
+        ``idle_s`` seconds without a frame the job's status is read; a stream still silent
+        ``idle_s`` after the job ended is dropped.
         Raises WaitTimeout (with the last status) once ``deadline_s`` seconds have passed,
         DashboardError when the job is unknown or the dashboard stays unreachable.
         """
@@ -261,8 +263,12 @@ class Dashboard:
                         if fresh:
                             yielded, attempt = yielded + len(fresh), 0
                             yield fresh
-            except _websocket.Closed:
-                job = self._job_or_error(submission_id)
+            except _websocket.Closed as closed:
+                job = self._status_now(submission_id)
+                if job is None and closed.code == 1000:
+                    return  # a clean close by Ray and the job gone with its cluster: it ended, all of it read
+                if job is None:
+                    raise DashboardError(f"no job {submission_id} at {self.base_url}") from None
                 if job.terminal:
                     return
                 transient: Exception = DashboardError(f"the dashboard closed the log of job {submission_id} "
@@ -292,6 +298,15 @@ class Dashboard:
             time.sleep(self.backoff_s * 2**attempt)
             attempt += 1
 
+    def _status_now(self, submission_id: str) -> JobInfo | None:
+        """The job in one attempt; None when unknown or unreachable (KubeRay may have just deleted
+        the cluster of a job that ended)."""
+        try:
+            response = self._send("GET", f"/api/jobs/{submission_id}", f"get job {submission_id}", retries=0)
+            return None if response.status_code == 404 else JobInfo.from_json(_json(self._check(response, "")))
+        except DashboardError:
+            return None
+
     def _job_or_error(self, submission_id: str) -> JobInfo:
         job = self.get_job(submission_id)
         if job is None:
@@ -302,7 +317,8 @@ class Dashboard:
         """The job; WaitTimeout (with its status) when ``deadline`` has passed."""
         job = self._job_or_error(submission_id)
         if deadline is not None and time.monotonic() >= deadline and not job.terminal:
-            raise WaitTimeout(f"job {submission_id} still {job.status} after {deadline_s:g}s", hint=job.message or None)
+            raise WaitTimeout(f"job {submission_id} is still {job.status} after {deadline_s:g}s"
+                              + (f" ({job.message})" if job.message else ""))
         return job
 
     # -- the package API (working_dir uploads) ---------------------------------------------------
@@ -346,14 +362,15 @@ class Dashboard:
     def _call(self, method: str, path: str, operation: str, **kwargs: Any) -> httpx.Response:
         return self._check(self._send(method, path, operation, **kwargs), operation)
 
-    def _send(self, method: str, path: str, operation: str, **kwargs: Any) -> httpx.Response:
-        """Send with retries on transient failures; return the last response (errors included)."""
+    def _send(self, method: str, path: str, operation: str, *, retries: int | None = None, **kwargs: Any) -> httpx.Response:
+        """Send with retries (default ``self.retries``) on transient failures; return the last response (errors included)."""
+        retries = self.retries if retries is None else retries
         attempt = 0
         while True:
             try:
                 response = self._client.request(method, path, **kwargs)
             except RETRY_ERRORS as exc:
-                if attempt >= self.retries or _tls_failure(exc):
+                if attempt >= retries or _tls_failure(exc):
                     raise DashboardError(
                         f"could not {operation}: the dashboard at {self.base_url} is unreachable "
                         f"after {attempt + 1} attempt(s) ({type(exc).__name__}: {exc})",
@@ -365,7 +382,7 @@ class Dashboard:
                 transient = response.status_code in RETRY_STATUSES or (
                     response.status_code == 500 and NO_AGENT_TEXT in response.text
                 )
-                if not transient or attempt >= self.retries:
+                if not transient or attempt >= retries:
                     return response
             time.sleep(self.backoff_s * 2**attempt)
             attempt += 1

@@ -392,7 +392,7 @@ class Head:
             return httpx.Response(101, headers={"Upgrade": "websocket", "Connection": "Upgrade",
                                                 "Sec-WebSocket-Accept": accept}, extensions={"network_stream": answer})
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
-        return ok({"submission_id": "run-1", "status": status})
+        return status if isinstance(status, httpx.Response) else ok({"submission_id": "run-1", "status": status})
 
     def dashboard(self, **options) -> Dashboard:
         return Dashboard(BASE, transport=httpx.MockTransport(self), backoff_s=0, **options)
@@ -422,6 +422,7 @@ RESUME_CASES = {
                                    ["SUCCEEDED"], ["a\n", "b\n"]),
     "quiet-while-running": ([Wire(frame("a\n"), TIMEOUT, TIMEOUT, TIMEOUT, frame("b\n"), CLOSE)],
                             ["RUNNING", "RUNNING", "RUNNING", "SUCCEEDED"], ["a\n", "b\n"]),
+    "closed-and-the-cluster-gone": ([Wire(frame("a\n"), CLOSE)], [text(404, "services not found")], ["a\n"]),
     "gateway-error-then-up": ([text(503, "no endpoints available"), Wire(frame("a\n"), CLOSE)],
                               ["RUNNING", "SUCCEEDED"], ["a\n"]),
 }
@@ -434,6 +435,14 @@ def test_follow_resumes_without_repeating_or_losing_text(tails, statuses, chunks
     assert len(head.upgrades) == len(tails)
 
 
+def test_follow_of_a_job_gone_after_an_unclean_close_is_an_error():
+    head = Head([text(404, "Job run-1 does not exist")], Wire(frame("a\n"), frame(struct.pack("!H", 1011), opcode=0x8)))
+    follow = head.dashboard().follow_logs("run-1")
+    assert next(follow) == "a\n"
+    with pytest.raises(DashboardError, match="no job run-1"):
+        next(follow)
+
+
 def test_follow_gives_up_after_retries_in_a_row():
     head = Head(["RUNNING"], *[Wire() for _ in range(3)])
     with pytest.raises(DashboardError, match="failed 3 time"):
@@ -442,7 +451,7 @@ def test_follow_gives_up_after_retries_in_a_row():
 
 def test_follow_deadline_raises_wait_timeout_with_status():
     head = Head(["RUNNING"], Wire(frame("x"), TIMEOUT))
-    with pytest.raises(WaitTimeout, match="still RUNNING after 0s"):
+    with pytest.raises(WaitTimeout, match="is still RUNNING after 0s"):
         list(head.dashboard().follow_logs("run-1", deadline_s=0))
 
 
