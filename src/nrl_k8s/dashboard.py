@@ -3,7 +3,9 @@
 Imported only by live commands. Three ways in, in the SPEC's order of preference
 (:meth:`Dashboard.for_cluster`): an explicit ``--dashboard-url``; the head Service's in-cluster
 DNS name when running in a pod; the API server's service proxy with the kubeconfig's credentials.
-Also the package API (``/api/packages/gcs/``) that stores a job's working_dir zip in the GCS.
+Also the package API (``/api/packages/gcs/``) that stores a job's working_dir zip in the GCS,
+and the log tail websocket (``/api/jobs/ID/logs/tail``, ``follow_logs``) on the same connection
+settings (``_websocket``).
 
 Retries with exponential backoff cover connect errors, timeouts, 502/503/504 and Ray's transient
 "No available agent to submit job" 500; nothing else is retried. Every failure becomes one
@@ -238,65 +240,70 @@ class Dashboard:
         Raises WaitTimeout (with the last status) once ``deadline_s`` seconds have passed,
         DashboardError when the job is unknown or the dashboard stays unreachable.
         """
-        deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        path, operation = f"/api/jobs/{submission_id}/logs/tail", f"follow the log of job {submission_id}"
+        deadline = _Deadline(deadline_s)
         yielded = attempt = 0
         while True:
-            received = 0  # characters of this connection's replay of the log
             try:
-                with _websocket.connect(self._client, path) as ws:
-                    ended_before = False  # the job was over at the previous silent check
-                    while True:
-                        if deadline is not None and time.monotonic() >= deadline:
-                            self._unless_late(submission_id, deadline, deadline_s)
-                            deadline = None  # it ended in time: read the rest
-                        wait = idle_s if deadline is None else min(idle_s, max(0.05, deadline - time.monotonic()))
-                        text = ws.receive(wait)
-                        if text is None:
-                            if self._unless_late(submission_id, deadline, deadline_s).terminal:
-                                if ended_before:
-                                    raise _websocket.Dropped(f"silent for {idle_s:g}s after the job ended")
-                                ended_before = True
-                            continue
-                        fresh = text[max(0, yielded - received):]
-                        received += len(text)
-                        if fresh:
-                            yielded, attempt = yielded + len(fresh), 0
-                            yield fresh
-            except _websocket.Closed as closed:
-                job = self._status_now(submission_id)
-                if job is None and closed.code == 1000:
-                    return  # a clean close by Ray and the job gone with its cluster: it ended, all of it read
-                if job is None:
-                    raise DashboardError(f"no job {submission_id} at {self.base_url}") from None
-                if job.terminal:
-                    return
-                transient: Exception = DashboardError(f"the dashboard closed the log of job {submission_id} "
-                                                      f"while it is {job.status}")
-            except _websocket.Refused as exc:
-                response = exc.response
-                if response.status_code == 404:
-                    raise DashboardError(f"no job {submission_id} at {self.base_url}") from None
-                if response.status_code not in RETRY_STATUSES:
-                    self._check(response, operation)
-                    raise DashboardError(f"could not {operation}: {response.request.url} answered "
-                                         f"{response.status_code} instead of switching to a websocket") from None
-                transient = DashboardError(f"could not {operation}: {response.status_code}: {_detail(response)}")
-            except _websocket.Dropped as exc:
-                transient = exc
-            except RETRY_ERRORS as exc:
-                if _tls_failure(exc):
-                    raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
-                transient = exc
-            except httpx.HTTPError as exc:
-                raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
-            self._unless_late(submission_id, deadline, deadline_s)
-            if attempt >= self.retries:
-                raise DashboardError(
-                    f"could not {operation}: the stream from {self.base_url} failed {attempt + 1} time(s) in a row "
-                    f"({transient})", hint="is the Ray head running? `nrl-k8s job logs` reads the log so far")
+                for text in self._tail(submission_id, yielded, deadline, idle_s):
+                    yielded, attempt = yielded + len(text), 0
+                    yield text
+                return
+            except _Broken as broken:
+                self._unless_late(submission_id, deadline)
+                if attempt >= self.retries:
+                    raise DashboardError(
+                        f"could not follow the log of job {submission_id}: the stream from {self.base_url} failed "
+                        f"{attempt + 1} time(s) in a row ({broken})",
+                        hint="is the Ray head running? `nrl-k8s job logs` reads the log so far") from None
             time.sleep(self.backoff_s * 2**attempt)
             attempt += 1
+
+    def _tail(self, submission_id: str, skip: int, deadline: _Deadline, idle_s: float) -> Iterator[str]:
+        """One connection to the log tail: the text past the first ``skip`` characters, until Ray
+        closes it at the job's end; _Broken when it breaks in a way worth reconnecting."""
+        operation = f"follow the log of job {submission_id}"
+        received = 0  # characters of this connection's replay of the log
+        try:
+            with _websocket.connect(self._client, f"/api/jobs/{submission_id}/logs/tail") as ws:
+                ended_before = False  # the job was over at the previous silent check
+                while True:
+                    if deadline.passed():
+                        self._unless_late(submission_id, deadline)
+                        deadline.at = None  # the job ended in time: read the rest
+                    text = ws.receive(deadline.wait(idle_s))
+                    if text is None:
+                        if self._unless_late(submission_id, deadline).terminal:
+                            if ended_before:
+                                raise _Broken(f"silent for {idle_s:g}s after the job ended")
+                            ended_before = True
+                        continue
+                    fresh, received = text[max(0, skip - received):], received + len(text)
+                    if fresh:
+                        yield fresh
+        except _websocket.Closed as closed:
+            job = self._status_now(submission_id)
+            if job is None and closed.code != 1000:
+                raise DashboardError(f"no job {submission_id} at {self.base_url}") from None
+            if job is not None and not job.terminal:
+                raise _Broken(f"the dashboard closed the log while the job is {job.status}") from None
+            # over, or gone with its cluster after a clean close by Ray: all of it was read
+        except _websocket.Refused as exc:
+            response = exc.response
+            if response.status_code == 404:
+                raise DashboardError(f"no job {submission_id} at {self.base_url}") from None
+            if response.status_code in RETRY_STATUSES:
+                raise _Broken(f"{response.status_code}: {_detail(response)}") from None
+            self._check(response, operation)
+            raise DashboardError(f"could not {operation}: {response.request.url} answered {response.status_code} "
+                                 "instead of switching to a websocket") from None
+        except _websocket.Dropped as exc:
+            raise _Broken(str(exc)) from None
+        except RETRY_ERRORS as exc:
+            if _tls_failure(exc):
+                raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
+            raise _Broken(f"{type(exc).__name__}: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
 
     def _status_now(self, submission_id: str) -> JobInfo | None:
         """The job in one attempt; None when unknown or unreachable (KubeRay may have just deleted
@@ -307,17 +314,13 @@ class Dashboard:
         except DashboardError:
             return None
 
-    def _job_or_error(self, submission_id: str) -> JobInfo:
+    def _unless_late(self, submission_id: str, deadline: _Deadline) -> JobInfo:
+        """The job; WaitTimeout (with its status) when it still runs past ``deadline``."""
         job = self.get_job(submission_id)
         if job is None:
             raise DashboardError(f"no job {submission_id} at {self.base_url}")
-        return job
-
-    def _unless_late(self, submission_id: str, deadline: float | None, deadline_s: float | None) -> JobInfo:
-        """The job; WaitTimeout (with its status) when ``deadline`` has passed."""
-        job = self._job_or_error(submission_id)
-        if deadline is not None and time.monotonic() >= deadline and not job.terminal:
-            raise WaitTimeout(f"job {submission_id} is still {job.status} after {deadline_s:g}s"
+        if deadline.passed() and not job.terminal:
+            raise WaitTimeout(f"job {submission_id} is still {job.status} after {deadline.seconds:g}s"
                               + (f" ({job.message})" if job.message else ""))
         return job
 
@@ -395,6 +398,25 @@ class Dashboard:
         if code in (401, 403):
             raise DashboardError(message, hint=self.auth_hint)
         raise DashboardError(message)
+
+
+class _Broken(Exception):
+    """A log stream that broke in a way worth opening again (dropped, refused by a gateway, closed early)."""
+
+
+class _Deadline:
+    """``seconds`` from now (None: never); ``at`` is cleared once nothing is late any more."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.at = None if seconds is None else time.monotonic() + seconds
+
+    def passed(self) -> bool:
+        return self.at is not None and time.monotonic() >= self.at
+
+    def wait(self, idle_s: float) -> float:
+        """How long to wait for a frame: ``idle_s``, or less to wake at the deadline."""
+        return idle_s if self.at is None else min(idle_s, max(0.05, self.at - time.monotonic()))
 
 
 class _ApiServerAuth(httpx.Auth):
