@@ -17,10 +17,9 @@ import threading
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, observe
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, find_custom, observe
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -54,23 +53,12 @@ class User:
                         "infra.launch.entrypoint=" + json.dumps(entrypoint))
 
     def get(self, plural: str, name: str, group_version=RAY) -> dict | None:
-        try:
-            return self.custom.get_namespaced_custom_object(*group_version, self.ns, plural, name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return find_custom(self.custom, group_version, self.ns, plural, name)
 
     def wait_for(self, plural: str, name: str, predicate, group_version=RAY) -> dict | None:
         found = observe(self.custom.list_namespaced_custom_object, *group_version, self.ns, plural,
                         field_selector=f"metadata.name={name}", until=lambda objects: predicate(objects.get(name)))
         return found.get(name)
-
-    def driver_log(self, job_id: str) -> str:
-        """The driver's log from the shared Ray head (ids are stored scoped to their RayCluster)."""
-        jobs = httpx.get(f"{self.sandbox.dashboard_url}/api/jobs/", timeout=60).json()
-        stored = next(j["submission_id"] for j in jobs if (j.get("submission_id") or "").endswith(f"--{job_id}"))
-        return httpx.get(f"{self.sandbox.dashboard_url}/api/jobs/{stored}/logs", timeout=60).json()["logs"]
 
 
 @pytest.fixture
@@ -108,7 +96,7 @@ def test_logs_follow_streams_the_whole_output_of_a_running_job(user, tmp_path):
     assert follow.returncode == 0, errors
     printed = seen + rest
     job_id = user.get("rayjobs", user.job)["status"]["jobId"]
-    assert printed == user.driver_log(job_id).replace("wk-s3cr3t-value", "<redacted>")
+    assert printed == user.sandbox.driver_log(job_id).replace("wk-s3cr3t-value", "<redacted>")
     assert printed.endswith("after the gate\n") and "WANDB_API_KEY=<redacted>" in printed
 
 
@@ -169,7 +157,7 @@ def test_two_runs_from_one_infra_side_by_side_with_rayjob_name(user, tmp_path):
         gate.open()
     for name, run_id in zip(names, run_ids):
         done = user.wait_for("rayjobs", name, _status("jobDeploymentStatus", "Complete"))
-        assert f"from {run_id}" in user.driver_log(done["status"]["jobId"])
+        assert f"from {run_id}" in user.sandbox.driver_log(done["status"]["jobId"])
 
 
 def test_a_head_service_collision_is_refused_before_anything_is_applied(user):
