@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import socketserver
+import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pytest
 from kubernetes.client.rest import ApiException
+from sandbox_harness import DEADLINE_S
 
 from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION
 
@@ -126,3 +132,48 @@ def test_bodies_over_the_limit_are_413(core, http, backend, monkeypatch):
     big = {"metadata": {"name": "big"}, "data": {"k": "x" * apiserver.MAX_BODY_BYTES}}
     reply = http.post("/api/v1/namespaces/default/configmaps", json=big)
     assert (reply.status_code, reply.json()["message"]) == (413, f"Request entity too large: limit is {apiserver.MAX_BODY_BYTES}")
+
+
+class _Upgrading(socketserver.BaseRequestHandler):
+    """A websocket backend: answers an upgrade with 101, pings, reads the client's pong, then sends
+    one text frame with the request line, the Authorization header and the pong's payload it got,
+    and closes (without a close frame)."""
+
+    def handle(self):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += self.request.recv(4096)
+        head, _, data = data.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        accept = base64.b64encode(hashlib.sha1(headers["sec-websocket-key"].encode()
+                                               + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()).decode()
+        self.request.sendall(f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                             f"Sec-WebSocket-Accept: {accept}\r\n\r\n".encode() + bytes([0x89, 2]) + b"p1")
+        while len(data) < 2 or len(data) < 6 + (data[1] & 0x7F):  # the client's pong: masked, short
+            data += self.request.recv(4096)
+        mask, payload = data[2:6], data[6:6 + (data[1] & 0x7F)]
+        pong = bytes(b ^ mask[i % 4] for i, b in enumerate(payload)).decode()
+        seen = json.dumps({"request": lines[0], "authorization": headers.get("authorization"),
+                           "opcode": data[0] & 0x0F, "pong": pong}).encode()
+        self.request.sendall(bytes([0x81, 126]) + struct.pack("!H", len(seen)) + seen)
+
+
+def test_an_upgrade_request_is_relayed_both_ways_until_the_backend_closes(core, server):
+    from nrl_k8s import _websocket
+
+    backend = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Upgrading)
+    threading.Thread(target=backend.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        _service(core, {"8265": f"http://127.0.0.1:{backend.server_address[1]}"})
+        with httpx.Client(base_url=server.url, headers={"Authorization": "Bearer user-token"}) as session:
+            path = "/api/v1/namespaces/default/services/head-svc:8265/proxy/api/jobs/j1/logs/tail"
+            with _websocket.connect(session, path) as ws:
+                seen = json.loads(ws.receive(timeout=DEADLINE_S))
+                with pytest.raises(_websocket.Dropped):  # the backend closed without a close frame
+                    ws.receive(timeout=DEADLINE_S)
+    finally:
+        backend.shutdown()
+        backend.server_close()
+    # The API server's credentials stay with the API server, as the real one does.
+    assert seen == {"request": "GET /api/jobs/j1/logs/tail HTTP/1.1", "authorization": None, "opcode": 0xA, "pong": "p1"}
