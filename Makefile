@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_overhead.py
 	$(BIN)/python bench/package.py
 	$(BIN)/python bench/warm_rerun.py
+	$(BIN)/python bench/log_follow.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

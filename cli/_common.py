@@ -26,7 +26,7 @@ OverridesArg = Annotated[
     typer.Argument(help="Hydra-style overrides: a.b=v, +a.b=v, ++a.b=v, ~a.b; `infra.` prefix targets the infra."),
 ]
 LatestRecipeArg = Annotated[Optional[Path], typer.Argument(
-    help="Recipe YAML (NeMo-RL config); omitted: the latest run recorded by `run --raycluster`.")]
+    help="Recipe YAML (NeMo-RL config); omitted: the latest run recorded by `run`.")]
 InfraOpt = Annotated[Optional[Path], typer.Option("--infra", "-i", help="Infra YAML (omit when the recipe has `infra:`).")]
 ShowSecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Print env values that look like secrets.")]
 

@@ -139,9 +139,11 @@ def render_run_result(r) -> None:
         rows.append(("driver", "submitted by nrl-k8s (KubeRay never did)"))
     if r.job_status:
         rows.append(("job status", r.job_status))
+    if r.record:
+        rows.append(("record", r.record))
     for label, value in rows:
         out.print(f"  {label:<14} {escape(str(value))}")
-    out.print(f"  follow logs    nrl-k8s logs RECIPE -f   (or: kubectl -n {r.namespace} get rayjob {r.rayjob} -w)")
+    out.print(f"  follow logs    nrl-k8s logs -f   (or: kubectl -n {r.namespace} get rayjob {r.rayjob} -w)")
     out.print(f"  tear down      kubectl -n {r.namespace} delete rayjob {r.rayjob}   (GC removes the cluster and DGDs)")
 
 

@@ -14,23 +14,66 @@ RoleOpt = Annotated[str, typer.Option("--role", "-r", help="kuberay role whose c
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")]
 
 
+def _target(ctx, recipe, overrides, infra, role):
+    """(infra, Kube, the job the latest run record names for ``role`` or None)."""
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    return infra_cfg, kube, record["job_id"] if record is not None and role == "training" else None
+
+
 def _dashboard(ctx, recipe, overrides, infra, role, url):
     """(dashboard, RayJob or None, the job the latest run record names for ``role`` or None)."""
     from nrl_k8s import jobs
 
-    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    infra_cfg, kube, recorded = _target(ctx, recipe, overrides, infra, role)
     dash, rayjob = jobs.dashboard(kube, infra_cfg, role, url)
-    recorded = record["job_id"] if record is not None and role == "training" else None
     return dash, rayjob, recorded
 
 
-def _print_logs(dash, job_id: str, follow: bool) -> None:
-    """The driver's output, secret values redacted."""
+def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follow: bool, url: str | None) -> None:
+    """The job's output through the dashboard, secret values redacted; when the cluster or its
+    dashboard is gone, the driver log `run --wait` saved with the run record, said so."""
+    from nrl_k8s import jobs
+    from nrl_k8s.errors import DashboardError, NotFoundError
     from nrl_k8s.redact import redact_lines
 
-    chunks = dash.follow_logs(job_id) if follow else [dash.logs(job_id)]
-    for chunk in redact_lines(chunks):
-        typer.echo(chunk, nl=False)
+    infra_cfg, kube, recorded = _target(ctx, recipe, overrides, infra, role)
+    printed = False
+    try:
+        dash, rayjob = jobs.dashboard(kube, infra_cfg, role, url)
+        with dash:
+            job_id = job or recorded or jobs.current_job(dash, rayjob)
+            for chunk in redact_lines(dash.follow_logs(job_id) if follow else [dash.logs(job_id)]):
+                printed = True
+                typer.echo(chunk, nl=False)
+    except (NotFoundError, DashboardError) as err:
+        if printed or role != "training" or not _print_saved_log(infra_cfg, job or recorded, err):
+            raise
+
+
+def _print_saved_log(infra: dict, job_id: str | None, why) -> bool:
+    """The saved driver log of ``job_id`` (else of the role's latest run) on stdout, a note on stderr; False: none."""
+    import shutil
+    import sys
+
+    from nrl_k8s import runs
+    from nrl_k8s.kinds import raycluster
+
+    from ._console import err
+
+    found = runs.saved_log(infra["namespace"], job_id=job_id, name=raycluster.cluster_name(infra, "training"))
+    if found is None:
+        return False
+    record, path = found
+    log = record.get("log") or {}
+    notes = [f"job {record.get('job_id')} {record.get('job_status') or 'status unknown'}",
+             *(["the stream stopped before the job ended"] if not log.get("complete") else []),
+             *([f"its first {log['cut_bytes']} bytes were cut"] if log.get("cut_bytes") else [])]
+    err.print(f"note: {why.message}; this is the driver log `run --wait` saved, {path} ({'; '.join(notes)})",
+              markup=False, highlight=False)
+    with open(path, "rb") as saved:
+        shutil.copyfileobj(saved, sys.stdout.buffer)
+    sys.stdout.flush()
+    return True
 
 
 @app.command("list")
@@ -55,12 +98,8 @@ JobOpt = Annotated[Optional[str], typer.Option("--job", "-j", help="Submission i
 def job_logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
              job: JobOpt = None, role: RoleOpt = "training", follow: FollowOpt = False,
              dashboard_url: DashboardUrlOpt = None) -> None:
-    """Logs of one job."""
-    from nrl_k8s.jobs import current_job
-
-    dash, rayjob, recorded = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
-    with dash:
-        _print_logs(dash, job or recorded or current_job(dash, rayjob), follow)
+    """Logs of one job (`-f`: streamed until it ends); once its cluster is gone, the copy `run --wait` saved."""
+    _print_logs(ctx, recipe, overrides, infra, role, job, follow, dashboard_url)
 
 
 @app.command("stop")

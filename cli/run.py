@@ -13,7 +13,7 @@ import typer
 from ._common import DashboardUrlOpt, InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, load, print_manifests
 
 # Flags that only one flow reads: refused by name in the other.
-_RAYJOB_ONLY = ("driver_grace", "parallel", "shutdown", "ttl_seconds", "active_deadline")
+_RAYJOB_ONLY = ("driver_grace", "parallel", "shutdown", "ttl_seconds", "active_deadline", "rayjob_name")
 _RAYCLUSTER_ONLY = ("run_id", "replace", "skip_daemons", "repo_root", "recreate")
 
 
@@ -29,7 +29,11 @@ def run(
         "(the default with launch.mode: bringup).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every object the run would apply; apply nothing.")] = False,
     show_secrets: ShowSecretsOpt = False,
-    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the job until it ends (exit 0 only on SUCCEEDED).")] = True,
+    wait: Annotated[bool, typer.Option(
+        "--wait/--no-wait", help="Stream the driver log until the job ends (exit 0 only on SUCCEEDED).")] = True,
+    timeout: Annotated[Optional[float], typer.Option(
+        "--timeout", metavar="SECONDS",
+        help="Stop following after this long once the driver is submitted: exit 1, the run keeps going.")] = None,
     driver_grace: Annotated[
         float, typer.Option("--driver-grace", min=0, help="[rayjob] Seconds KubeRay gets to submit the driver before nrl-k8s does.")
     ] = 90.0,
@@ -44,6 +48,9 @@ def run(
     active_deadline: Annotated[
         Optional[int], typer.Option("--active-deadline-seconds", min=1, help="[rayjob] Fail the job after this long.")
     ] = None,
+    rayjob_name: Annotated[Optional[str], typer.Option(
+        "--rayjob-name", metavar="NAME", help="[rayjob] Name the RayJob (and what is named after it) NAME instead of "
+        "kuberay.training.name: a second run from the same infra.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="[raycluster] Submission id of the driver (default: generated).")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="[raycluster] Stop running jobs (driver, failed daemons) and submit anew.")] = False,
     skip_daemons: Annotated[bool, typer.Option("--skip-daemons", help="[raycluster] Do not submit the roles' daemons.")] = False,
@@ -55,10 +62,14 @@ def run(
 
     if rayjob and raycluster:
         raise ConfigError("--rayjob and --raycluster are mutually exclusive", hint="pick one flow")
+    if timeout is not None and not wait:
+        raise ConfigError("--timeout cannot be used with --no-wait", hint="--timeout bounds how long --wait follows the job")
+    if timeout is not None and not timeout > 0:
+        raise ConfigError(f"--timeout {timeout:g} is not a number of seconds above 0", hint="e.g. --timeout 3600")
     chosen = rayjob or raycluster
     if chosen:
         _refuse_other_flow_flags(ctx, raycluster, implied=False)
-    cfg = load(ctx, recipe, overrides, infra)
+    cfg = load(ctx, recipe, [*(overrides or []), *_rayjob_name_override(rayjob_name)], infra)
     if not chosen:
         from nrl_k8s.plan import default_flow
 
@@ -66,9 +77,9 @@ def run(
         _refuse_other_flow_flags(ctx, raycluster, implied=True)
     _warn_unstaged_recipe(cfg.infra, "raycluster" if raycluster else "rayjob")
     if raycluster:
-        _run_raycluster(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, dashboard_url=dashboard_url,
-                        run_id=run_id, replace=replace, skip_daemons=skip_daemons, repo_root=repo_root,
-                        recreate=recreate)
+        _run_raycluster(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, timeout=timeout,
+                        dashboard_url=dashboard_url, run_id=run_id, replace=replace, skip_daemons=skip_daemons,
+                        repo_root=repo_root, recreate=recreate)
         return
 
     from nrl_k8s.plan import RunOptions, parallel_bringup, plan_run
@@ -86,13 +97,32 @@ def run(
     from ._progress import Progress
     from ._render import render_run_result
 
+    from ._common import global_options
+
     kube = connect(ctx, cfg.infra["namespace"])
-    options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url)
+    options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url, job_timeout_s=timeout,
+                          context=global_options(ctx).context)
     with Progress() as progress:
-        result = (run_parallel if parallel else run_rayjob)(kube, plan, options, progress)
+        result = (run_parallel if parallel else run_rayjob)(kube, plan, options, progress, on_log=_echo)
     render_run_result(result)
     if wait and not result.succeeded:
         raise typer.Exit(1)
+
+
+def _rayjob_name_override(name: str | None) -> list[str]:
+    """``--rayjob-name NAME`` as the infra override it stands for (``kuberay.training.name``), checked first
+    so a bad name is named by its flag: a DNS label KubeRay accepts for a RayJob (it adds 6 characters)."""
+    if name is None:
+        return []
+    from nrl_k8s.names import MAX_RAYJOB_NAME_LEN, validate_name
+
+    validate_name(name, what="RayJob name", where="--rayjob-name", max_len=MAX_RAYJOB_NAME_LEN)
+    return [f"++infra.kuberay.training.name={name}"]
+
+
+def _echo(text: str) -> None:
+    """The driver log as it streams (already redacted)."""
+    typer.echo(text, nl=False)
 
 
 def _refuse_other_flow_flags(ctx: typer.Context, raycluster: bool, *, implied: bool) -> None:
@@ -134,8 +164,8 @@ def _print_dry_run(plan, show_secrets: bool) -> None:
         err.print(f"recipe: {note}", markup=False)
 
 
-def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, dashboard_url, run_id, replace, skip_daemons, repo_root,
-                    recreate) -> None:
+def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url, run_id, replace, skip_daemons,
+                    repo_root, recreate) -> None:
     from nrl_k8s.plan import plan_longlived
 
     plan = plan_longlived(cfg, run_id)
@@ -144,7 +174,6 @@ def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, dashboard_url, run
         return
 
     from nrl_k8s.longlived import LongLivedOptions, run_raycluster
-    from nrl_k8s.redact import redact_lines
 
     from ._common import global_options
     from ._progress import Progress
@@ -152,14 +181,10 @@ def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, dashboard_url, run
 
     kube = connect(ctx, cfg.infra["namespace"])
     options = LongLivedOptions(wait=wait, recreate=recreate, replace=replace, skip_daemons=skip_daemons,
-                               repo_root=repo_root, dashboard_url=dashboard_url, context=global_options(ctx).context)
-
-    def on_log(text: str) -> None:
-        for line in redact_lines([text]):
-            typer.echo(line, nl=False)
-
+                               repo_root=repo_root, dashboard_url=dashboard_url, context=global_options(ctx).context,
+                               job_timeout_s=timeout)
     with Progress() as progress:
-        result = run_raycluster(kube, plan, options, progress, on_log=on_log)
+        result = run_raycluster(kube, plan, options, progress, on_log=_echo)
     render_longlived_result(result)
     if wait and not result.succeeded:
         raise typer.Exit(1)

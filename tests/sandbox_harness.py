@@ -111,6 +111,14 @@ class Sandbox:
             else:
                 self.clear_fault(name)
 
+    def driver_log(self, job_id: str) -> str:
+        """A Ray job's log straight from the shared Ray head (ids are stored scoped to their RayCluster)."""
+        import httpx
+
+        jobs = httpx.get(f"{self.dashboard_url}/api/jobs/", timeout=60, trust_env=False).json()
+        stored = next(j["submission_id"] for j in jobs if (j.get("submission_id") or "").endswith(f"--{job_id}"))
+        return httpx.get(f"{self.dashboard_url}/api/jobs/{stored}/logs", timeout=60, trust_env=False).json()["logs"]
+
     def kubectl(self, *args: str, check: bool = True, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         result = subprocess.run(["kubectl", *args], capture_output=True, text=True, env=env, timeout=timeout)
@@ -249,6 +257,18 @@ def observe(list_fn: Callable, *args, until: Callable[[dict[str, dict]], bool], 
     """List then watch (``History``) until ``until({name: object})`` holds; return those objects."""
     with History(list_fn, *args, **selectors) as history:
         return history.wait(lambda h: until(h.objects()), timeout_s=timeout_s).objects()
+
+
+def find_custom(custom, group_version: tuple[str, str], namespace: str, plural: str, name: str) -> dict | None:
+    """A custom object through the official client's CustomObjectsApi, or None when it does not exist."""
+    from kubernetes import client
+
+    try:
+        return custom.get_namespaced_custom_object(*group_version, namespace, plural, name)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 def eventually(probe: Callable[[], object], *, timeout_s: float = DEADLINE_S, what: str = "condition"):

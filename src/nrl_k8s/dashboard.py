@@ -3,7 +3,9 @@
 Imported only by live commands. Three ways in, in the SPEC's order of preference
 (:meth:`Dashboard.for_cluster`): an explicit ``--dashboard-url``; the head Service's in-cluster
 DNS name when running in a pod; the API server's service proxy with the kubeconfig's credentials.
-Also the package API (``/api/packages/gcs/``) that stores a job's working_dir zip in the GCS.
+Also the package API (``/api/packages/gcs/``) that stores a job's working_dir zip in the GCS,
+and the log tail websocket (``/api/jobs/ID/logs/tail``, ``follow_logs``) on the same connection
+settings (``_websocket``).
 
 Retries with exponential backoff cover connect errors, timeouts, 502/503/504 and Ray's transient
 "No available agent to submit job" 500; nothing else is retried. Every failure becomes one
@@ -22,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from nrl_k8s import _websocket
 from nrl_k8s._httpx import httpx
 from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
 from nrl_k8s.package import Package
@@ -222,28 +225,104 @@ class Dashboard:
         operation = f"read the logs of job {submission_id}"
         return _json(self._call("GET", f"/api/jobs/{submission_id}/logs", operation)).get("logs") or ""
 
-    def follow_logs(self, submission_id: str, *, poll_s: float = 1.0, deadline_s: float | None = None) -> Iterator[str]:
-        """Yield new log text until the job is terminal, then the remainder, then stop.
+    def follow_logs(self, submission_id: str, *, deadline_s: float | None = None, idle_s: float = 20.0) -> Iterator[str]:
+        """Yield the job's log from its start as Ray writes it; stop once the job has ended and
+        all of it was yielded.
 
-        Polls ``/logs`` and yields only the new suffix. Raises WaitTimeout (with the last status)
-        once ``deadline_s`` seconds have passed, DashboardError when the job is unknown.
+        Reads the dashboard's log tail websocket (``/api/jobs/ID/logs/tail``): Ray sends the log
+        from the start, then new lines as they are written, and closes once the job is over and
+        its log read to the end. A dropped connection is opened again (``retries`` times in a
+        row, with backoff): Ray sends from the start again and the characters already yielded
+        are skipped, so nothing is repeated or lost. A clean close when the job can no longer be
+        asked about (KubeRay deleted the cluster of a job that ended) is the end too. After
+        ``idle_s`` seconds without a frame the job's status is read; a stream still silent
+        ``idle_s`` after the job ended is dropped.
+        Raises WaitTimeout (with the last status) once ``deadline_s`` seconds have passed,
+        DashboardError when the job is unknown or the dashboard stays unreachable.
         """
-        deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        seen = ""
+        deadline = _Deadline(deadline_s)
+        yielded = attempt = 0
         while True:
-            job = self.get_job(submission_id)  # status before logs: a terminal status means the logs are complete
-            if job is None:
-                raise DashboardError(f"no job {submission_id} at {self.base_url}")
-            text = self.logs(submission_id)
-            new = text[len(seen):] if text.startswith(seen) else text
-            seen = text
-            if new:
-                yield new
-            if job.terminal:
+            try:
+                for text in self._tail(submission_id, yielded, deadline, idle_s):
+                    yielded, attempt = yielded + len(text), 0
+                    yield text
                 return
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"job {submission_id} still {job.status} after {deadline_s:g}s", hint=job.message or None)
-            time.sleep(poll_s)
+            except _Broken as broken:
+                self._unless_late(submission_id, deadline)
+                if attempt >= self.retries:
+                    raise DashboardError(
+                        f"could not follow the log of job {submission_id}: the stream from {self.base_url} failed "
+                        f"{attempt + 1} time(s) in a row ({broken})",
+                        hint="is the Ray head running? `nrl-k8s job logs` reads the log so far") from None
+            time.sleep(self.backoff_s * 2**attempt)
+            attempt += 1
+
+    def _tail(self, submission_id: str, skip: int, deadline: _Deadline, idle_s: float) -> Iterator[str]:
+        """One connection to the log tail: the text past the first ``skip`` characters, until Ray
+        closes it at the job's end; _Broken when it breaks in a way worth reconnecting."""
+        operation = f"follow the log of job {submission_id}"
+        received = 0  # characters of this connection's replay of the log
+        try:
+            with _websocket.connect(self._client, f"/api/jobs/{submission_id}/logs/tail") as ws:
+                ended_before = False  # the job was over at the previous silent check
+                while True:
+                    if deadline.passed():
+                        self._unless_late(submission_id, deadline)
+                        deadline.at = None  # the job ended in time: read the rest
+                    text = ws.receive(deadline.wait(idle_s))
+                    if text is None:
+                        if self._unless_late(submission_id, deadline).terminal:
+                            if ended_before:
+                                raise _Broken(f"silent for {idle_s:g}s after the job ended")
+                            ended_before = True
+                        continue
+                    fresh, received = text[max(0, skip - received):], received + len(text)
+                    if fresh:
+                        yield fresh
+        except _websocket.Closed as closed:
+            job = self._status_now(submission_id)
+            if job is None and closed.code != 1000:
+                raise DashboardError(f"no job {submission_id} at {self.base_url}") from None
+            if job is not None and not job.terminal:
+                raise _Broken(f"the dashboard closed the log while the job is {job.status}") from None
+            # over, or gone with its cluster after a clean close by Ray: all of it was read
+        except _websocket.Refused as exc:
+            response = exc.response
+            if response.status_code == 404:
+                raise DashboardError(f"no job {submission_id} at {self.base_url}") from None
+            if response.status_code in RETRY_STATUSES:
+                raise _Broken(f"{response.status_code}: {_detail(response)}") from None
+            self._check(response, operation)
+            raise DashboardError(f"could not {operation}: {response.request.url} answered {response.status_code} "
+                                 "instead of switching to a websocket") from None
+        except _websocket.Dropped as exc:
+            raise _Broken(str(exc)) from None
+        except RETRY_ERRORS as exc:
+            if _tls_failure(exc):
+                raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
+            raise _Broken(f"{type(exc).__name__}: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
+
+    def _status_now(self, submission_id: str) -> JobInfo | None:
+        """The job in one attempt; None when unknown or unreachable (KubeRay may have just deleted
+        the cluster of a job that ended)."""
+        try:
+            response = self._send("GET", f"/api/jobs/{submission_id}", f"get job {submission_id}", retries=0)
+            return None if response.status_code == 404 else JobInfo.from_json(_json(self._check(response, "")))
+        except DashboardError:
+            return None
+
+    def _unless_late(self, submission_id: str, deadline: _Deadline) -> JobInfo:
+        """The job; WaitTimeout (with its status) when it still runs past ``deadline``."""
+        job = self.get_job(submission_id)
+        if job is None:
+            raise DashboardError(f"no job {submission_id} at {self.base_url}")
+        if deadline.passed() and not job.terminal:
+            raise WaitTimeout(f"job {submission_id} is still {job.status} after {deadline.seconds:g}s"
+                              + (f" ({job.message})" if job.message else ""))
+        return job
 
     # -- the package API (working_dir uploads) ---------------------------------------------------
 
@@ -286,14 +365,15 @@ class Dashboard:
     def _call(self, method: str, path: str, operation: str, **kwargs: Any) -> httpx.Response:
         return self._check(self._send(method, path, operation, **kwargs), operation)
 
-    def _send(self, method: str, path: str, operation: str, **kwargs: Any) -> httpx.Response:
-        """Send with retries on transient failures; return the last response (errors included)."""
+    def _send(self, method: str, path: str, operation: str, *, retries: int | None = None, **kwargs: Any) -> httpx.Response:
+        """Send with retries (default ``self.retries``) on transient failures; return the last response (errors included)."""
+        retries = self.retries if retries is None else retries
         attempt = 0
         while True:
             try:
                 response = self._client.request(method, path, **kwargs)
             except RETRY_ERRORS as exc:
-                if attempt >= self.retries or _tls_failure(exc):
+                if attempt >= retries or _tls_failure(exc):
                     raise DashboardError(
                         f"could not {operation}: the dashboard at {self.base_url} is unreachable "
                         f"after {attempt + 1} attempt(s) ({type(exc).__name__}: {exc})",
@@ -305,7 +385,7 @@ class Dashboard:
                 transient = response.status_code in RETRY_STATUSES or (
                     response.status_code == 500 and NO_AGENT_TEXT in response.text
                 )
-                if not transient or attempt >= self.retries:
+                if not transient or attempt >= retries:
                     return response
             time.sleep(self.backoff_s * 2**attempt)
             attempt += 1
@@ -318,6 +398,25 @@ class Dashboard:
         if code in (401, 403):
             raise DashboardError(message, hint=self.auth_hint)
         raise DashboardError(message)
+
+
+class _Broken(Exception):
+    """A log stream that broke in a way worth opening again (dropped, refused by a gateway, closed early)."""
+
+
+class _Deadline:
+    """``seconds`` from now (None: never); ``at`` is cleared once nothing is late any more."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.at = None if seconds is None else time.monotonic() + seconds
+
+    def passed(self) -> bool:
+        return self.at is not None and time.monotonic() >= self.at
+
+    def wait(self, idle_s: float) -> float:
+        """How long to wait for a frame: ``idle_s``, or less to wake at the deadline."""
+        return idle_s if self.at is None else min(idle_s, max(0.05, self.at - time.monotonic()))
 
 
 class _ApiServerAuth(httpx.Auth):

@@ -2,7 +2,8 @@
 
 Everything is rendered first (``plan.plan_longlived``), then:
 
-0. preflight: every permission the run needs, DGD drift, the code package built (too big: exit 2);
+0. preflight: every permission the run needs, a live Service with a head Service name one of
+   the RayClusters would get (``head_services``), DGD drift, the code package built (too big: exit 2);
 1. Deployments (+ their Service), reused when identical, awaited Available and healthy;
 2. every role's RayCluster ensured (reuse identical, warn on drift, ``recreate`` replaces), then
    its DRA objects and env Secret created owned by it;
@@ -24,8 +25,8 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
+from . import head_services, runs
 from . import package as package_mod
-from . import runs
 from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, interrupts_raise, parallel
 from .dashboard import Dashboard, JobInfo
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
@@ -53,6 +54,7 @@ class LongLivedOptions:
     repo_root: str | None = None
     dashboard_url: str | None = None  # reach the training cluster's dashboard here
     context: str | None = None
+    job_timeout_s: float | None = None  # --timeout: how long --wait follows the job; None = until it ends
 
 
 @dataclass
@@ -88,6 +90,7 @@ class LongLived(BringUp):
     def preflight(self) -> tuple[dict, dict[str, package_mod.Package]]:
         proxy = not self.kube.in_cluster
         self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy))
+        head_services.check_live(self.kube, self.ns, list(self.plan.clusters.values()), self.emit)
         existing = self.check_dgds(self.plan.dgds)
         packages = self.stage_packages()
         return existing, packages
@@ -182,15 +185,18 @@ class LongLived(BringUp):
         self.emit(Became("driver", f"submitted as job {driver.submission_id} on {driver.cluster}"))
 
     def record(self) -> None:
-        self.result.record = str(runs.save(runs.record_of(self.plan, self.result, context=self.options.context, infra=self.plan.infra)))
+        self.record_data = runs.record_of(self.plan, self.result, context=self.options.context, infra=self.plan.infra)
+        self.result.record = str(runs.save(self.record_data))
 
     def follow(self, on_text) -> None:
+        """The driver log (``runs.follow_driver``: redacted, kept with the record) until the job ends."""
         with self.dashboard("training") as dash:
-            for chunk in dash.follow_logs(self.plan.run_id):
-                on_text(chunk)
+            runs.follow_driver(dash, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
             job = dash.get_job(self.plan.run_id)
         self.result.job_status = job.status if job else None
         self.result.succeeded = self.result.job_status == "SUCCEEDED"
+        self.record_data["job_status"] = self.result.job_status
+        runs.save(self.record_data)
 
     # -- failure ---------------------------------------------------------------------------
     def driver_started(self) -> bool | None:
@@ -203,8 +209,8 @@ class LongLived(BringUp):
             return None
 
     def running_hint(self) -> str:
-        return (f"job {self.plan.run_id} keeps running on RayCluster {self.cluster} (nothing was rolled back once it "
-                f"was submitted): `nrl-k8s job logs -f`, `nrl-k8s job stop`")
+        return (f"job {self.plan.run_id} keeps running on RayCluster {self.cluster}; nothing was deleted: "
+                f"follow it with `nrl-k8s job logs -f`, stop it with `nrl-k8s job stop`")
 
 
 def submit_daemon(dash: Dashboard, daemon: Submission, package, *, replace: bool, emit: Emit) -> str:
@@ -304,5 +310,8 @@ def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: E
             run.follow(on_log or (lambda text: None))
         except KeyboardInterrupt:
             raise Interrupted("stopped following the job", hint=run.running_hint()) from None
+        except NrlK8sError as err:
+            err.hint = "; ".join(filter(None, [err.hint, run.running_hint()]))
+            raise
     return run.result
 

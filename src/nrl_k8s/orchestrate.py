@@ -1,12 +1,15 @@
 """`run --rayjob`: the ordering that matters (SPEC "run --rayjob").
 
-0. preflight: every permission the run needs, DGD drift, a RayJob of the same name (a finished
-   one nrl-k8s created is replaced, a live one refused) — before anything is created;
+0. preflight: every permission the run needs, a live Service with a head Service name the
+   RayJob would get (``head_services``), DGD drift, a RayJob of the same name (a finished one
+   nrl-k8s created is replaced, a live one refused) — before anything is created;
 1. the Deployments (+ Services) ensured and awaited Available and healthy; every DGD applied (or reused when an identical one already exists, adding this run to its
    users) and awaited in parallel; 2. the run Secret (recipe and launch.env), the DRA objects and the RayJob
    applied, the RayJob made the Secret's owner; 3. its RayCluster followed and the DRA objects and each
    DGD back-patched with a non-controlling ownerReference to it (GC then deletes the DGDs with
-   the cluster); 4. the stalled-driver rescue; 5. optionally follow the job to its end.
+   the cluster); 4. the stalled-driver rescue, then the run recorded (``runs``); 5. optionally
+   follow the job to its end: its driver log streamed (and kept with the record) until Ray
+   reports it over, then the RayJob until KubeRay does, within ``job_timeout_s``.
 
 What exists unowned in between (the DGDs, the Secret, the DRA objects) is created with the time
 by which the run will have linked it (``gc.with_deadline``): if this command is killed first,
@@ -19,12 +22,14 @@ RayJob keeps running and how to stop it.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import gc
+from . import gc, head_services, runs
 from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, interrupts_raise
 from .dashboard import Dashboard
-from .errors import ApiError, ConfigError, NrlK8sError, ResourceFailed, SubmissionExists, WaitTimeout
+from .errors import ApiError, ConfigError, DashboardError, NrlK8sError, ResourceFailed, SubmissionExists, WaitTimeout
 from .events import Applied, Became, Emit, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob, secret
 from .kinds.base import Failed, Pending, Ready, delete_command, managed
@@ -35,6 +40,8 @@ from .probe import run_permissions
 _CLUSTER_NAME_TIMEOUT_S = 300
 _PROVISION_TIMEOUT_S = 1800
 _DASHBOARD_RETRIES = 8
+_STATUS_GRACE_S = 60  # for KubeRay to mark a RayJob over once Ray reported its job over
+_FOREVER_S = 10 * 365 * 86400
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,8 @@ class LiveOptions:
     wait: bool = True
     driver_grace_s: float = 90.0
     dashboard_url: str | None = None
-    job_timeout_s: float | None = None  # --wait deadline; None = until the job ends
+    job_timeout_s: float | None = None  # --timeout: how long --wait follows the job; None = until it ends
+    context: str | None = None  # the kube context, kept in the run record
 
 
 @dataclass
@@ -56,6 +64,7 @@ class RunResult:
     rescued: bool = False
     job_status: str | None = None
     succeeded: bool | None = None
+    record: str | None = None  # path of the run record
 
 
 class RayJobRun(BringUp):
@@ -71,6 +80,7 @@ class RayJobRun(BringUp):
         """Refuse before creating anything: missing permissions, a taken name we cannot reuse."""
         proxy = not self.kube.in_cluster and not self.options.dashboard_url
         self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy))
+        head_services.check_live(self.kube, self.ns, [self.plan.rayjob], self.emit)
         existing = self.check_dgds(self.plan.dgds)
         job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
         if job is not None:
@@ -231,8 +241,26 @@ class RayJobRun(BringUp):
                                      connection=self.kube.connection, in_cluster=self.kube.in_cluster,
                                      url=self.options.dashboard_url, retries=_DASHBOARD_RETRIES)
 
+    def record(self) -> None:
+        self.record_data = runs.rayjob_record(self.plan, self.result, context=self.options.context)
+        self.result.record = str(runs.save(self.record_data))
+
     # -- follow ----------------------------------------------------------------------------
-    def follow_job(self) -> None:
+    def follow_job(self, on_log: Callable[[str], None]) -> None:
+        """The driver log (``runs.follow_driver``) until Ray reports the job over, then the RayJob
+        until KubeRay does. Without the dashboard (no permission to proxy, the cluster already
+        deleted) only the RayJob is followed, with a warning."""
+        deadline = None if self.options.job_timeout_s is None else time.monotonic() + self.options.job_timeout_s
+        logged = False
+        try:
+            with self._dashboard() as dash:
+                runs.follow_driver(dash, self.record_data, on_log, deadline_s=self.options.job_timeout_s)
+                logged = True
+        except DashboardError as err:
+            self.emit(Warning(f"the driver log cannot be streamed ({err.message}); "
+                              f"following RayJob {self.result.rayjob} only"
+                              + ("" if not self._job_over() else " (it has ended: the saved copy may lack its end)")))
+
         def terminal(obj):
             if obj is None:
                 return Ready("RayJob deleted")
@@ -241,18 +269,23 @@ class RayJobRun(BringUp):
                 return Ready()
             return Pending(f"{status.get('jobDeploymentStatus') or 'New'}  job {status.get('jobStatus') or 'PENDING'}")
 
+        left = _FOREVER_S if deadline is None else deadline - time.monotonic()
         job = self.kube.wait(rayjob.KIND, terminal, name=self.result.rayjob, namespace=self.ns,
-                             timeout_s=self.options.job_timeout_s or 10 * 365 * 86400,
+                             timeout_s=max(left, _STATUS_GRACE_S) if logged else left,
                              on_progress=lambda r: self.emit(Waiting("rayjob", r)), what=f"RayJob {self.result.rayjob}")
         status = (job or {}).get("status") or {}
         self.result.job_status = status.get("jobStatus")
         self.result.succeeded = status.get("jobStatus") == "SUCCEEDED"
+        self.record_data["job_status"] = self.result.job_status
+        runs.save(self.record_data)
 
     def running_hint(self) -> str:
         job = self.result.rayjob
-        return (f"RayJob {job} keeps running (nothing was rolled back once its driver was submitted): "
-                f"follow it with `kubectl -n {self.ns} get rayjob {job} -w`; stop it and remove its cluster and "
-                f"DGDs with `{delete_command(rayjob.KIND, job, self.ns)}`")
+        what = ", ".join(filter(None, [self.result.raycluster and f"RayCluster {self.result.raycluster}",
+                                       self.result.job_id and f"Ray job {self.result.job_id}"]))
+        return (f"RayJob {job} keeps running{f' ({what})' if what else ''}; nothing was deleted: "
+                f"follow it with `nrl-k8s logs -f` (or `kubectl -n {self.ns} get rayjob {job} -w`); stop it with "
+                f"`nrl-k8s job stop`, or remove it with its cluster and DGDs: `{delete_command(rayjob.KIND, job, self.ns)}`")
 
     # -- failure ---------------------------------------------------------------------------
     def driver_started(self) -> bool | None:
@@ -278,12 +311,14 @@ class RayJobRun(BringUp):
         self.rescue_driver()
 
 
-def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResult:
-    return execute(RayJobRun(kube, plan, options, emit))
+def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit,
+               on_log: Callable[[str], None] | None = None) -> RunResult:
+    return execute(RayJobRun(kube, plan, options, emit), on_log)
 
 
-def execute(run: RayJobRun) -> RunResult:
-    """Bring ``run`` up (rolled back on failure or Ctrl-C until its driver is submitted), then follow it."""
+def execute(run: RayJobRun, on_log: Callable[[str], None] | None = None) -> RunResult:
+    """Bring ``run`` up (rolled back on failure or Ctrl-C until its driver is submitted); with
+    ``options.wait`` follow it to its end, its driver log (redacted) going to ``on_log``."""
     with interrupts_raise():
         try:
             run.bring_up()
@@ -291,9 +326,10 @@ def execute(run: RayJobRun) -> RunResult:
             raise run.fail(None) from None
         except NrlK8sError as err:
             raise run.fail(err) from None
+        run.record()
         if run.options.wait:
             try:
-                run.follow_job()
+                run.follow_job(on_log or (lambda text: None))
             except KeyboardInterrupt:
                 raise Interrupted("stopped following the job", hint=run.running_hint()) from None
             except NrlK8sError as err:

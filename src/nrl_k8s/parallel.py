@@ -22,6 +22,8 @@ ends rolls back what the run created, as in the serial flow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import crds
 from .bringup import parallel
 from .errors import ConfigError, ForbiddenError, NrlK8sError, ResourceFailed, SubmissionExists
@@ -128,5 +130,6 @@ class ParallelRun(RayJobRun):
         self.submit_driver()
 
 
-def run_parallel(kube, plan: RunPlan, options: LiveOptions, emit: Emit) -> RunResult:
-    return execute(ParallelRun(kube, plan, options, emit))
+def run_parallel(kube, plan: RunPlan, options: LiveOptions, emit: Emit,
+                 on_log: Callable[[str], None] | None = None) -> RunResult:
+    return execute(ParallelRun(kube, plan, options, emit), on_log)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import head_services
 from . import recipe as recipe_mod
 from .config import LoadedConfig
 from .errors import ConfigError
@@ -48,6 +49,7 @@ class RunPlan:
     deployments: dict[str, list[dict]]  # infra.deployments key -> [Deployment, Service?]
     health: dict[str, tuple[str, float]]  # infra.deployments key -> (healthCheckUrl, healthCheckTimeoutS)
     dra: list[dict]  # DRA objects the RayJob's pods claim (named after the RayJob; owned by its cluster later)
+    infra: dict  # resolved (kept, secrets redacted, in the run record)
 
     def manifests(self) -> list[dict]:
         """Everything that would be applied, in apply order: Deployments (and their Services),
@@ -99,9 +101,10 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
             for key, manifest in dgds.items()}
     dra = [labelled(obj, rayjob.RUN_ID_LABEL, run_id) for obj in dra]
     deployments, health = _deployments(cfg.infra)
+    head_services.check_planned([job])
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
                    secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts,
-                   deployments=deployments, health=health, dra=dra)
+                   deployments=deployments, health=health, dra=dra, infra=cfg.infra)
 
 
 def _deployments(infra: dict) -> tuple[dict[str, list[dict]], dict[str, tuple[str, float]]]:
@@ -230,6 +233,7 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
                         env={**driver_env, recipe_mod.RUN_ID_ENV: run_id, recipe_mod.RECIPE_ENV: DRIVER_RECIPE},
                         code=code)
     deployments, health = _deployments(infra)
+    head_services.check_planned(list(clusters.values()))
     timeouts = {key: float(infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
     return LongLivedPlan(run_id=run_id, namespace=ns, infra=infra, recipe=final_recipe, notes=tuple(notes),
                          deployments=deployments, health=health, clusters=clusters, dra=dra,

@@ -92,17 +92,36 @@ def redact_text(text: str) -> str:
     return text
 
 
+class LineRedactor:
+    """Redacts text that arrives in pieces, whole lines at a time, so a value split across pieces
+    is still found: ``feed`` returns the redacted complete lines so far, ``flush`` the rest. A
+    line longer than ``max_line`` characters is let through in parts (memory stays bounded)."""
+
+    def __init__(self, max_line: int = 1 << 20):
+        self.max_line = max_line
+        self._pending = ""
+
+    def feed(self, text: str) -> str:
+        self._pending += text
+        cut = max(self._pending.rfind("\n"), self._pending.rfind("\r")) + 1
+        if not cut and len(self._pending) > self.max_line:
+            cut = len(self._pending)
+        done, self._pending = self._pending[:cut], self._pending[cut:]
+        return redact_text(done) if done else ""
+
+    def flush(self) -> str:
+        rest, self._pending = self._pending, ""
+        return redact_text(rest) if rest else ""
+
+
 def redact_lines(chunks: Iterable[str]) -> Iterator[str]:
     """Redact a stream of text chunks line by line (a value split across chunks is still found)."""
-    pending = ""
+    redactor = LineRedactor()
     for chunk in chunks:
-        pending += chunk
-        cut = max(pending.rfind("\n"), pending.rfind("\r")) + 1
-        if cut:
-            yield redact_text(pending[:cut])
-            pending = pending[cut:]
-    if pending:
-        yield redact_text(pending)
+        if done := redactor.feed(chunk):
+            yield done
+    if rest := redactor.flush():
+        yield rest
 
 
 def _replace(match: re.Match) -> str:

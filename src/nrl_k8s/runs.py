@@ -1,9 +1,11 @@
 """Run records: ``~/.cache/nrl-k8s/runs/<run id>.json`` (``$XDG_CACHE_HOME`` respected).
 
-A long-lived run writes one after its driver is submitted, so ``status``, ``logs`` and
-``job stop`` find the latest run without a run config. The record holds names only (clusters,
-DGDs, Deployments, the job id, namespace, kube context) and the resolved infra with secret
-values redacted; files are 0600 in a 0700 directory.
+Both flows write one once the driver is submitted, so ``status``, ``logs`` and ``job stop``
+find the latest run without a run config. The record holds names only (clusters, DGDs,
+Deployments, the job id, namespace, kube context) and the resolved infra with secret values
+redacted. ``run --wait`` also keeps the driver log beside it, ``<run id>.log`` (redacted, its
+last ``LOG_LIMIT_BYTES`` at most), so ``job logs`` still has it once the cluster is gone.
+Files are 0600 in a 0700 directory.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .cache import cache_dir, private_dir
 from .errors import ConfigError, NotFoundError
-from .redact import redact
+from .redact import LineRedactor, redact
+
+LOG_LIMIT_BYTES = 32 * 1024 * 1024
 
 
 LATEST = "latest"  # holds the id of the newest run
@@ -25,13 +30,34 @@ def runs_dir() -> Path:
     return cache_dir() / "runs"
 
 
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def rayjob_record(plan, result, *, context: str | None) -> dict:
+    """The record of a `run --rayjob` whose driver was submitted (``plan``: a RunPlan)."""
+    return {
+        "run_id": plan.run_id,
+        "mode": "rayjob",
+        "namespace": result.namespace,
+        "context": context,
+        "created": _now(),
+        "rayjob": result.rayjob,
+        "clusters": {"training": result.raycluster},
+        "training_cluster": result.raycluster,
+        "job_id": result.job_id,
+        "dgds": sorted(result.dgds),
+        "infra": redact(plan.infra),
+    }
+
+
 def record_of(plan, result, *, context: str | None, infra: dict | None = None) -> dict:
     return {
         "run_id": plan.run_id,
         "mode": "raycluster",
         "namespace": plan.namespace,
         "context": context,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "created": _now(),
         "clusters": dict(result.clusters),
         "training_cluster": plan.driver.cluster,
         "job_id": plan.driver.submission_id,
@@ -72,7 +98,7 @@ def load(run_id: str | None = None) -> dict:
     latest = directory / LATEST
     if not latest.is_file():
         raise ConfigError(f"no run recorded in {directory} and no run config given",
-                          hint="pass RECIPE [--infra INFRA], or start a run with `nrl-k8s run --raycluster`")
+                          hint="pass RECIPE [--infra INFRA], or start a run with `nrl-k8s run`")
     return load(latest.read_text().strip())
 
 
@@ -81,3 +107,79 @@ def _read(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise ConfigError(f"run record {path} is unreadable ({err})", hint=f"delete it: rm {path}") from None
+
+
+class SavedLog:
+    """The driver log kept beside a run record (``<run id>.log``, 0600): redacted text as it
+    streams, at most ``limit`` bytes kept — past twice that, the oldest lines are cut
+    (``cut_bytes`` counts them)."""
+
+    def __init__(self, run_id: str, limit: int = LOG_LIMIT_BYTES):
+        self.path = private_dir(runs_dir()) / f"{run_id}.log"
+        self.limit = limit
+        self.size = self.cut_bytes = 0
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # an older copy keeps its mode otherwise
+        self._file = os.fdopen(fd, "w+b")
+
+    def write(self, text: str) -> None:
+        data = text.encode()
+        self._file.write(data)
+        self.size += len(data)
+        if self.size > 2 * self.limit:
+            self._keep_tail()
+
+    def _keep_tail(self) -> None:
+        """Keep the last ``limit`` bytes, from the first line that starts in them."""
+        self._file.seek(self.size - self.limit)
+        tail = self._file.read()
+        tail = tail[tail.find(b"\n") + 1:]
+        self._file.seek(0)
+        self._file.write(tail)
+        self._file.truncate()
+        self.cut_bytes += self.size - len(tail)
+        self.size = len(tail)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def follow_driver(dash, record: dict, on_log: Callable[[str], None], *, deadline_s: float | None = None) -> None:
+    """Stream the driver log of the run ``record`` names (job ``job_id``) until its job ends:
+    redacted, to ``on_log`` and into the run's saved copy. The record then tells how much was
+    kept (``log``: complete, bytes, cut_bytes) and is saved again, also when following failed."""
+    saved, redactor, complete = SavedLog(record["run_id"]), LineRedactor(), False
+
+    def emit(text: str) -> None:
+        if text:
+            saved.write(text)
+            on_log(text)
+
+    try:
+        for chunk in dash.follow_logs(record["job_id"], deadline_s=deadline_s):
+            emit(redactor.feed(chunk))
+        complete = True
+    finally:
+        emit(redactor.flush())
+        saved.close()
+        record["log"] = {"complete": complete, "bytes": saved.size, "cut_bytes": saved.cut_bytes}
+        save(record)
+
+
+def saved_log(namespace: str, *, job_id: str | None = None, name: str | None = None) -> tuple[dict, Path] | None:
+    """(record, path) of the newest saved driver log in ``namespace`` of job ``job_id``, else of
+    the run whose RayJob or training RayCluster is ``name``; None when there is none."""
+    found = []
+    for path in runs_dir().glob("*.json") if runs_dir().is_dir() else []:
+        try:
+            record = _read(path)
+        except ConfigError:
+            continue
+        log = path.with_suffix(".log")
+        wanted = record.get("job_id") == job_id if job_id else name in (record.get("rayjob"), record.get("training_cluster"))
+        if record.get("namespace") == namespace and wanted and log.is_file():
+            found.append((record.get("created") or "", log.stat().st_mtime, record, log))
+    if not found:
+        return None
+    *_, record, log = max(found, key=lambda item: item[:2])
+    return record, log

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import struct
 
+import httpcore
 import httpx
 import pytest
 
@@ -318,50 +322,156 @@ def test_non_json_answer_is_a_dashboard_error():
     assert info.value.hint == "is this URL a Ray dashboard?"
 
 
-# -- follow_logs ----------------------------------------------------------------------------------
+# -- follow_logs: the log tail websocket ----------------------------------------------------------
+# The seam is the raw connection httpx hands over after 101 (``extensions["network_stream"]``).
 
-class JobScript:
-    """A dashboard whose job moves through (status, full log text) states, one per poll."""
+TIMEOUT = object()  # a read that times out
 
-    def __init__(self, states: list[tuple[str, str]]):
-        self.states = states
-        self.index = -1
+
+class Wire:
+    """The connection after ``101``: each read returns the next scripted bytes (``TIMEOUT``: a read
+    timeout; past the script: the connection ends); writes are recorded."""
+
+    def __init__(self, *reads):
+        self.reads = list(reads)
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if not self.reads:
+            return b""
+        item = self.reads.pop(0)
+        if item is TIMEOUT:
+            raise httpcore.ReadTimeout("timed out")
+        return item
+
+    def write(self, data: bytes, timeout: float | None = None) -> None:
+        self.written.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def frame(payload: str | bytes, opcode: int = 0x1, fin: bool = True) -> bytes:
+    """A server frame (unmasked), with the 7-bit, 16-bit or 64-bit length encoding."""
+    data = payload.encode() if isinstance(payload, str) else payload
+    first = bytes([(0x80 if fin else 0) | opcode])
+    if len(data) < 126:
+        return first + bytes([len(data)]) + data
+    if len(data) < 65536:
+        return first + bytes([126]) + struct.pack("!H", len(data)) + data
+    return first + bytes([127]) + struct.pack("!Q", len(data)) + data
+
+
+CLOSE = frame(struct.pack("!H", 1000), opcode=0x8)
+
+
+def unmasked(sent: bytes) -> tuple[int, bytes]:
+    """(opcode, payload) of a short frame the client sent; clients must mask."""
+    assert sent[1] & 0x80, "client frames are masked"
+    mask, payload = sent[2:6], sent[6:6 + (sent[1] & 0x7F)]
+    return sent[0] & 0x0F, bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+class Head:
+    """A Ray dashboard: ``GET /api/jobs/run-1`` answers the next status (the last one repeats);
+    each log tail request gets the next answer: a Wire (the upgrade succeeds) or a Response."""
+
+    def __init__(self, statuses: list[str], *tails: Wire | httpx.Response):
+        self.statuses, self.tails = list(statuses), list(tails)
+        self.upgrades: list[httpx.Request] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/logs"):
-            return ok({"logs": self.states[self.index][1]})
-        self.index = min(self.index + 1, len(self.states) - 1)
-        return ok({"submission_id": "run-1", "status": self.states[self.index][0]})
+        if request.url.path.endswith("/logs/tail"):
+            self.upgrades.append(request)
+            answer = self.tails.pop(0)
+            if isinstance(answer, httpx.Response):
+                return answer
+            accept = base64.b64encode(hashlib.sha1(request.headers["sec-websocket-key"].encode()
+                                                   + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()).decode()
+            return httpx.Response(101, headers={"Upgrade": "websocket", "Connection": "Upgrade",
+                                                "Sec-WebSocket-Accept": accept}, extensions={"network_stream": answer})
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return status if isinstance(status, httpx.Response) else ok({"submission_id": "run-1", "status": status})
+
+    def dashboard(self, **options) -> Dashboard:
+        return Dashboard(BASE, transport=httpx.MockTransport(self), backoff_s=0, **options)
 
 
-FOLLOW_CASES = {
-    "grows-then-succeeds": (
-        [("PENDING", ""), ("RUNNING", "a\n"), ("RUNNING", "a\n"), ("RUNNING", "a\nb\n"), ("SUCCEEDED", "a\nb\nc\n")],
-        ["a\n", "b\n", "c\n"],
-    ),
-    "already-terminal": ([("FAILED", "boom\n")], ["boom\n"]),
-    "log-rewritten": ([("RUNNING", "abc"), ("STOPPED", "xyz")], ["abc", "xyz"]),
+def test_follow_reads_frames_split_fragmented_and_long_and_answers_pings():
+    long = "x" * 70000  # a 64-bit length
+    first = frame("a\n")
+    wire = Wire(first[:1], first[1:] + frame("b", fin=False), frame("\n", opcode=0x0),
+                frame(b"hi", opcode=0x9), frame("y" * 300), frame(long), CLOSE)
+    head = Head(["SUCCEEDED"], wire)
+    assert list(head.dashboard().follow_logs("run-1")) == ["a\n", "b\n", "y" * 300, long]
+    assert [unmasked(sent) for sent in wire.written] == [(0xA, b"hi"), (0x8, struct.pack("!H", 1000))]
+    assert wire.closed
+    (upgrade,) = head.upgrades
+    assert upgrade.url.path == "/api/jobs/run-1/logs/tail"
+    assert (upgrade.headers["upgrade"], upgrade.headers["sec-websocket-version"]) == ("websocket", "13")
+
+
+RESUME_CASES = {
+    # Ray replays the log from its start on every connection: what was yielded is skipped.
+    "dropped-mid-line": ([Wire(frame("a\n"), frame("b")), Wire(frame("a\nb\nc"), frame("\n"), CLOSE)],
+                         ["RUNNING", "SUCCEEDED"], ["a\n", "b", "\nc", "\n"]),
+    "closed-while-running": ([Wire(frame("a\n"), CLOSE), Wire(frame("a\nb\n"), CLOSE)],
+                             ["RUNNING", "RUNNING", "SUCCEEDED"], ["a\n", "b\n"]),
+    "silent-after-the-job-ended": ([Wire(frame("a\n"), TIMEOUT, TIMEOUT), Wire(frame("a\nb\n"), CLOSE)],
+                                   ["SUCCEEDED"], ["a\n", "b\n"]),
+    "quiet-while-running": ([Wire(frame("a\n"), TIMEOUT, TIMEOUT, TIMEOUT, frame("b\n"), CLOSE)],
+                            ["RUNNING", "RUNNING", "RUNNING", "SUCCEEDED"], ["a\n", "b\n"]),
+    "closed-and-the-cluster-gone": ([Wire(frame("a\n"), CLOSE)], [text(404, "services not found")], ["a\n"]),
+    "gateway-error-then-up": ([text(503, "no endpoints available"), Wire(frame("a\n"), CLOSE)],
+                              ["RUNNING", "SUCCEEDED"], ["a\n"]),
 }
 
 
-@pytest.mark.parametrize(("states", "chunks"), FOLLOW_CASES.values(), ids=FOLLOW_CASES.keys())
-def test_follow_logs_yields_new_suffixes_until_terminal(states, chunks):
-    dash = Dashboard(BASE, transport=httpx.MockTransport(JobScript(states)))
-    assert list(dash.follow_logs("run-1", poll_s=0)) == chunks
+@pytest.mark.parametrize(("tails", "statuses", "chunks"), RESUME_CASES.values(), ids=RESUME_CASES.keys())
+def test_follow_resumes_without_repeating_or_losing_text(tails, statuses, chunks):
+    head = Head(statuses, *tails)
+    assert list(head.dashboard(retries=3).follow_logs("run-1", idle_s=0)) == chunks
+    assert len(head.upgrades) == len(tails)
 
 
-def test_follow_logs_deadline_raises_wait_timeout_with_status():
-    dash = Dashboard(BASE, transport=httpx.MockTransport(JobScript([("RUNNING", "x")])))
-    follow = dash.follow_logs("run-1", poll_s=0, deadline_s=0)
-    assert next(follow) == "x"
-    with pytest.raises(WaitTimeout, match="still RUNNING"):
+def test_follow_of_a_job_gone_after_an_unclean_close_is_an_error():
+    head = Head([text(404, "Job run-1 does not exist")], Wire(frame("a\n"), frame(struct.pack("!H", 1011), opcode=0x8)))
+    follow = head.dashboard().follow_logs("run-1")
+    assert next(follow) == "a\n"
+    with pytest.raises(DashboardError, match="no job run-1"):
         next(follow)
 
 
-def test_follow_logs_of_unknown_job():
-    dash = Script(text(404, "Job run-1 does not exist")).dashboard()
-    with pytest.raises(DashboardError, match="no job run-1"):
-        next(dash.follow_logs("run-1", poll_s=0))
+def test_follow_gives_up_after_retries_in_a_row():
+    head = Head(["RUNNING"], *[Wire() for _ in range(3)])
+    with pytest.raises(DashboardError, match="failed 3 time"):
+        list(head.dashboard(retries=2).follow_logs("run-1"))
+
+
+def test_follow_deadline_raises_wait_timeout_with_status():
+    head = Head(["RUNNING"], Wire(frame("x"), TIMEOUT))
+    with pytest.raises(WaitTimeout, match="is still RUNNING after 0s"):
+        list(head.dashboard().follow_logs("run-1", deadline_s=0))
+
+
+def test_follow_past_the_deadline_reads_the_rest_of_an_ended_job():
+    head = Head(["SUCCEEDED"], Wire(frame("x\n"), CLOSE))
+    assert list(head.dashboard().follow_logs("run-1", deadline_s=0)) == ["x\n"]
+
+
+REFUSED_CASES = {
+    "unknown-job": (text(404, "Job run-1 does not exist"), "no job run-1", None),
+    "forbidden": (text(403, "forbidden"), "→ 403", "refused the credentials"),
+    "no-websocket": (text(200, "plain"), "answered 200 instead of switching to a websocket", None),
+}
+
+
+@pytest.mark.parametrize(("answer", "message", "hint"), REFUSED_CASES.values(), ids=REFUSED_CASES.keys())
+def test_follow_refused_upgrade(answer, message, hint):
+    with pytest.raises(DashboardError, match=message) as info:
+        list(Head(["RUNNING"], answer).dashboard().follow_logs("run-1"))
+    assert hint is None or hint in (info.value.hint or "")
 
 
 # -- base URLs: in-cluster DNS, API server proxy, explicit URL -------------------------------------

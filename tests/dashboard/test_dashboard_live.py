@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import uuid
 
+import httpx
 import pytest
 from sandbox_harness import DEADLINE_S, Gate
 
@@ -26,7 +30,7 @@ def run_id():
 
 def wait_terminal(dash: Dashboard, submission_id: str) -> tuple[str, JobInfo]:
     """Follow the job's logs to its end; return the whole log and the final job."""
-    text = "".join(dash.follow_logs(submission_id, poll_s=0.2, deadline_s=DEADLINE_S))
+    text = "".join(dash.follow_logs(submission_id, deadline_s=DEADLINE_S))
     return text, dash.get_job(submission_id)
 
 
@@ -77,13 +81,86 @@ def test_generated_submission_id(dash):
 def test_stop_a_running_job(dash, run_id, tmp_path):
     submission_id = f"sleep-{run_id}"
     dash.submit(f"echo started; {Gate(tmp_path).entrypoint()}", submission_id=submission_id)  # never released
-    for chunk in dash.follow_logs(submission_id, poll_s=0.2, deadline_s=DEADLINE_S):
+    for chunk in dash.follow_logs(submission_id, deadline_s=DEADLINE_S):
         if "started" in chunk:
             break
     assert dash.stop(submission_id) is True
     _, job = wait_terminal(dash, submission_id)
     assert job.status == "STOPPED"
     assert dash.stop(submission_id) is False
+
+
+# A driver printing LINES numbered lines, waiting for its gate, then one last line.
+LINES = 4000
+PRINTER = "python3 -c 'for i in range({n}): print(\"line %05d \" % i + \"x\" * 80)'"
+
+
+def test_follow_streams_the_whole_log_of_a_running_job(dash, run_id, tmp_path):
+    submission_id = f"stream-{run_id}"
+    gate = Gate(tmp_path)
+    dash.submit(f"{PRINTER.format(n=LINES)}; {gate.entrypoint('echo after the gate')}", submission_id=submission_id)
+    chunks = []
+    for chunk in dash.follow_logs(submission_id, deadline_s=DEADLINE_S):
+        chunks.append(chunk)
+        if f"line {LINES - 1:05d}" in chunk:
+            gate.open()  # the job is still running: what follows is streamed as it is written
+    text = "".join(chunks)
+    assert text == dash.logs(submission_id)
+    assert text.count("\nline ") + text.startswith("line ") == LINES and text.endswith("after the gate\n")
+
+
+class CuttingRelay:
+    """A loopback TCP relay to the dashboard that cuts its first connection carrying more than
+    ``limit`` bytes to the client (a dropped log stream); later connections pass untouched."""
+
+    def __init__(self, upstream: str, limit: int):
+        target = httpx.URL(upstream)
+        self.upstream, self.limit, self.cut, self.connections = (target.host, target.port), limit, False, 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            self.connections += 1
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._copy, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._copy, args=(server, client, True), daemon=True).start()
+
+    def _copy(self, src: socket.socket, dst: socket.socket, downstream: bool) -> None:
+        sent = 0
+        try:
+            while data := src.recv(4096):
+                dst.sendall(data)
+                sent += len(data)
+                if downstream and not self.cut and sent > self.limit:
+                    self.cut = True
+                    break
+        except OSError:
+            pass
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def test_follow_resumes_a_dropped_stream_without_repeating_or_losing_lines(ray_dashboard_url, run_id, tmp_path):
+    relay = CuttingRelay(ray_dashboard_url, limit=100_000)  # the log is ~340 kB
+    submission_id = f"resume-{run_id}"
+    gate = Gate(tmp_path)
+    with Dashboard(relay.url, timeout_s=30) as dash:
+        dash.submit(f"{PRINTER.format(n=LINES)}; {gate.entrypoint('echo after the gate')}", submission_id=submission_id)
+        chunks = []
+        for chunk in dash.follow_logs(submission_id, deadline_s=DEADLINE_S):
+            chunks.append(chunk)
+            if f"line {LINES - 1:05d}" in chunk:
+                gate.open()
+        assert relay.cut
+        assert "".join(chunks) == dash.logs(submission_id)
+    relay.server.close()
 
 
 def test_stop_unknown_job_is_an_error(dash):

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from nrl_k8s.redact import REDACTED, is_secret, redact, redact_lines, redact_text
+from nrl_k8s.redact import REDACTED, LineRedactor, is_secret, redact, redact_lines, redact_text
 
 R = REDACTED
 
@@ -201,3 +201,17 @@ def test_redact_lines_finds_a_value_split_across_chunks():
     chunks = ["step 1\nexport HF_TO", "KEN=hf_s3", "cr3t\nstep", " 2\r", "last HF_TOKEN=x"]
     out = "".join(redact_lines(chunks))
     assert out == f"step 1\nexport HF_TOKEN={R}\nstep 2\rlast HF_TOKEN={R}"
+
+
+def test_line_redactor_holds_a_partial_line_until_it_ends():
+    redactor = LineRedactor()
+    assert redactor.feed("step 1\nWANDB_API") == "step 1\n"
+    assert redactor.feed("_KEY=abc") == ""
+    assert redactor.feed(" ok\nnext") == f"WANDB_API_KEY={R} ok\n"
+    assert redactor.flush() == "next" and redactor.flush() == ""
+
+
+def test_line_redactor_lets_an_endless_line_through_in_parts():
+    redactor = LineRedactor(max_line=10)
+    assert redactor.feed("x" * 6) == ""
+    assert redactor.feed("y" * 6) == "x" * 6 + "y" * 6

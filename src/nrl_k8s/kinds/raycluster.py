@@ -82,6 +82,12 @@ def pod_selector(cluster: str) -> str:
     return f"ray.io/cluster={cluster}"
 
 
+def custom_head_service(spec: dict) -> str | None:
+    """The head Service name a RayCluster spec sets (``headGroupSpec.headService.metadata.name``), if any."""
+    head = (spec.get("headGroupSpec") or {}).get("headService") or {}
+    return (head.get("metadata") or {}).get("name") or None
+
+
 def daemon_submission_id(infra: dict, role: str) -> str:
     """The Ray submission id of the role's ``daemon``: its ``submissionId``, else ``<cluster>-daemon``."""
     daemon = role_entry(infra, role).get("daemon") or {}

@@ -8,7 +8,8 @@ CustomResourceDefinitions and the custom resources they define (with ``/status``
 SelfSubjectAccessReview, ``pods/log`` (what each simulated container printed, see ``pod_logs``;
 streamed with ``follow``), the service proxy to loopback backends (a Ray head Service's dashboard
 port through ``head_proxy``: that cluster's jobs and packages only, a job gets what its head
-container would give it), ``Table`` output for kubectl, and API-level faults (see ``faults.py``).
+container would give it; upgrade requests such as the Ray log tail websocket are relayed),
+``Table`` output for kubectl, and API-level faults (see ``faults.py``).
 Request bodies are bounded like the real server's (3 MiB, ``413 RequestEntityTooLarge``), and
 128 MiB through the service proxy (package uploads; Ray's dashboard takes under 100 MiB). Bodies
 are JSON, YAML, or protobuf for the kinds ``kubectl create`` / ``auth can-i`` send that way

@@ -18,6 +18,7 @@ from sandbox_harness import DEADLINE_S, Gate, eventually, observe, unique
 
 from nrl_k8s.connection import Connection, from_kubeconfig
 from nrl_k8s.dashboard import Dashboard
+from nrl_k8s.errors import DashboardError
 from nrl_k8s.sandbox.head_proxy import scoped
 from nrl_k8s.sandbox.ray_head import free_ports
 from nrl_k8s.tunnel import request_head
@@ -71,7 +72,7 @@ def dashboard(connection: Connection, ns: str, cluster: str) -> Dashboard:
 
 def finished(dash: Dashboard, submission_id: str) -> tuple[str, str]:
     """The job's whole log and final status, read through the dashboard client."""
-    text = "".join(dash.follow_logs(submission_id, poll_s=0.2, deadline_s=DEADLINE_S))
+    text = "".join(dash.follow_logs(submission_id, deadline_s=DEADLINE_S))
     return text, dash.get_job(submission_id).status
 
 
@@ -104,6 +105,8 @@ def test_each_head_service_shows_only_its_own_jobs(connection, sandbox, api, clu
                              ("POST", f"api/jobs/{job_a}/stop"), ("DELETE", f"api/jobs/{job_a}")]:  # fmt: skip
             code, body = proxy(api, method, ns, f"{b}-head-svc:8265", path)
             assert (code, body.decode()) == (404, f"Job {job_a} does not exist"), (method, path)
+        with pytest.raises(DashboardError, match=f"no job {job_a}"):
+            next(dash_b.follow_logs(job_a))  # the log tail websocket (an upgrade request) likewise
         assert dash_a.get_job(job_a).status in ("PENDING", "RUNNING")  # the 404s touched nothing
 
         gate.open()

@@ -497,7 +497,7 @@ class KubeRay(Controller):
     def _suspending(self, job: dict) -> None:
         """Delete the RayCluster (its Ray job stops with it), then reset the status → Suspended,
         whatever ``suspend`` says by now (KubeRay keeps the operation atomic)."""
-        meta, status = job["metadata"], job["status"]
+        meta = job["metadata"]
         self._stop_ray_job(job)  # what deleting the cluster does to its job; here the head is shared
         if not self._delete_cluster(job):
             return  # its DELETED event wakes this RayJob again
