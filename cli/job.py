@@ -33,20 +33,31 @@ def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follo
     """The job's output through the dashboard, secret values redacted; when the cluster or its
     dashboard is gone, the driver log `run --wait` saved with the run record, said so."""
     from nrl_k8s import jobs
-    from nrl_k8s.errors import DashboardError, NotFoundError
-    from nrl_k8s.redact import redact_lines
 
     infra_cfg, kube, recorded = _target(ctx, recipe, overrides, infra, role)
-    printed = False
-    try:
+
+    def chunks():
         dash, rayjob = jobs.dashboard(kube, infra_cfg, role, url)
         with dash:
             job_id = job or recorded or jobs.current_job(dash, rayjob)
-            for chunk in redact_lines(dash.follow_logs(job_id) if follow else [dash.logs(job_id)]):
-                printed = True
-                typer.echo(chunk, nl=False)
+            yield from dash.follow_logs(job_id) if follow else [dash.logs(job_id)]
+
+    _echo_or_saved(chunks(), infra_cfg, job or recorded, saved=role == "training")
+
+
+def _echo_or_saved(chunks, infra: dict, job_id: str | None, *, saved: bool) -> None:
+    """Print ``chunks`` redacted; when they fail before any text because the cluster or its
+    dashboard is gone, print the driver log `run --wait` saved instead (``saved``: the training role's)."""
+    from nrl_k8s.errors import DashboardError, NotFoundError
+    from nrl_k8s.redact import redact_lines
+
+    printed = False
+    try:
+        for chunk in redact_lines(chunks):
+            printed = True
+            typer.echo(chunk, nl=False)
     except (NotFoundError, DashboardError) as err:
-        if printed or role != "training" or not _print_saved_log(infra_cfg, job or recorded, err):
+        if printed or not saved or not _print_saved_log(infra, job_id, err):
             raise
 
 
@@ -131,7 +142,6 @@ def logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
     """The driver's log (the RayJob's submitter, else the role's current job through its dashboard), or
     pod logs through the API server: the Ray head or workers, or the run's DGD pods. Secret values are redacted."""
     from nrl_k8s import podlogs
-    from nrl_k8s.redact import redact_lines
 
     from ._console import err
 
@@ -141,6 +151,8 @@ def logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
     def skip(target, why: str) -> None:
         err.print(f"note: {target}: no log: {why}", markup=False)
 
-    chunks = podlogs.stream(kube, infra_cfg, request, record=record, dashboard_url=dashboard_url, skip=skip)
-    for chunk in redact_lines(chunks):
-        typer.echo(chunk, nl=False)
+    def chunks():
+        yield from podlogs.stream(kube, infra_cfg, request, record=record, dashboard_url=dashboard_url, skip=skip)
+
+    recorded = record["job_id"] if record is not None else None
+    _echo_or_saved(chunks(), infra_cfg, recorded, saved=request.source == "driver" and request.role == "training")
