@@ -11,6 +11,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from . import crds
@@ -59,6 +60,27 @@ def interrupts_raise():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def execute(run: "BringUp", bring_up: Callable[[], None], follow: Callable[[], None] | None) -> None:
+    """``bring_up()``, rolled back on failure, Ctrl-C or SIGTERM until the driver is submitted; then
+    the run recorded and (``follow``) followed, nothing deleted whenever Ctrl-C comes from there on."""
+    with interrupts_raise():
+        try:
+            bring_up()
+        except KeyboardInterrupt:
+            raise run.fail(None) from None
+        except NrlK8sError as err:
+            raise run.fail(err) from None
+        try:
+            run.record()
+            if follow is not None:
+                follow()
+        except KeyboardInterrupt:
+            raise Interrupted("stopped following the job", hint=run.running_hint()) from None
+        except NrlK8sError as err:
+            err.hint = "; ".join(filter(None, [err.hint, run.running_hint()]))
+            raise
 
 
 def parallel(jobs: dict[str, callable], emit: Emit, done: callable) -> None:
@@ -329,6 +351,10 @@ class BringUp:
         raise NotImplementedError
 
     def running_hint(self) -> str:
+        raise NotImplementedError
+
+    def record(self) -> None:
+        """Write the run record (``runs``) once the driver is submitted."""
         raise NotImplementedError
 
     def fail(self, error: NrlK8sError | None) -> NrlK8sError:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from . import head_services, runs
 from . import package as package_mod
-from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, interrupts_raise, parallel
+from .bringup import GONE_TIMEOUT_S, BringUp, execute, parallel
 from .dashboard import Dashboard, JobInfo
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Became, Emit, Waiting
@@ -289,29 +289,17 @@ def _size(n: int) -> str:
 
 def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit, on_log=None) -> LongLivedResult:
     run = LongLived(kube, plan, options, emit)
-    with interrupts_raise():
-        try:
-            existing, packages = run.preflight()
-            run.deployments(plan.deployments, plan.health, recreate=options.recreate)
-            for role in plan.clusters:
-                run.ensure_cluster(role)
-            run.dgds(existing)
-            run.wait_all()
-            if not options.skip_daemons:
-                run.daemons(packages)
-            run.driver(packages["driver"])
-        except KeyboardInterrupt:
-            raise run.fail(None) from None
-        except NrlK8sError as err:
-            raise run.fail(err) from None
-    run.record()
-    if options.wait:
-        try:
-            run.follow(on_log or (lambda text: None))
-        except KeyboardInterrupt:
-            raise Interrupted("stopped following the job", hint=run.running_hint()) from None
-        except NrlK8sError as err:
-            err.hint = "; ".join(filter(None, [err.hint, run.running_hint()]))
-            raise
-    return run.result
 
+    def bring_up() -> None:
+        existing, packages = run.preflight()
+        run.deployments(plan.deployments, plan.health, recreate=options.recreate)
+        for role in plan.clusters:
+            run.ensure_cluster(role)
+        run.dgds(existing)
+        run.wait_all()
+        if not options.skip_daemons:
+            run.daemons(packages)
+        run.driver(packages["driver"])
+
+    execute(run, bring_up, (lambda: run.follow(on_log or (lambda text: None))) if options.wait else None)
+    return run.result

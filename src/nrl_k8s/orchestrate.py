@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import gc, head_services, runs
-from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, interrupts_raise
+from . import bringup, gc, head_services, runs
+from .bringup import GONE_TIMEOUT_S, BringUp
 from .dashboard import Dashboard
-from .errors import ApiError, ConfigError, DashboardError, NrlK8sError, ResourceFailed, SubmissionExists, WaitTimeout
+from .errors import ApiError, ConfigError, DashboardError, ResourceFailed, SubmissionExists, WaitTimeout
 from .events import Applied, Became, Emit, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob, secret
 from .kinds.base import Failed, Pending, Ready, delete_command, managed
@@ -319,20 +319,6 @@ def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit,
 def execute(run: RayJobRun, on_log: Callable[[str], None] | None = None) -> RunResult:
     """Bring ``run`` up (rolled back on failure or Ctrl-C until its driver is submitted); with
     ``options.wait`` follow it to its end, its driver log (redacted) going to ``on_log``."""
-    with interrupts_raise():
-        try:
-            run.bring_up()
-        except KeyboardInterrupt:
-            raise run.fail(None) from None
-        except NrlK8sError as err:
-            raise run.fail(err) from None
-        run.record()
-        if run.options.wait:
-            try:
-                run.follow_job(on_log or (lambda text: None))
-            except KeyboardInterrupt:
-                raise Interrupted("stopped following the job", hint=run.running_hint()) from None
-            except NrlK8sError as err:
-                err.hint = "; ".join(filter(None, [err.hint, run.running_hint()]))
-                raise
+    follow = (lambda: run.follow_job(on_log or (lambda text: None))) if run.options.wait else None
+    bringup.execute(run, run.bring_up, follow)
     return run.result
