@@ -21,7 +21,8 @@ self-signed certificate (``ca_pem``) — kubectl only sends bearer tokens over T
 
 Admin endpoints (either token): ``GET /sandbox/faults``, ``PUT /sandbox/faults`` with
 ``{"set": {NAME: VALUE|null}, "clear": [NAME]}``, ``GET /sandbox/stats`` (request counts by
-``"VERB RESOURCE"`` for the user token), ``DELETE /sandbox/stats``.
+``"VERB RESOURCE"`` for the user token; discovery documents count as ``get discovery``),
+``DELETE /sandbox/stats``.
 """
 
 from __future__ import annotations
@@ -239,6 +240,10 @@ class ApiServer:
         with self._counts_lock:
             self._counts.clear()
 
+    def _count(self, request: str) -> None:
+        with self._counts_lock:
+            self._counts[request] += 1
+
     # ------------------------------------------------------------------ HTTP entry
     def handle(self, handler: _Handler, body: bytes) -> None:
         split = urlsplit(handler.path)
@@ -285,6 +290,8 @@ class ApiServer:
         if req.method == "GET":
             static = self._discovery(path)
             if static is not None:
+                if req.user != OPERATOR:
+                    self._count("get discovery")
                 return static
         route = self._route(req.path)
         if route is None:
@@ -366,8 +373,7 @@ class ApiServer:
             return
         rtype = route.rtype
         resource = f"{rtype.plural}/{route.subresource}" if route.subresource else rtype.plural
-        with self._counts_lock:
-            self._counts[f"{verb} {resource}"] += 1
+        self._count(f"{verb} {resource}")
         if self.faults.in_outage():
             raise ApiStatus(503, "injected fault: the API server is unavailable (api-outage)")
         if self.faults.denied(verb, resource) or (resource == "services/proxy" and self.faults.get("proxy-forbidden") is not None):

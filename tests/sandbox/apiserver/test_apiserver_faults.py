@@ -134,6 +134,12 @@ def test_request_counts_are_per_verb_and_resource(server, core, crds, custom):
     assert server.request_counts() == {"list pods": 2, "list rayjobs": 1, "get configmaps": 1}
 
 
+def test_discovery_requests_are_counted(server, api):
+    client.ApisApi(api).get_api_versions()
+    client.CoreApi(api).get_api_versions()
+    assert server.request_counts() == {"get discovery": 2}
+
+
 def test_admin_endpoints(server, http, core, faults):
     core.list_namespace()
     assert http.get("/sandbox/stats").json() == {"list namespaces": 1}
