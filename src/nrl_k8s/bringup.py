@@ -232,11 +232,11 @@ class BringUp:
             name, label = manifest["metadata"]["name"], f"dynamo.{key}"
             self.dgd_kinds[name] = dgd.kind_of(manifest)
             if existing[key] is not None:
-                self.claim(name)
+                live = self.claim(name)
                 self.dgd_actions[name] = "reused"
                 self.emit(Applied(label, name, "reused"))
                 if owner is not None:
-                    self.link_owner(name, owner)
+                    self.link_owner(name, owner, live)
                 continue
             if owner is not None:
                 manifest = owned(manifest, owner)
@@ -246,12 +246,13 @@ class BringUp:
             self.emit(Applied(label, name, "created" + (f", owned by RayCluster {owner['metadata']['name']}"
                                                         if owner is not None else "")))
 
-    def claim(self, name: str) -> None:
-        """List this run among the users of a DGD it reuses, so no other run's rollback deletes it."""
+    def claim(self, name: str) -> dict:
+        """List this run among the users of a DGD it reuses, so no other run's rollback deletes it;
+        the DGD as it then is."""
         entry = Created(self.dgd_kinds[name], name, "dynamo")
         self.ledger.claimed.append(entry)
         try:
-            self.kube.modify(entry.kind, name, lambda obj: dgd.users_patch(obj, add=self.ledger.run), self.ns)
+            return self.kube.modify(entry.kind, name, lambda obj: dgd.users_patch(obj, add=self.ledger.run), self.ns)
         except NotFoundError:
             self.ledger.claimed.remove(entry)
             raise ResourceFailed(f"DGD {name} was deleted while this run was starting to reuse it",
@@ -275,8 +276,9 @@ class BringUp:
 
         self.kube.modify(kind, name, change, self.ns)
 
-    def link_owner(self, name: str, cluster: dict) -> None:
-        """Add ``cluster`` as a non-controlling owner of DGD ``name`` (GC then deletes it with the cluster).
+    def link_owner(self, name: str, cluster: dict, live: dict | None = None) -> None:
+        """Add ``cluster`` as a non-controlling owner of DGD ``name`` (``live``: the DGD as just read
+        or patched, saving a read); GC then deletes it with the cluster.
 
         A DGD that existed before this run with no owner and no other user is left alone (with a
         warning); adding an owner to a DGD that already has others is warned.
@@ -294,7 +296,7 @@ class BringUp:
                 return None
             return {"metadata": {"ownerReferences": [*owners, ref]}}
 
-        updated = self.kube.modify(self.dgd_kinds[name], name, change, self.ns)
+        updated = self.kube.modify(self.dgd_kinds[name], name, change, self.ns, current=live)
         names = [o.get("name") for o in seen["owners"]]
         if action == "reused" and not seen["owners"] and not seen["shared"]:
             self.emit(Warning(f"DGD {name} existed before this run and has no owner: it is not linked to "

@@ -278,15 +278,19 @@ class Kube:
         path = kind_path(kind, ns, name, subresource)
         return self._json("PATCH", path, op, query=query, body=patch, content_type=PATCH_TYPES[patch_type])
 
-    def modify(self, kind: Kind, name: str, change: Callable[[dict], dict | None], namespace: str | None = None) -> dict:
+    def modify(self, kind: Kind, name: str, change: Callable[[dict], dict | None], namespace: str | None = None,
+               *, current: dict | None = None) -> dict:
         """Read, merge-patch ``change(current)`` guarded by its resourceVersion, re-read on conflict.
 
         ``change`` returns the merge patch for the object it is given, or None when nothing needs
-        to change. Conflicts are retried for ``Tuning.retry_budget_s``; NotFoundError propagates.
+        to change. ``current``: the object as just read, used instead of a first read (a stale one
+        costs a conflict and a re-read). Conflicts are retried for ``Tuning.retry_budget_s``;
+        NotFoundError propagates.
         """
         started = time.monotonic()
         while True:
-            current = self.get(kind, name, namespace)
+            if current is None:
+                current = self.get(kind, name, namespace)
             patch = change(current)
             if patch is None:
                 return current
@@ -295,6 +299,7 @@ class Kube:
             try:
                 return self.patch(kind, name, guarded, namespace=namespace)
             except ConflictError:
+                current = None
                 if time.monotonic() - started > self.tuning.retry_budget_s:
                     raise
                 time.sleep(min(self.tuning.backoff_s, self.tuning.backoff_cap_s) * random.uniform(0.5, 1.0))
