@@ -91,6 +91,31 @@ def parallel(jobs: dict[str, callable], emit: Emit, done: callable) -> None:
         stopped.set()
 
 
+def gather(*calls: callable) -> list:
+    """Run ``calls`` at once, the first in this thread and the others in daemon threads (Ctrl-C is
+    immediate); their results in order. The first error in call order is raised, so checks that
+    run together fail as they would one after another."""
+    results: list = [None] * len(calls)
+    errors: list[BaseException | None] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        try:
+            results[index] = calls[index]()
+        except BaseException as exc:  # raised in the caller's thread below
+            errors[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True, name=f"gather-{i}") for i in range(1, len(calls))]
+    for thread in threads:
+        thread.start()
+    results[0] = calls[0]()
+    for thread in threads:
+        thread.join()
+    for error in errors:
+        if error is not None:
+            raise error
+    return results
+
+
 class BringUp:
     """Shared steps over one namespace; ``run`` names the run in DGD users and rollback messages."""
 

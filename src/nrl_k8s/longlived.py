@@ -2,7 +2,8 @@
 
 Everything is rendered first (``plan.plan_longlived``), then:
 
-0. preflight: every permission the run needs, DGD drift, the code package built (too big: exit 2);
+0. preflight, all at once: every permission the run needs, DGD drift, the code package staged (too
+   big: exit 2), and the training dashboard's client made ready;
 1. Deployments (+ their Service), reused when identical, awaited Available and healthy;
 2. every role's RayCluster ensured (reuse identical, warn on drift, ``recreate`` replaces), then
    its DRA objects and env Secret created owned by it;
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 from . import package as package_mod
 from . import runs
-from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, interrupts_raise, parallel
+from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, gather, interrupts_raise, parallel
 from .dashboard import Dashboard, JobInfo
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Became, Emit, Waiting
@@ -81,15 +82,20 @@ class LongLived(BringUp):
         self.result = LongLivedResult(run_id=plan.run_id, namespace=plan.namespace, dgds=self.dgd_actions,
                                       owners=self.dgd_owners)
         self.live: dict[str, dict] = {}  # role -> live RayCluster
+        self._dashboards: dict[str, Dashboard] = {}  # role -> its client, one per run (connections reused)
         self.submitted = False
         self.submitting = False  # a driver POST was sent: the job may exist even if it failed
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> tuple[dict, dict[str, package_mod.Package]]:
+        """The checks, concurrently (their errors in this order), while the dashboard client is made."""
         proxy = not self.kube.in_cluster
-        self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy))
-        existing = self.check_dgds(self.plan.dgds)
-        packages = self.stage_packages()
+        _, existing, packages, _ = gather(
+            lambda: self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy)),
+            lambda: self.check_dgds(self.plan.dgds),
+            self.stage_packages,
+            lambda: self.dashboard("training"),
+        )
         return existing, packages
 
     def stage_packages(self, roles=None) -> dict[str, package_mod.Package]:
@@ -142,53 +148,70 @@ class LongLived(BringUp):
 
     # -- Ray jobs --------------------------------------------------------------------------
     def dashboard(self, role: str) -> Dashboard:
-        url = self.options.dashboard_url if role == "training" else None
-        return Dashboard.for_cluster(cluster_name=self.result.clusters[role], namespace=self.ns,
-                                     connection=self.kube.connection, in_cluster=self.kube.in_cluster,
-                                     url=url, retries=_DASHBOARD_RETRIES)
+        """The dashboard of ``role``'s RayCluster, one client per run (closed by :meth:`close`)."""
+        if role not in self._dashboards:
+            url = self.options.dashboard_url if role == "training" else None
+            self._dashboards[role] = Dashboard.for_cluster(
+                cluster_name=self.plan.clusters[role]["metadata"]["name"], namespace=self.ns,
+                connection=self.kube.connection, in_cluster=self.kube.in_cluster, url=url, retries=_DASHBOARD_RETRIES)
+        return self._dashboards[role]
+
+    def close(self) -> None:
+        for dash in self._dashboards.values():
+            dash.close()
+        self._dashboards.clear()
+
+    def __enter__(self) -> LongLived:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def daemons(self, packages: dict, roles=None) -> None:
         """Each daemon (of ``roles``, default all) submitted unless it runs, then its health URL awaited."""
         for role, daemon in self.plan.daemons.items():
             if roles is not None and role not in roles:
                 continue
-            with self.dashboard(role) as dash:
-                done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
-                                                                 replace=self.options.replace, emit=self.emit)
-                self.wait_healthy(f"daemon {role}", daemon.health, failed=lambda: _ended(dash, done.split()[-1], role))
+            dash = self.dashboard(role)
+            done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
+                                                             replace=self.options.replace, emit=self.emit)
+            self.wait_healthy(f"daemon {role}", daemon.health, failed=lambda: _ended(dash, done.split()[-1], role))
 
     def driver(self, package: package_mod.Package) -> None:
         driver = self.plan.driver
-        with self.dashboard("training") as dash:
-            running = [j for j in dash.list_jobs() if not j.terminal and (j.metadata or {}).get(KIND_METADATA) != "daemon"]
-            if running and not self.options.replace:
-                ids = ", ".join(j.submission_id or j.job_id or "?" for j in running)
-                raise ConfigError(f"RayCluster {driver.cluster} is still running job(s) {ids}",
-                                  hint="pass --replace to stop them first, or wait: `nrl-k8s job list`")
-            stop_jobs(dash, running, self.emit)
-            self.result.package = package.uri
-            self.result.uploaded_bytes = dash.ensure_package(package)
-            self.emit(Became("code", f"{package.uri} ({_size(self.result.uploaded_bytes)} uploaded)"
-                             if self.result.uploaded_bytes else f"{package.uri} (already on the cluster)"))
-            entrypoint = driver.entrypoint
-            if driver.code.source != "upload":  # the recipe is the package; the code is in the image
-                entrypoint = (f'export {RECIPE_ENV}="$PWD/{DRIVER_RECIPE}" && '
-                              f"cd {shlex.quote(driver.code.code_path or '.')} && {entrypoint}")
-            self.submitting = True
-            dash.submit(entrypoint, submission_id=driver.submission_id,
-                        runtime_env={"working_dir": package.uri, "env_vars": driver.env},
-                        metadata={KIND_METADATA: "driver", RUN_METADATA: self.plan.run_id})
-            self.submitted = True
+        dash = self.dashboard("training")
+        jobs, present = gather(dash.list_jobs, lambda: dash.has_package(package.name))
+        running = [j for j in jobs if not j.terminal and (j.metadata or {}).get(KIND_METADATA) != "daemon"]
+        if running and not self.options.replace:
+            ids = ", ".join(j.submission_id or j.job_id or "?" for j in running)
+            raise ConfigError(f"RayCluster {driver.cluster} is still running job(s) {ids}",
+                              hint="pass --replace to stop them first, or wait: `nrl-k8s job list`")
+        stop_jobs(dash, running, self.emit)
+        self.result.package = package.uri
+        if not present:
+            dash.upload_package(package)
+            self.result.uploaded_bytes = len(package.zip_bytes())
+        self.emit(Became("code", f"{package.uri} ({_size(self.result.uploaded_bytes)} uploaded)"
+                         if self.result.uploaded_bytes else f"{package.uri} (already on the cluster)"))
+        entrypoint = driver.entrypoint
+        if driver.code.source != "upload":  # the recipe is the package; the code is in the image
+            entrypoint = (f'export {RECIPE_ENV}="$PWD/{DRIVER_RECIPE}" && '
+                          f"cd {shlex.quote(driver.code.code_path or '.')} && {entrypoint}")
+        self.submitting = True
+        dash.submit(entrypoint, submission_id=driver.submission_id,
+                    runtime_env={"working_dir": package.uri, "env_vars": driver.env},
+                    metadata={KIND_METADATA: "driver", RUN_METADATA: self.plan.run_id})
+        self.submitted = True
         self.emit(Became("driver", f"submitted as job {driver.submission_id} on {driver.cluster}"))
 
     def record(self) -> None:
         self.result.record = str(runs.save(runs.record_of(self.plan, self.result, context=self.options.context, infra=self.plan.infra)))
 
     def follow(self, on_text) -> None:
-        with self.dashboard("training") as dash:
-            for chunk in dash.follow_logs(self.plan.run_id):
-                on_text(chunk)
-            job = dash.get_job(self.plan.run_id)
+        dash = self.dashboard("training")
+        for chunk in dash.follow_logs(self.plan.run_id):
+            on_text(chunk)
+        job = dash.get_job(self.plan.run_id)
         self.result.job_status = job.status if job else None
         self.result.succeeded = self.result.job_status == "SUCCEEDED"
 
@@ -197,8 +220,7 @@ class LongLived(BringUp):
         if self.submitted or not self.submitting:
             return self.submitted
         try:
-            with self.dashboard("training") as dash:
-                return dash.get_job(self.plan.driver.submission_id) is not None
+            return self.dashboard("training").get_job(self.plan.driver.submission_id) is not None
         except NrlK8sError:
             return None
 
@@ -282,27 +304,26 @@ def _size(n: int) -> str:
 
 
 def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit, on_log=None) -> LongLivedResult:
-    run = LongLived(kube, plan, options, emit)
-    with interrupts_raise():
-        try:
-            existing, packages = run.preflight()
-            run.deployments(plan.deployments, plan.health, recreate=options.recreate)
-            for role in plan.clusters:
-                run.ensure_cluster(role)
-            run.dgds(existing)
-            run.wait_all()
-            if not options.skip_daemons:
-                run.daemons(packages)
-            run.driver(packages["driver"])
-        except KeyboardInterrupt:
-            raise run.fail(None) from None
-        except NrlK8sError as err:
-            raise run.fail(err) from None
-    run.record()
-    if options.wait:
-        try:
-            run.follow(on_log or (lambda text: None))
-        except KeyboardInterrupt:
-            raise Interrupted("stopped following the job", hint=run.running_hint()) from None
+    with LongLived(kube, plan, options, emit) as run:
+        with interrupts_raise():
+            try:
+                existing, packages = run.preflight()
+                run.deployments(plan.deployments, plan.health, recreate=options.recreate)
+                for role in plan.clusters:
+                    run.ensure_cluster(role)
+                run.dgds(existing)
+                run.wait_all()
+                if not options.skip_daemons:
+                    run.daemons(packages)
+                run.driver(packages["driver"])
+            except KeyboardInterrupt:
+                raise run.fail(None) from None
+            except NrlK8sError as err:
+                raise run.fail(err) from None
+        run.record()
+        if options.wait:
+            try:
+                run.follow(on_log or (lambda text: None))
+            except KeyboardInterrupt:
+                raise Interrupted("stopped following the job", hint=run.running_hint()) from None
     return run.result
-
