@@ -29,6 +29,7 @@ from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from .kinds import deployment, dgd
 from .kinds.index import kind_of
 from .kinds.base import Kind, delete_command, managed, owned, owner_reference
+from .kube_errors import KindNotServedError
 from .probe import Permission, missing_permissions
 from .rollback import Created, Ledger, RollbackInterrupts
 from .serving import HEALTHY, present, wait_http, wait_serving
@@ -157,12 +158,16 @@ class BringUp:
             )
 
     def check_dgds(self, dgds: dict[str, dict]) -> dict[str, dict | None]:
-        """The live DGD of each key (None when absent); a different live spec is refused."""
-        self.check_dgd_versions(dgds)
+        """The live DGD of each key (None when absent); a different live spec is refused. Discovery
+        is asked only when a DGD's apiVersion is not served, to say which versions are."""
         existing = {}
         for key, manifest in dgds.items():
             name = manifest["metadata"]["name"]
-            found = self.kube.find(dgd.kind_of(manifest), name, self.ns)
+            try:
+                found = self.kube.find(dgd.kind_of(manifest), name, self.ns)
+            except KindNotServedError:
+                self.check_dgd_versions(dgds)
+                raise
             changed = spec_drift(manifest, found) if found is not None else []
             if changed:
                 raise ConfigError(
