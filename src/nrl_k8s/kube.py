@@ -29,7 +29,7 @@ from nrl_k8s import wait as waiting
 from nrl_k8s.connection import Connection, from_kubeconfig, in_cluster
 from nrl_k8s.errors import ConflictError, ForbiddenError, NotFoundError
 from nrl_k8s.kinds.base import Kind, Pending, Readiness, Ready
-from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW
+from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW, SELF_SUBJECT_RULES_REVIEW
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.kube_errors import (
     GoneError,
@@ -438,6 +438,14 @@ class Kube:
         review = {"apiVersion": SELF_SUBJECT_ACCESS_REVIEW.api_version, "kind": SELF_SUBJECT_ACCESS_REVIEW.kind}
         answer = self.create(SELF_SUBJECT_ACCESS_REVIEW, {**review, "spec": {"resourceAttributes": attributes}})
         return bool((answer.get("status") or {}).get("allowed"))
+
+    def rules_review(self, namespace: str | None = None) -> dict:
+        """SelfSubjectRulesReview: what the user may do in ``namespace`` (default: the Kube's), as
+        its status ``{"resourceRules": [...], "incomplete": bool, "evaluationError": str}``."""
+        kind = SELF_SUBJECT_RULES_REVIEW
+        review = {"apiVersion": kind.api_version, "kind": kind.kind,
+                  "spec": {"namespace": self.namespace if namespace is None else namespace}}
+        return self.create(kind, review).get("status") or {}
 
     def served_versions(self, plural_group: str) -> list[str] | None:
         """The versions at which the API server serves ``plural.group`` (e.g.

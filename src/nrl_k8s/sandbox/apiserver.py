@@ -5,7 +5,7 @@ server-side apply/delete with garbage collection on core kinds (namespaces, pods
 configmaps, secrets, events, serviceaccounts), apps/v1 deployments and resource.k8s.io/v1
 resourceclaimtemplates (stored; deployments are run by ``operators/deployments.py``),
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
-SelfSubjectAccessReview, the service proxy to loopback backends (a Ray head Service's dashboard
+SelfSubjectAccessReview and SelfSubjectRulesReview, the service proxy to loopback backends (a Ray head Service's dashboard
 port through ``head_proxy``: that cluster's jobs and packages only, a job gets what its head
 container would give it), ``Table`` output for kubectl, and API-level faults (see ``faults.py``).
 Request bodies are bounded like the real server's (3 MiB, ``413 RequestEntityTooLarge``), and
@@ -62,6 +62,7 @@ from nrl_k8s.tunnel import is_upgrade
 USER = "sandbox-user"
 OPERATOR = "sandbox-operator"
 _TRUE = ("1", "t", "T", "true", "True", "TRUE")
+RULE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 _WATCH_POLL_S = 0.5
 _DEFAULT_WATCH_TIMEOUT_S = 1800
 MAX_BODY_BYTES = 3 * 1024 * 1024  # the real API server's limit for a request body
@@ -403,6 +404,8 @@ class ApiServer:
             return Response(code, body, ctype)
         if rtype.plural == "selfsubjectaccessreviews":
             return self._access_review(req)
+        if rtype.plural == "selfsubjectrulesreviews":
+            return self._rules_review(req)
         dry_run = req.param("dryRun") == "All"
         if verb == "get":
             return self._output(req, rtype, self.store.get(rtype, ns, name))
@@ -676,6 +679,35 @@ class ApiServer:
         review.update(apiVersion="authorization.k8s.io/v1", kind="SelfSubjectAccessReview")
         review.setdefault("metadata", {})["creationTimestamp"] = None
         review["status"] = {"allowed": allowed} if allowed else {"allowed": False, "reason": "denied by the sandbox rbac-deny fault"}
+        return Response(201, review)
+
+    def _rules_review(self, req: Request) -> Response:
+        """What the sandbox grants, as RBAC rules: everything (one wildcard rule) unless ``rbac-deny``
+        is set, then per resource (and subresource) the verbs it leaves; ``rules-incomplete``
+        answers like a webhook authorizer: incomplete, listing only the self reviews."""
+        review = self._body_object(req, self.store.registry.lookup("authorization.k8s.io", "v1", "selfsubjectrulesreviews"))
+        self_reviews = {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+                        "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}
+        status: dict = {"incomplete": False, "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*"]}]}
+        if self.faults.get("rules-incomplete") is not None and req.user != OPERATOR:
+            status.update(incomplete=True, resourceRules=[self_reviews],
+                          evaluationError="webhook authorizer does not support user rule resolution")
+        elif self.faults.get("rbac-deny") is None or req.user == OPERATOR:
+            status["resourceRules"] = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
+        else:
+            rules = [self_reviews]
+            with self.store.lock:
+                types = self.store.registry.all_types()
+            resources = {}  # (group, resource) once, whatever the versions
+            for rtype in types:
+                subresources = (["status"] if rtype.has_status else []) + list(rtype.subresources)
+                for resource in [rtype.plural, *(f"{rtype.plural}/{sub}" for sub in subresources)]:
+                    resources[rtype.group, resource] = [verb for verb in RULE_VERBS if not self.faults.denied(verb, resource)]
+            rules += [{"verbs": verbs, "apiGroups": [group], "resources": [resource]}
+                      for (group, resource), verbs in resources.items() if verbs]
+            status["resourceRules"] = rules
+        review.update(apiVersion="authorization.k8s.io/v1", kind="SelfSubjectRulesReview", status=status)
+        review.setdefault("metadata", {})["creationTimestamp"] = None
         return Response(201, review)
 
     # ------------------------------------------------------------------ admin
