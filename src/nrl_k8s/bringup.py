@@ -92,29 +92,36 @@ def parallel(jobs: dict[str, callable], emit: Emit, done: callable) -> None:
         stopped.set()
 
 
-def gather(*calls: callable) -> list:
-    """Run ``calls`` at once, the first in this thread and the others in daemon threads (Ctrl-C is
-    immediate); their results in order. The first error in call order is raised, so checks that
-    run together fail as they would one after another."""
-    results: list = [None] * len(calls)
-    errors: list[BaseException | None] = [None] * len(calls)
+class Background:
+    """``call()`` running in a daemon thread (Ctrl-C stays immediate); :meth:`result` waits for it
+    and returns its value or raises its error."""
 
-    def run(index: int) -> None:
+    def __init__(self, call: callable, name: str = "background"):
+        self._done = threading.Event()
+        self._value = self._error = None
+        threading.Thread(target=self._run, args=(call,), daemon=True, name=name).start()
+
+    def _run(self, call: callable) -> None:
         try:
-            results[index] = calls[index]()
-        except BaseException as exc:  # raised in the caller's thread below
-            errors[index] = exc
+            self._value = call()
+        except BaseException as exc:  # raised in the thread that asks for the result
+            self._error = exc
+        finally:
+            self._done.set()
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True, name=f"gather-{i}") for i in range(1, len(calls))]
-    for thread in threads:
-        thread.start()
-    results[0] = calls[0]()
-    for thread in threads:
-        thread.join()
-    for error in errors:
-        if error is not None:
-            raise error
-    return results
+    def result(self):
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def gather(*calls: callable) -> list:
+    """Run ``calls`` at once, the first in this thread; their results in order. The first error in
+    call order is raised, so checks that run together fail as they would one after another."""
+    others = [Background(call, f"gather-{index}") for index, call in enumerate(calls[1:], 1)]
+    first = calls[0]()
+    return [first, *(task.result() for task in others)]
 
 
 class BringUp:

@@ -3,7 +3,8 @@
 Everything is rendered first (``plan.plan_longlived``), then:
 
 0. preflight, all at once: every permission the run needs, DGD drift, the code package staged (too
-   big: exit 2), and the training dashboard's client made ready;
+   big: exit 2); meanwhile, and through the next steps, the training dashboard's client is made
+   (its HTTP stack imported) in the background;
 1. Deployments (+ their Service), reused when identical, awaited Available and healthy;
 2. every role's RayCluster ensured (reuse identical, warn on drift, ``recreate`` replaces), then
    its DRA objects and env Secret created owned by it;
@@ -22,13 +23,14 @@ never what it reused.
 from __future__ import annotations
 
 import shlex
+import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import package as package_mod
 from . import runs
-from .bringup import GONE_TIMEOUT_S, BringUp, Interrupted, gather, interrupts_raise, parallel
-from .dashboard import Dashboard, JobInfo
+from .bringup import GONE_TIMEOUT_S, Background, BringUp, Interrupted, gather, interrupts_raise, parallel
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Became, Emit, Waiting
 from .kinds import raycluster
@@ -37,6 +39,9 @@ from .kinds.index import kind_of
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
 from .probe import run_permissions
 from .recipe import RECIPE_ENV, recipe_text
+
+if TYPE_CHECKING:
+    from .dashboard import Dashboard, JobInfo
 
 _PROVISION_TIMEOUT_S = 1800
 _STOP_TIMEOUT_S = 120
@@ -83,20 +88,32 @@ class LongLived(BringUp):
                                       owners=self.dgd_owners)
         self.live: dict[str, dict] = {}  # role -> live RayCluster
         self._dashboards: dict[str, Dashboard] = {}  # role -> its client, one per run (connections reused)
+        self._dashboards_lock = threading.RLock()
+        self._closed = False
         self.submitted = False
         self.submitting = False  # a driver POST was sent: the job may exist even if it failed
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> tuple[dict, dict[str, package_mod.Package]]:
-        """The checks, concurrently (their errors in this order), while the dashboard client is made."""
+        """The checks, concurrently (their errors in this order); the training dashboard's client is
+        made in the background meanwhile (an error there is raised where the client is used)."""
+        Background(self._prepare_dashboard, "dashboard-client")
         proxy = not self.kube.in_cluster
-        _, existing, packages, _ = gather(
+        _, existing, packages = gather(
             lambda: self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy)),
             lambda: self.check_dgds(self.plan.dgds),
             self.stage_packages,
-            lambda: self.dashboard("training"),
         )
         return existing, packages
+
+    def _prepare_dashboard(self) -> None:
+        with self._dashboards_lock:
+            if self._closed:  # the run ended before this thread started
+                return
+            try:
+                self.dashboard("training")
+            except NrlK8sError:
+                pass  # raised again by the step that uses it
 
     def stage_packages(self, roles=None) -> dict[str, package_mod.Package]:
         """The working_dir of the driver (always: it carries the recipe) and of each daemon of
@@ -149,17 +166,23 @@ class LongLived(BringUp):
     # -- Ray jobs --------------------------------------------------------------------------
     def dashboard(self, role: str) -> Dashboard:
         """The dashboard of ``role``'s RayCluster, one client per run (closed by :meth:`close`)."""
-        if role not in self._dashboards:
-            url = self.options.dashboard_url if role == "training" else None
-            self._dashboards[role] = Dashboard.for_cluster(
-                cluster_name=self.plan.clusters[role]["metadata"]["name"], namespace=self.ns,
-                connection=self.kube.connection, in_cluster=self.kube.in_cluster, url=url, retries=_DASHBOARD_RETRIES)
-        return self._dashboards[role]
+        with self._dashboards_lock:
+            if role not in self._dashboards:
+                from .dashboard import Dashboard  # httpx: imported off the main thread by preflight
+
+                url = self.options.dashboard_url if role == "training" else None
+                self._dashboards[role] = Dashboard.for_cluster(
+                    cluster_name=self.plan.clusters[role]["metadata"]["name"], namespace=self.ns,
+                    connection=self.kube.connection, in_cluster=self.kube.in_cluster, url=url,
+                    retries=_DASHBOARD_RETRIES)
+            return self._dashboards[role]
 
     def close(self) -> None:
-        for dash in self._dashboards.values():
-            dash.close()
-        self._dashboards.clear()
+        with self._dashboards_lock:
+            for dash in self._dashboards.values():
+                dash.close()
+            self._dashboards.clear()
+            self._closed = True
 
     def __enter__(self) -> LongLived:
         return self
