@@ -4,7 +4,7 @@ Everything is rendered first (``plan.plan_longlived``), then:
 
 0. preflight, all at once: every permission the run needs, DGD drift, the code package staged (too
    big: exit 2); meanwhile, and through the next steps, the training dashboard's client is made
-   (its HTTP stack imported) in the background;
+   (its HTTP stack imported) and a package with new or changed files zipped, in the background;
 1. Deployments (+ their Service), reused when identical, awaited Available and healthy;
 2. every role's RayCluster ensured (reuse identical, warn on drift, ``recreate`` replaces), then
    its DRA objects and env Secret created owned by it;
@@ -104,6 +104,9 @@ class LongLived(BringUp):
             lambda: self.check_dgds(self.plan.dgds),
             self.stage_packages,
         )
+        for package in packages.values():
+            if package.hashed:  # new or changed files: the cluster likely lacks it, so zip it meanwhile
+                Background(package.zip_bytes, "zip")
         return existing, packages
 
     def _prepare_dashboard(self) -> None:
