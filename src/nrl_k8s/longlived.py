@@ -14,7 +14,9 @@ Everything is rendered first (``plan.plan_longlived``), then:
 4. each role's daemon submitted through that cluster's dashboard (skipped while it runs or after
    it succeeded; a failed one is an error unless ``replace``), then its health URL awaited;
 5. the driver submitted to the training cluster (submission id = run id) with the code package
-   as its working_dir, and the run recorded (``runs``).
+   as its working_dir, and the run recorded (``runs``). Its reads (running jobs, the package on
+   the cluster) start right after step 2 when the training cluster is up already, and are read
+   again when the steps between took longer than ``_READ_AHEAD_S``.
 
 Failure or Ctrl-C before the driver is submitted rolls back what this run created (the ledger),
 never what it reused.
@@ -34,7 +36,7 @@ from .bringup import GONE_TIMEOUT_S, Background, BringUp, Interrupted, gather, i
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Became, Emit, Waiting
 from .kinds import raycluster
-from .kinds.base import owned, owner_reference
+from .kinds.base import Ready, owned, owner_reference
 from .kinds.index import kind_of
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
 from .probe import run_permissions
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 _PROVISION_TIMEOUT_S = 1800
 _STOP_TIMEOUT_S = 120
 _DASHBOARD_RETRIES = 8
+_READ_AHEAD_S = 2.0  # a job list read ahead is used while at most this old (else read again)
 KIND_METADATA = "nrl-k8s.io/kind"  # Ray job metadata: "driver" or "daemon"
 RUN_METADATA = "nrl-k8s.io/run-id"
 
@@ -90,6 +93,7 @@ class LongLived(BringUp):
         self._dashboards: dict[str, Dashboard] = {}  # role -> its client, one per run (connections reused)
         self._dashboards_lock = threading.RLock()
         self._closed = False
+        self._ahead: Background | None = None  # the driver step's reads, started early (read_ahead)
         self.submitted = False
         self.submitting = False  # a driver POST was sent: the job may exist even if it failed
 
@@ -203,10 +207,24 @@ class LongLived(BringUp):
                                                              replace=self.options.replace, emit=self.emit)
             self.wait_healthy(f"daemon {role}", daemon.health, failed=lambda: _ended(dash, done.split()[-1], role))
 
+    def read_ahead(self, package: package_mod.Package) -> None:
+        """When the training cluster is up already, start the driver step's reads (its job list and
+        whether it has ``package``) now, overlapping the DGD and readiness steps."""
+        if isinstance(raycluster.readiness(self.live["training"]), Ready):
+            self._ahead = Background(lambda: (*self._driver_reads(package), time.monotonic()), "read-ahead")
+
+    def _driver_reads(self, package: package_mod.Package) -> tuple[list[JobInfo], bool]:
+        dash = self.dashboard("training")
+        jobs, present = gather(dash.list_jobs, lambda: dash.has_package(package.name))
+        return jobs, present
+
     def driver(self, package: package_mod.Package) -> None:
         driver = self.plan.driver
         dash = self.dashboard("training")
-        jobs, present = gather(dash.list_jobs, lambda: dash.has_package(package.name))
+        ahead, self._ahead = self._ahead, None
+        jobs, present, read_at = ahead.result() if ahead else (None, None, None)
+        if ahead is None or time.monotonic() - read_at > _READ_AHEAD_S:  # the waits took a while: read again
+            jobs, present = self._driver_reads(package)
         running = [j for j in jobs if not j.terminal and (j.metadata or {}).get(KIND_METADATA) != "daemon"]
         if running and not self.options.replace:
             ids = ", ".join(j.submission_id or j.job_id or "?" for j in running)
@@ -337,6 +355,7 @@ def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: E
                 run.deployments(plan.deployments, plan.health, recreate=options.recreate)
                 for role in plan.clusters:
                     run.ensure_cluster(role)
+                run.read_ahead(packages["driver"])
                 run.dgds(existing)
                 run.wait_all()
                 if not options.skip_daemons:
