@@ -1,4 +1,5 @@
-"""Consoles: data goes to stdout, messages to stderr."""
+"""Consoles: data goes to stdout, messages to stderr. Emoji codes are off: text such as ``:smile:``
+in a job message or a name is printed as it is (and rich's emoji table is not loaded)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from rich.markup import escape
 from nrl_k8s.errors import NrlK8sError
 from nrl_k8s.redact import redact_text
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, emoji=False)
 if not out.is_terminal:
     out.width = 200  # pipes and CI logs: do not squeeze tables into 80 columns
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def print_warning(message: str, hint: str | None = None) -> None:
