@@ -4,10 +4,13 @@
 
 Starts a sandbox, writes a code tree of N MB (many files, incompressible content) and an infra
 with a training RayCluster and one DGD, and runs `nrl-k8s run --raycluster --no-wait` once to
-warm everything (clusters, DGD, the package). The driver sleeps 1 s; each run starts after the
-previous one ended (as after an edit). Then, per case, each run is timed from starting
-the installed CLI (a subprocess, as a user runs it) until the Ray dashboard reports the new
-driver RUNNING:
+warm everything (clusters, DGD, the package). The driver prints the time it starts and sleeps
+1 s; each run starts after the previous one ended (as after an edit). Then, per case, each run
+is timed from starting the installed CLI (a subprocess, as a user runs it) until the driver
+started, read from its log afterwards: Ray marks a job RUNNING right before it starts the
+entrypoint (JobSupervisor.run), so this is RUNNING plus a shell's start, and it costs the machine
+nothing while the supervisor starts (polling the dashboard every 10 ms through the API server
+competes for the same cores):
 - unchanged tree: nothing is uploaded (the cluster has the content-addressed package);
 - one file changed: a new package is built and uploaded.
 Targets: unchanged <= 1.5 s, one file changed <= 3 s. Prints medians, the CLI's own part (start
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -38,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NRL_K8S = str(Path(sys.executable).with_name("nrl-k8s"))
 TARGETS = {"unchanged": 1.5, "one file changed": 3.0}
 FILE_MB = 1
+STAMP = "date +driver-started=%s.%N"  # the driver's first act: the wall time it started
 
 
 def write_tree(root: Path, megabytes: int) -> None:
@@ -51,7 +56,7 @@ def write_tree(root: Path, megabytes: int) -> None:
     infra = {
         "namespace": "default",
         "image": "nvcr.io/nvidia/nemo-rl:v0.4.0",
-        "launch": {"entrypoint": "sleep 1", "codeSource": "upload", "rayUploadPaths": ["code"]},
+        "launch": {"entrypoint": f"{STAMP} && sleep 1", "codeSource": "upload", "rayUploadPaths": ["code"]},
         "kuberay": {"training": {"name": "bench-warm", "spec": {
             "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head"}]}}}}}},
         "dynamo": {"serving": {"manifest": str(ROOT / "examples_dgd/qwen3_0.6b_kind.yaml"), "name": "bench-warm-dgd"}},
@@ -62,21 +67,19 @@ def write_tree(root: Path, megabytes: int) -> None:
 def one_run(root: Path, env: dict, dashboard, sandbox: Path) -> tuple[float, float, int, int]:
     """(seconds from CLI start to the driver RUNNING, seconds until the CLI exited, API requests, bytes uploaded)."""
     _admin(sandbox, "DELETE", "/sandbox/stats")
-    start = time.perf_counter()
+    start = time.time()
     done = subprocess.run([NRL_K8S, "run", "--raycluster", "--no-wait", "recipe.yaml", "--infra",
                            "infra.yaml"], env=env, cwd=root, capture_output=True, text=True)
-    cli = time.perf_counter() - start
+    cli = time.time() - start
     if done.returncode != 0:
         sys.exit(f"run --raycluster failed ({done.returncode}):\n{done.stderr}")
     requests = sum(_admin(sandbox, "GET", "/sandbox/stats").values())
     runs = root / "cache/nrl-k8s/runs"
     record = json.loads((runs / f"{(runs / 'latest').read_text().strip()}.json").read_text())
-    while _status(dashboard, record["job_id"]) not in ("RUNNING", "SUCCEEDED"):
-        time.sleep(0.01)  # the dashboard has no watch: poll it tightly
-    took = time.perf_counter() - start
-    while _status(dashboard, record["job_id"]) != "SUCCEEDED":  # untimed: the next run starts on an idle cluster
-        time.sleep(0.1)
-    return took, cli, requests, record["uploaded_bytes"]
+    while _status(dashboard, record["job_id"]) != "SUCCEEDED":  # the next run starts on an idle cluster
+        time.sleep(0.2)
+    stamp = re.search(r"driver-started=([0-9.]+)", dashboard.logs(record["job_id"]))
+    return float(stamp.group(1)) - start, cli, requests, record["uploaded_bytes"]
 
 
 def _admin(sandbox: Path, method: str, path: str):
@@ -121,7 +124,7 @@ def main() -> None:
         target = TARGETS[case]
         summary[case] = {"median_s": median, "cli_s": cli, "requests": requests, "uploaded_bytes": uploaded,
                          "runs_s": [round(run[0], 3) for run in runs]}
-        print(f"{case:<18} start -> driver RUNNING  median {median:5.2f} s   target {target:.1f} s   "
+        print(f"{case:<18} start -> driver started  median {median:5.2f} s   target {target:.1f} s   "
               f"ratio {median / target:.2f}x  {'ok' if median <= target else 'OVER'}   CLI alone {cli:4.2f} s   "
               f"{requests:.0f} API requests   uploaded {uploaded / 1e6:.1f} MB")
     print(json.dumps(summary))
