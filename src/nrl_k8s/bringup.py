@@ -35,6 +35,7 @@ from .rollback import Created, Ledger, RollbackInterrupts
 from .serving import HEALTHY, present, wait_http, wait_serving
 
 GONE_TIMEOUT_S = 600
+UNREAD = object()  # BringUp.ensure: the live object was not read yet
 DEPLOYMENT_TIMEOUT_S = 600
 
 
@@ -201,11 +202,14 @@ class BringUp:
                 f"can land late), remove it: {delete_command(kind, entry.name, self.ns)}",
             ) from None
 
-    def ensure(self, kind: Kind, manifest: dict, label: str, *, recreate: bool = False) -> tuple[dict, str]:
+    def ensure(self, kind: Kind, manifest: dict, label: str, *, recreate: bool = False,
+               live: dict | None | object = UNREAD) -> tuple[dict, str]:
         """Reuse an identical live object, keep a drifted one (warning with the paths) unless
-        ``recreate`` (nrl-k8s-made objects only), else create; (live object, action)."""
+        ``recreate`` (nrl-k8s-made objects only), else create; (live object, action). ``live``:
+        the object as just read (None: absent), saving the read."""
         name = manifest["metadata"]["name"]
-        live = self.kube.find(kind, name, self.ns)
+        if live is UNREAD:
+            live = self.kube.find(kind, name, self.ns)
         if live is not None:
             changed = spec_drift(manifest, live)
             if not changed:

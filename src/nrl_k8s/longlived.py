@@ -154,7 +154,8 @@ class LongLived(BringUp):
             found = self.kube.find(kind, name, self.ns)
             if found is not None and ref["uid"] not in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
                 self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)  # GC takes a replaced cluster's
-            self.ensure(kind, owned(obj, live), label, recreate=self.options.recreate)
+                found = None
+            self.ensure(kind, owned(obj, live), label, recreate=self.options.recreate, live=found)
 
     def dgds(self, existing: dict) -> None:
         self.apply_dgds(self.plan.dgds, existing, owner=self.live["training"])
