@@ -1,4 +1,5 @@
-"""Consoles: data goes to stdout, messages to stderr."""
+"""Consoles: data goes to stdout, messages to stderr. Emoji codes are off: text such as ``:smile:``
+in a job message or a name is printed as it is (and rich's emoji table is not loaded)."""
 
 from __future__ import annotations
 

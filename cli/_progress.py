@@ -5,9 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 
 from nrl_k8s.events import Applied, Became, Event, LeftBehind, RolledBack, Waiting, Warning
 from nrl_k8s.redact import redact_text
@@ -23,7 +21,11 @@ class Progress:
         self.rows: dict[str, tuple[str, str]] = {}  # resource -> (phase, reason)
         self.events: list[Event] = []
         self._lock = threading.RLock()  # re-entrant: a signal handler may report while an event prints
-        self._live = Live(self._table(), console=err, refresh_per_second=4, transient=False) if err.is_terminal else None
+        self._live = None
+        if err.is_terminal:  # rich's live table only on a TTY: plain lines need neither import
+            from rich.live import Live
+
+            self._live = Live(self._table(), console=err, refresh_per_second=4, transient=False)
 
     def __enter__(self) -> "Progress":
         if self._live:
@@ -38,7 +40,9 @@ class Progress:
     def _elapsed(self) -> str:
         return f"{time.monotonic() - self.start:6.1f}s"
 
-    def _table(self) -> Table:
+    def _table(self):
+        from rich.table import Table
+
         table = Table(box=None, show_header=False, padding=(0, 2))
         for resource, (phase, reason) in self.rows.items():
             table.add_row(escape(resource), phase, escape(reason))

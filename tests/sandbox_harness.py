@@ -99,6 +99,16 @@ class Sandbox:
 
         return process.clear_fault(self.dir, name)
 
+    def request_counts(self, *, reset: bool = False) -> dict[str, int]:
+        """API requests made with the user token since the last reset, as ``{"VERB RESOURCE": n}``."""
+        from nrl_k8s.sandbox import process
+
+        paths = process.Paths.of(self.dir)
+        counts = process._admin(paths, "GET", "/sandbox/stats")
+        if reset:
+            process._admin(paths, "DELETE", "/sandbox/stats")
+        return counts
+
     @contextlib.contextmanager
     def fault(self, name: str, value: str | None = None) -> Iterator[None]:
         """Turn a fault on for the duration of a ``with`` block, then back to how it was started."""

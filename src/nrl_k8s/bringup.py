@@ -31,11 +31,13 @@ from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from .kinds import deployment, dgd
 from .kinds.index import kind_of
 from .kinds.base import Kind, delete_command, managed, owned, owner_reference
+from .kube_errors import KindNotServedError
 from .probe import Permission, missing_permissions
 from .rollback import Created, Ledger, RollbackInterrupts
 from .serving import HEALTHY, present, wait_http, wait_serving
 
 GONE_TIMEOUT_S = 600
+UNREAD = object()  # BringUp.ensure: the live object was not read yet
 DEPLOYMENT_TIMEOUT_S = 600
 
 
@@ -114,6 +116,38 @@ def parallel(jobs: dict[str, callable], emit: Emit, done: callable) -> None:
         stopped.set()
 
 
+class Background:
+    """``call()`` running in a daemon thread (Ctrl-C stays immediate); :meth:`result` waits for it
+    and returns its value or raises its error."""
+
+    def __init__(self, call: callable, name: str = "background"):
+        self._done = threading.Event()
+        self._value = self._error = None
+        threading.Thread(target=self._run, args=(call,), daemon=True, name=name).start()
+
+    def _run(self, call: callable) -> None:
+        try:
+            self._value = call()
+        except BaseException as exc:  # raised in the thread that asks for the result
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def result(self):
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def gather(*calls: callable) -> list:
+    """Run ``calls`` at once, the first in this thread; their results in order. The first error in
+    call order is raised, so checks that run together fail as they would one after another."""
+    others = [Background(call, f"gather-{index}") for index, call in enumerate(calls[1:], 1)]
+    first = calls[0]()
+    return [first, *(task.result() for task in others)]
+
+
 class BringUp:
     """Shared steps over one namespace; ``run`` names the run in DGD users and rollback messages."""
 
@@ -155,12 +189,16 @@ class BringUp:
             )
 
     def check_dgds(self, dgds: dict[str, dict]) -> dict[str, dict | None]:
-        """The live DGD of each key (None when absent); a different live spec is refused."""
-        self.check_dgd_versions(dgds)
+        """The live DGD of each key (None when absent); a different live spec is refused. Discovery
+        is asked only when a DGD's apiVersion is not served, to say which versions are."""
         existing = {}
         for key, manifest in dgds.items():
             name = manifest["metadata"]["name"]
-            found = self.kube.find(dgd.kind_of(manifest), name, self.ns)
+            try:
+                found = self.kube.find(dgd.kind_of(manifest), name, self.ns)
+            except KindNotServedError:
+                self.check_dgd_versions(dgds)
+                raise
             changed = spec_drift(manifest, found) if found is not None else []
             if changed:
                 raise ConfigError(
@@ -187,11 +225,14 @@ class BringUp:
                 f"can land late), remove it: {delete_command(kind, entry.name, self.ns)}",
             ) from None
 
-    def ensure(self, kind: Kind, manifest: dict, label: str, *, recreate: bool = False) -> tuple[dict, str]:
+    def ensure(self, kind: Kind, manifest: dict, label: str, *, recreate: bool = False,
+               live: dict | None | object = UNREAD) -> tuple[dict, str]:
         """Reuse an identical live object, keep a drifted one (warning with the paths) unless
-        ``recreate`` (nrl-k8s-made objects only), else create; (live object, action)."""
+        ``recreate`` (nrl-k8s-made objects only), else create; (live object, action). ``live``:
+        the object as just read (None: absent), saving the read."""
         name = manifest["metadata"]["name"]
-        live = self.kube.find(kind, name, self.ns)
+        if live is UNREAD:
+            live = self.kube.find(kind, name, self.ns)
         if live is not None:
             changed = spec_drift(manifest, live)
             if not changed:
@@ -259,11 +300,11 @@ class BringUp:
             name, label = manifest["metadata"]["name"], f"dynamo.{key}"
             self.dgd_kinds[name] = dgd.kind_of(manifest)
             if existing[key] is not None:
-                self.claim(name)
+                live = self.claim(name)
                 self.dgd_actions[name] = "reused"
                 self.emit(Applied(label, name, "reused"))
                 if owner is not None:
-                    self.link_owner(name, owner)
+                    self.link_owner(name, owner, live)
                 continue
             if owner is not None:
                 manifest = owned(manifest, owner)
@@ -273,12 +314,13 @@ class BringUp:
             self.emit(Applied(label, name, "created" + (f", owned by RayCluster {owner['metadata']['name']}"
                                                         if owner is not None else "")))
 
-    def claim(self, name: str) -> None:
-        """List this run among the users of a DGD it reuses, so no other run's rollback deletes it."""
+    def claim(self, name: str) -> dict:
+        """List this run among the users of a DGD it reuses, so no other run's rollback deletes it;
+        the DGD as it then is."""
         entry = Created(self.dgd_kinds[name], name, "dynamo")
         self.ledger.claimed.append(entry)
         try:
-            self.kube.modify(entry.kind, name, lambda obj: dgd.users_patch(obj, add=self.ledger.run), self.ns)
+            return self.kube.modify(entry.kind, name, lambda obj: dgd.users_patch(obj, add=self.ledger.run), self.ns)
         except NotFoundError:
             self.ledger.claimed.remove(entry)
             raise ResourceFailed(f"DGD {name} was deleted while this run was starting to reuse it",
@@ -302,8 +344,9 @@ class BringUp:
 
         self.kube.modify(kind, name, change, self.ns)
 
-    def link_owner(self, name: str, cluster: dict) -> None:
-        """Add ``cluster`` as a non-controlling owner of DGD ``name`` (GC then deletes it with the cluster).
+    def link_owner(self, name: str, cluster: dict, live: dict | None = None) -> None:
+        """Add ``cluster`` as a non-controlling owner of DGD ``name`` (``live``: the DGD as just read
+        or patched, saving a read); GC then deletes it with the cluster.
 
         A DGD that existed before this run with no owner and no other user is left alone (with a
         warning); adding an owner to a DGD that already has others is warned.
@@ -321,7 +364,7 @@ class BringUp:
                 return None
             return {"metadata": {"ownerReferences": [*owners, ref]}}
 
-        updated = self.kube.modify(self.dgd_kinds[name], name, change, self.ns)
+        updated = self.kube.modify(self.dgd_kinds[name], name, change, self.ns, current=live)
         names = [o.get("name") for o in seen["owners"]]
         if action == "reused" and not seen["owners"] and not seen["shared"]:
             self.emit(Warning(f"DGD {name} existed before this run and has no owner: it is not linked to "

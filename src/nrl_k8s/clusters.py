@@ -38,21 +38,21 @@ def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit)
     from .longlived import LongLived, LongLivedOptions
 
     keys = {kind: [t.key for t in chosen if t.kind == kind] for kind in targets.KINDS}
-    steps = LongLived(kube, plan, LongLivedOptions(recreate=options.recreate, repo_root=options.repo_root), emit)
-    packages = steps.stage_packages(roles=keys["kuberay"]) if options.wait else {}
-    steps.deployments({k: plan.deployments[k] for k in keys["deployments"]},
-                      {k: plan.health[k] for k in keys["deployments"] if k in plan.health},
-                      recreate=options.recreate, wait=options.wait)
-    for role in keys["kuberay"]:
-        steps.ensure_cluster(role)
-    dgds = {}
-    for key in keys["dynamo"]:  # awaited as they run: a drifted DGD kept as it is
-        manifest = plan.dgds[key]
-        dgds[key], _ = steps.ensure(dgd.kind_of(manifest), manifest, f"dynamo.{key}", recreate=options.recreate)
-    if not options.wait:
-        return
-    steps.wait_all(roles=keys["kuberay"], dgds=dgds)
-    steps.daemons(packages, roles=keys["kuberay"])
+    with LongLived(kube, plan, LongLivedOptions(recreate=options.recreate, repo_root=options.repo_root), emit) as steps:
+        packages = steps.stage_packages(roles=keys["kuberay"]) if options.wait else {}
+        steps.deployments({k: plan.deployments[k] for k in keys["deployments"]},
+                          {k: plan.health[k] for k in keys["deployments"] if k in plan.health},
+                          recreate=options.recreate, wait=options.wait)
+        for role in keys["kuberay"]:
+            steps.ensure_cluster(role)
+        dgds = {}
+        for key in keys["dynamo"]:  # awaited as they run: a drifted DGD kept as it is
+            manifest = plan.dgds[key]
+            dgds[key], _ = steps.ensure(dgd.kind_of(manifest), manifest, f"dynamo.{key}", recreate=options.recreate)
+        if not options.wait:
+            return
+        steps.wait_all(roles=keys["kuberay"], dgds=dgds)
+        steps.daemons(packages, roles=keys["kuberay"])
 
 
 def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: bool = False, emit: Emit) -> None:

@@ -30,7 +30,7 @@ from nrl_k8s import wait as waiting
 from nrl_k8s.connection import Connection, from_kubeconfig, in_cluster
 from nrl_k8s.errors import ConflictError, ForbiddenError, NotFoundError
 from nrl_k8s.kinds.base import Kind, Pending, Readiness, Ready
-from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW
+from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW, SELF_SUBJECT_RULES_REVIEW
 from nrl_k8s.kinds.pod import KIND as POD
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.kube_errors import (
@@ -281,15 +281,19 @@ class Kube:
         path = kind_path(kind, ns, name, subresource)
         return self._json("PATCH", path, op, query=query, body=patch, content_type=PATCH_TYPES[patch_type])
 
-    def modify(self, kind: Kind, name: str, change: Callable[[dict], dict | None], namespace: str | None = None) -> dict:
+    def modify(self, kind: Kind, name: str, change: Callable[[dict], dict | None], namespace: str | None = None,
+               *, current: dict | None = None) -> dict:
         """Read, merge-patch ``change(current)`` guarded by its resourceVersion, re-read on conflict.
 
         ``change`` returns the merge patch for the object it is given, or None when nothing needs
-        to change. Conflicts are retried for ``Tuning.retry_budget_s``; NotFoundError propagates.
+        to change. ``current``: the object as just read, used instead of a first read (a stale one
+        costs a conflict and a re-read). Conflicts are retried for ``Tuning.retry_budget_s``;
+        NotFoundError propagates.
         """
         started = time.monotonic()
         while True:
-            current = self.get(kind, name, namespace)
+            if current is None:
+                current = self.get(kind, name, namespace)
             patch = change(current)
             if patch is None:
                 return current
@@ -298,6 +302,7 @@ class Kube:
             try:
                 return self.patch(kind, name, guarded, namespace=namespace)
             except ConflictError:
+                current = None
                 if time.monotonic() - started > self.tuning.retry_budget_s:
                     raise
                 time.sleep(min(self.tuning.backoff_s, self.tuning.backoff_cap_s) * random.uniform(0.5, 1.0))
@@ -473,6 +478,14 @@ class Kube:
         review = {"apiVersion": SELF_SUBJECT_ACCESS_REVIEW.api_version, "kind": SELF_SUBJECT_ACCESS_REVIEW.kind}
         answer = self.create(SELF_SUBJECT_ACCESS_REVIEW, {**review, "spec": {"resourceAttributes": attributes}})
         return bool((answer.get("status") or {}).get("allowed"))
+
+    def rules_review(self, namespace: str | None = None) -> dict:
+        """SelfSubjectRulesReview: what the user may do in ``namespace`` (default: the Kube's), as
+        its status ``{"resourceRules": [...], "incomplete": bool, "evaluationError": str}``."""
+        kind = SELF_SUBJECT_RULES_REVIEW
+        review = {"apiVersion": kind.api_version, "kind": kind.kind,
+                  "spec": {"namespace": self.namespace if namespace is None else namespace}}
+        return self.create(kind, review).get("status") or {}
 
     def served_versions(self, plural_group: str) -> list[str] | None:
         """The versions at which the API server serves ``plural.group`` (e.g.

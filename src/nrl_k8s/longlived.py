@@ -2,8 +2,10 @@
 
 Everything is rendered first (``plan.plan_longlived``), then:
 
-0. preflight: every permission the run needs, a live Service with a head Service name one of
-   the RayClusters would get (``head_services``), DGD drift, the code package built (too big: exit 2);
+0. preflight, all at once: every permission the run needs, a live Service with a head Service name
+   one of the RayClusters would get (``head_services``), DGD drift, the code package staged (too
+   big: exit 2); meanwhile, and through the next steps, the training dashboard's client is made
+   (its HTTP stack imported) and a package with new or changed files zipped, in the background;
 1. Deployments (+ their Service), reused when identical, awaited Available and healthy;
 2. every role's RayCluster ensured (reuse identical, warn on drift, ``recreate`` replaces), then
    its DRA objects and env Secret created owned by it;
@@ -13,7 +15,9 @@ Everything is rendered first (``plan.plan_longlived``), then:
 4. each role's daemon submitted through that cluster's dashboard (skipped while it runs or after
    it succeeded; a failed one is an error unless ``replace``), then its health URL awaited;
 5. the driver submitted to the training cluster (submission id = run id) with the code package
-   as its working_dir, and the run recorded (``runs``).
+   as its working_dir, and the run recorded (``runs``). Its reads (running jobs, the package on
+   the cluster) start right after step 2 when the training cluster is up already, and are read
+   again when the steps between took longer than ``_READ_AHEAD_S``.
 
 Failure or Ctrl-C before the driver is submitted rolls back what this run created (the ledger),
 never what it reused.
@@ -22,25 +26,30 @@ never what it reused.
 from __future__ import annotations
 
 import shlex
+import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import head_services, runs
 from . import package as package_mod
-from .bringup import GONE_TIMEOUT_S, BringUp, execute, parallel
-from .dashboard import Dashboard, JobInfo
+from .bringup import GONE_TIMEOUT_S, Background, BringUp, execute, gather, parallel
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Became, Emit, Waiting
 from .kinds import raycluster
-from .kinds.base import owned, owner_reference
+from .kinds.base import Ready, owned, owner_reference
 from .kinds.index import kind_of
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
 from .probe import run_permissions
 from .recipe import RECIPE_ENV, recipe_text
 
+if TYPE_CHECKING:
+    from .dashboard import Dashboard, JobInfo
+
 _PROVISION_TIMEOUT_S = 1800
 _STOP_TIMEOUT_S = 120
 _DASHBOARD_RETRIES = 8
+_READ_AHEAD_S = 2.0  # a job list read ahead is used while at most this old (else read again)
 KIND_METADATA = "nrl-k8s.io/kind"  # Ray job metadata: "driver" or "daemon"
 RUN_METADATA = "nrl-k8s.io/run-id"
 
@@ -83,17 +92,38 @@ class LongLived(BringUp):
         self.result = LongLivedResult(run_id=plan.run_id, namespace=plan.namespace, dgds=self.dgd_actions,
                                       owners=self.dgd_owners)
         self.live: dict[str, dict] = {}  # role -> live RayCluster
+        self._dashboards: dict[str, Dashboard] = {}  # role -> its client, one per run (connections reused)
+        self._dashboards_lock = threading.RLock()
+        self._closed = False
+        self._ahead: Background | None = None  # the driver step's reads, started early (read_ahead)
         self.submitted = False
         self.submitting = False  # a driver POST was sent: the job may exist even if it failed
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> tuple[dict, dict[str, package_mod.Package]]:
+        """The checks, concurrently (their errors in this order); the training dashboard's client is
+        made in the background meanwhile (an error there is raised where the client is used)."""
+        Background(self._prepare_dashboard, "dashboard-client")
         proxy = not self.kube.in_cluster
-        self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy))
-        head_services.check_live(self.kube, self.ns, list(self.plan.clusters.values()), self.emit)
-        existing = self.check_dgds(self.plan.dgds)
-        packages = self.stage_packages()
+        _, _, existing, packages = gather(
+            lambda: self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy)),
+            lambda: head_services.check_live(self.kube, self.ns, list(self.plan.clusters.values()), self.emit),
+            lambda: self.check_dgds(self.plan.dgds),
+            self.stage_packages,
+        )
+        for package in packages.values():
+            if package.hashed:  # new or changed files: the cluster likely lacks it, so zip it meanwhile
+                Background(package.zip_bytes, "zip")
         return existing, packages
+
+    def _prepare_dashboard(self) -> None:
+        with self._dashboards_lock:
+            if self._closed:  # the run ended before this thread started
+                return
+            try:
+                self.dashboard("training")
+            except NrlK8sError:
+                pass  # raised again by the step that uses it
 
     def stage_packages(self, roles=None) -> dict[str, package_mod.Package]:
         """The working_dir of the driver (always: it carries the recipe) and of each daemon of
@@ -127,7 +157,8 @@ class LongLived(BringUp):
             found = self.kube.find(kind, name, self.ns)
             if found is not None and ref["uid"] not in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
                 self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)  # GC takes a replaced cluster's
-            self.ensure(kind, owned(obj, live), label, recreate=self.options.recreate)
+                found = None
+            self.ensure(kind, owned(obj, live), label, recreate=self.options.recreate, live=found)
 
     def dgds(self, existing: dict) -> None:
         self.apply_dgds(self.plan.dgds, existing, owner=self.live["training"])
@@ -145,43 +176,80 @@ class LongLived(BringUp):
 
     # -- Ray jobs --------------------------------------------------------------------------
     def dashboard(self, role: str) -> Dashboard:
-        url = self.options.dashboard_url if role == "training" else None
-        return Dashboard.for_cluster(cluster_name=self.result.clusters[role], namespace=self.ns,
-                                     connection=self.kube.connection, in_cluster=self.kube.in_cluster,
-                                     url=url, retries=_DASHBOARD_RETRIES)
+        """The dashboard of ``role``'s RayCluster, one client per run (closed by :meth:`close`)."""
+        with self._dashboards_lock:
+            if role not in self._dashboards:
+                from .dashboard import Dashboard  # httpx: imported off the main thread by preflight
+
+                url = self.options.dashboard_url if role == "training" else None
+                self._dashboards[role] = Dashboard.for_cluster(
+                    cluster_name=self.plan.clusters[role]["metadata"]["name"], namespace=self.ns,
+                    connection=self.kube.connection, in_cluster=self.kube.in_cluster, url=url,
+                    retries=_DASHBOARD_RETRIES)
+            return self._dashboards[role]
+
+    def close(self) -> None:
+        with self._dashboards_lock:
+            for dash in self._dashboards.values():
+                dash.close()
+            self._dashboards.clear()
+            self._closed = True
+
+    def __enter__(self) -> LongLived:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def daemons(self, packages: dict, roles=None) -> None:
         """Each daemon (of ``roles``, default all) submitted unless it runs, then its health URL awaited."""
         for role, daemon in self.plan.daemons.items():
             if roles is not None and role not in roles:
                 continue
-            with self.dashboard(role) as dash:
-                done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
-                                                                 replace=self.options.replace, emit=self.emit)
-                self.wait_healthy(f"daemon {role}", daemon.health, failed=lambda: _ended(dash, done.split()[-1], role))
+            dash = self.dashboard(role)
+            done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
+                                                             replace=self.options.replace, emit=self.emit)
+            self.wait_healthy(f"daemon {role}", daemon.health, failed=lambda: _ended(dash, done.split()[-1], role))
+
+    def read_ahead(self, package: package_mod.Package) -> None:
+        """When the training cluster is up already, start the driver step's reads (its job list and
+        whether it has ``package``) now, overlapping the DGD and readiness steps."""
+        if isinstance(raycluster.readiness(self.live["training"]), Ready):
+            self._ahead = Background(lambda: (*self._driver_reads(package), time.monotonic()), "read-ahead")
+
+    def _driver_reads(self, package: package_mod.Package) -> tuple[list[JobInfo], bool]:
+        dash = self.dashboard("training")
+        jobs, present = gather(dash.list_jobs, lambda: dash.has_package(package.name))
+        return jobs, present
 
     def driver(self, package: package_mod.Package) -> None:
         driver = self.plan.driver
-        with self.dashboard("training") as dash:
-            running = [j for j in dash.list_jobs() if not j.terminal and (j.metadata or {}).get(KIND_METADATA) != "daemon"]
-            if running and not self.options.replace:
-                ids = ", ".join(j.submission_id or j.job_id or "?" for j in running)
-                raise ConfigError(f"RayCluster {driver.cluster} is still running job(s) {ids}",
-                                  hint="pass --replace to stop them first, or wait: `nrl-k8s job list`")
-            stop_jobs(dash, running, self.emit)
-            self.result.package = package.uri
-            self.result.uploaded_bytes = dash.ensure_package(package)
-            self.emit(Became("code", f"{package.uri} ({_size(self.result.uploaded_bytes)} uploaded)"
-                             if self.result.uploaded_bytes else f"{package.uri} (already on the cluster)"))
-            entrypoint = driver.entrypoint
-            if driver.code.source != "upload":  # the recipe is the package; the code is in the image
-                entrypoint = (f'export {RECIPE_ENV}="$PWD/{DRIVER_RECIPE}" && '
-                              f"cd {shlex.quote(driver.code.code_path or '.')} && {entrypoint}")
-            self.submitting = True
-            dash.submit(entrypoint, submission_id=driver.submission_id,
-                        runtime_env={"working_dir": package.uri, "env_vars": driver.env},
-                        metadata={KIND_METADATA: "driver", RUN_METADATA: self.plan.run_id})
-            self.submitted = True
+        dash = self.dashboard("training")
+        ahead, self._ahead = self._ahead, None
+        jobs, present, read_at = ahead.result() if ahead else (None, None, None)
+        if ahead is None or time.monotonic() - read_at > _READ_AHEAD_S:  # the waits took a while: read again
+            jobs, present = self._driver_reads(package)
+        running = [j for j in jobs if not j.terminal and (j.metadata or {}).get(KIND_METADATA) != "daemon"]
+        if running and not self.options.replace:
+            ids = ", ".join(j.submission_id or j.job_id or "?" for j in running)
+            raise ConfigError(f"RayCluster {driver.cluster} is still running job(s) {ids}",
+                              hint="pass --replace to stop them first, or wait: `nrl-k8s job list`")
+        stop_jobs(dash, running, self.emit)
+        self.result.package = package.uri
+        if not present:
+            dash.upload_package(package)
+            self.result.uploaded_bytes = len(package.zip_bytes())
+        self.emit(Became("code", f"{package.uri} ({_size(self.result.uploaded_bytes)} uploaded)"
+                         if self.result.uploaded_bytes else f"{package.uri} (already on the cluster)"))
+        entrypoint = driver.entrypoint
+        if driver.code.source != "upload":  # the recipe is the package; the code is in the image
+            entrypoint = (f'export {RECIPE_ENV}="$PWD/{DRIVER_RECIPE}" && '
+                          f"cd {shlex.quote(driver.code.code_path or '.')} && {entrypoint}")
+        self.submitting = True
+        dash.submit(entrypoint, submission_id=driver.submission_id,
+                    runtime_env={"working_dir": package.uri, "env_vars": driver.env},
+                    metadata={KIND_METADATA: "driver", RUN_METADATA: self.plan.run_id})
+        self.submitted = True
         self.emit(Became("driver", f"submitted as job {driver.submission_id} on {driver.cluster}"))
 
     def record(self) -> None:
@@ -190,9 +258,9 @@ class LongLived(BringUp):
 
     def follow(self, on_text) -> None:
         """The driver log (``runs.follow_driver``: redacted, kept with the record) until the job ends."""
-        with self.dashboard("training") as dash:
-            runs.follow_driver(dash, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
-            job = dash.get_job(self.plan.run_id)
+        dash = self.dashboard("training")
+        runs.follow_driver(dash, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
+        job = dash.get_job(self.plan.run_id)
         self.result.job_status = job.status if job else None
         self.result.succeeded = self.result.job_status == "SUCCEEDED"
         self.record_data["job_status"] = self.result.job_status
@@ -203,8 +271,7 @@ class LongLived(BringUp):
         if self.submitted or not self.submitting:
             return self.submitted
         try:
-            with self.dashboard("training") as dash:
-                return dash.get_job(self.plan.driver.submission_id) is not None
+            return self.dashboard("training").get_job(self.plan.driver.submission_id) is not None
         except NrlK8sError:
             return None
 
@@ -288,18 +355,19 @@ def _size(n: int) -> str:
 
 
 def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit, on_log=None) -> LongLivedResult:
-    run = LongLived(kube, plan, options, emit)
+    with LongLived(kube, plan, options, emit) as run:
 
-    def bring_up() -> None:
-        existing, packages = run.preflight()
-        run.deployments(plan.deployments, plan.health, recreate=options.recreate)
-        for role in plan.clusters:
-            run.ensure_cluster(role)
-        run.dgds(existing)
-        run.wait_all()
-        if not options.skip_daemons:
-            run.daemons(packages)
-        run.driver(packages["driver"])
+        def bring_up() -> None:
+            existing, packages = run.preflight()
+            run.deployments(plan.deployments, plan.health, recreate=options.recreate)
+            for role in plan.clusters:
+                run.ensure_cluster(role)
+            run.read_ahead(packages["driver"])
+            run.dgds(existing)
+            run.wait_all()
+            if not options.skip_daemons:
+                run.daemons(packages)
+            run.driver(packages["driver"])
 
-    execute(run, bring_up, (lambda: run.follow(on_log or (lambda text: None))) if options.wait else None)
+        execute(run, bring_up, (lambda: run.follow(on_log or (lambda text: None))) if options.wait else None)
     return run.result

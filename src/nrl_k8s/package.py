@@ -9,7 +9,8 @@ Content addressed: the name is a hash of every file's path, exec bit and content
 recipe), not of the zip, so an unchanged tree has the same URI and is not uploaded again. Digests
 are cached per file by (path, size, mtime_ns) in a private file under ``$XDG_CACHE_HOME/nrl-k8s/``
 (``~/.cache/nrl-k8s/``), so a warm re-run only stats the tree; the zip itself is built lazily by
-:meth:`Package.zip_bytes`, i.e. only when the cluster does not already have the package.
+:meth:`Package.zip_bytes`, once whatever the threads asking: only when the cluster does not
+already have the package, or ahead of time when files had to be hashed (``Package.hashed``).
 
 The zip is deterministic: entries sorted, deflated unless a sample shows the content is already
 compressed (then stored), timestamps fixed (1980-01-01), permissions 0644 or 0755
@@ -25,13 +26,13 @@ Ray 2.60 dashboard in the test venv, a body of exactly 104857600 bytes is stored
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import json
 import os
 import stat
 import tempfile
+import threading
 import time
 import zipfile
 import zlib
@@ -98,20 +99,27 @@ class _Entry:
 @dataclass(frozen=True)
 class Package:
     """A staged working_dir package: ``name`` ``_ray_pkg_<hash>.zip``, ``uri`` ``gcs://<name>``,
-    ``files`` the archive names (sorted), ``size`` their total bytes (uncompressed)."""
+    ``files`` the archive names (sorted), ``size`` their total bytes (uncompressed), ``hashed``
+    how many files were read to stage it (their digests were not cached: new or changed files,
+    so the package is likely new to the cluster too)."""
 
     name: str
     uri: str
     files: tuple[str, ...]
     size: int
     _entries: tuple[_Entry, ...] = field(repr=False, compare=False)
+    hashed: int = 0
+    _zipping: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def zip_bytes(self) -> bytes:
-        """The zip (built on first use). A file that changed since staging is an error."""
-        return self._zip
+        """The zip (built on first use, once, whatever the threads asking). A file that changed
+        since staging is an error."""
+        with self._zipping:
+            if "_zip" not in self.__dict__:
+                object.__setattr__(self, "_zip", self._build_zip())
+            return self.__dict__["_zip"]
 
-    @functools.cached_property
-    def _zip(self) -> bytes:
+    def _build_zip(self) -> bytes:
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=COMPRESS_LEVEL) as archive:
             for entry in self._entries:
@@ -177,7 +185,8 @@ def stage(root: Path, paths: list[Path], recipe_text: str, *, limit: int = MAX_P
     for entry in ordered:
         content.update(b"%s\0%d\0%s" % (entry.arcname.encode(), entry.executable, entry.digest))
     name = f"_ray_pkg_{content.hexdigest()[:32]}.zip"
-    package = Package(name, f"gcs://{name}", tuple(e.arcname for e in ordered), sum(e.size for e in ordered), ordered)
+    package = Package(name, f"gcs://{name}", tuple(e.arcname for e in ordered), sum(e.size for e in ordered), ordered,
+                      hashed=cache.hashed)
     if _zip_bound(ordered) > limit and len(package.zip_bytes()) > limit:
         largest = sorted(ordered, key=lambda e: (-e.size, e.arcname))[:5]
         raise ConfigError(
@@ -271,6 +280,7 @@ class _DigestCache:
             self.entries = {}
         self.seen: set[str] = set()
         self.dirty = False
+        self.hashed = 0  # files read because their digest was not cached
 
     @classmethod
     def open(cls) -> _DigestCache:
@@ -293,6 +303,7 @@ class _DigestCache:
                 digest = hashlib.file_digest(handle, "sha256").digest()
         except OSError as exc:
             raise _changed(key, exc.strerror) from None
+        self.hashed += 1
         if info.st_mtime_ns < self.started_ns - RACY_NS:  # else it may still change within its mtime tick
             self.entries[key] = [info.st_size, info.st_mtime_ns, digest.hex()]
             self.dirty = True

@@ -38,17 +38,50 @@ def run_permissions(manifests: list[dict], *, proxy: bool) -> list[Permission]:
 
 
 def missing_permissions(kube, needed: list[Permission], namespace: str) -> list[Permission]:
-    """The permissions a SelfSubjectAccessReview denies (ApiError when a review itself fails).
+    """The permissions the cluster denies (ApiError when a review itself fails).
 
-    A run needs about thirty: asked concurrently (one round trip's latency, not thirty)."""
+    One SelfSubjectRulesReview lists what the user's RBAC rules grant in the namespace; what one
+    of them grants is allowed. The rest (all of them when the review is incomplete, i.e. an
+    authorizer that cannot list rules such as a cloud's webhook takes part and may deny, or when
+    it is refused) is asked with SelfSubjectAccessReviews, concurrently: the API server's decision.
+    """
+    rules = _granting_rules(kube, namespace)
+    unsure = [p for p in needed if not any(grants(rule, p) for rule in rules)]
+    if not unsure:
+        return []
     from concurrent.futures import ThreadPoolExecutor
 
     def allowed(p: Permission) -> bool:
         return kube.can_i(p.verb, p.resource, group=p.group, namespace=namespace)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        answers = list(pool.map(allowed, needed))
-    return [p for p, ok in zip(needed, answers) if not ok]
+        answers = list(pool.map(allowed, unsure))
+    return [p for p, ok in zip(unsure, answers) if not ok]
+
+
+def grants(rule: dict, permission: Permission) -> bool:
+    """Whether an RBAC rule (a SelfSubjectRulesReview ``resourceRule``) grants ``permission``, as
+    RBAC matches it (kubernetes pkg/apis/rbac/v1/evaluation_helpers.go): the verb or ``*``, the
+    API group or ``*``, the resource (``plural/sub`` for a subresource), ``*`` or ``*/sub``. A rule
+    naming objects (``resourceNames``) grants only those: never a permission for any object."""
+    if rule.get("resourceNames"):
+        return False
+    subresource = permission.resource.partition("/")[2]
+    return (any(verb in ("*", permission.verb) for verb in rule.get("verbs") or [])
+            and any(group in ("*", permission.group) for group in rule.get("apiGroups") or [])
+            and any(resource in ("*", permission.resource) or (subresource and resource == f"*/{subresource}")
+                    for resource in rule.get("resources") or []))
+
+
+def _granting_rules(kube, namespace: str) -> list[dict]:
+    """The rules of a complete SelfSubjectRulesReview; none when it is incomplete or refused."""
+    try:
+        status = kube.rules_review(namespace)
+    except UnauthorizedError:
+        raise
+    except ApiError:
+        return []
+    return [] if status.get("incomplete") else list(status.get("resourceRules") or [])
 
 
 @dataclass(frozen=True)
@@ -73,17 +106,15 @@ def probe(kube, infra: dict, manifests: list[dict]) -> list[Probe]:
     for name, versions in crds.needed_versions(manifests).items():
         results += crd_probes(kube, name, versions)
     results.append(_leftovers_probe(kube, ns))
-    for permission in run_permissions(manifests, proxy=not kube.in_cluster):
-        try:
-            allowed = not missing_permissions(kube, [permission], ns)
-        except UnauthorizedError:
-            raise
-        except ApiError as err:
-            results.append(Probe(f"RBAC {permission}", False, err.message, err.hint or ""))
-            continue
-        results.append(Probe(f"RBAC {permission}", allowed, "denied",
-                             f"ask your admin for a Role allowing {permission} in {ns}"))
-    return results
+    needed = run_permissions(manifests, proxy=not kube.in_cluster)
+    try:
+        missing = missing_permissions(kube, needed, ns)
+    except UnauthorizedError:
+        raise
+    except ApiError as err:
+        return results + [Probe(f"RBAC {permission}", False, err.message, err.hint or "") for permission in needed]
+    return results + [Probe(f"RBAC {permission}", permission not in missing, "denied",
+                            f"ask your admin for a Role allowing {permission} in {ns}") for permission in needed]
 
 
 def crd_probes(kube, name: str, versions: set[str]) -> list[Probe]:

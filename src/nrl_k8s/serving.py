@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from urllib.parse import urlsplit
 
-from ._httpx import httpx
 
 from .errors import ForbiddenError, ResourceFailed, WaitTimeout
 from .events import Emit, Waiting
@@ -55,6 +54,8 @@ def probe_url(kube, url: str, namespace: str) -> int | None:
     labels = (parts.hostname or "").split(".")
     service = len(labels) <= 2 or labels[2:] in (["svc"], ["svc", "cluster", "local"])
     if kube.in_cluster or not service or labels[0] == "" or labels[0].isdigit():
+        from ._httpx import httpx  # only here: most probes go through the API server (``kube.proxy``)
+
         try:
             return httpx.get(url, timeout=5).status_code
         except httpx.HTTPError:

@@ -288,3 +288,8 @@ def test_installed_console_script(argv, code, stdout, tmp_path):
         assert stdout in result.stdout
     else:
         assert result.stderr.startswith("error: ")
+
+
+def test_emoji_codes_in_messages_print_as_they_are(cli, tmp_path):
+    result = cli("check", str(tmp_path / "recipe:smile:.yaml"))
+    assert result.exit_code == 2 and "recipe:smile:.yaml" in result.stderr, result.stderr

@@ -173,9 +173,14 @@ def test_long_lived_run_then_warm_rerun_then_cluster_down(ll):
     claims = training["spec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"]
     assert {c["resourceClaimTemplateName"] for c in claims} == {f"{ll.training}-cd-channel", f"{ll.training}-roce"}
 
-    # Warm re-run: everything reused, the daemon left running, the unchanged code not uploaded again.
+    # Warm re-run: everything reused, the daemon left running, the unchanged code not uploaded again;
+    # permissions from one rules review, each DRA object read once.
+    ll.sandbox.request_counts(reset=True)
     second = ll.run("--wait")
     assert second.returncode == 0, second.stderr
+    counts = ll.sandbox.request_counts()
+    assert counts["create selfsubjectrulesreviews"] == 1 and "create selfsubjectaccessreviews" not in counts, counts
+    assert counts["get computedomains"] == counts["get resourceclaimtemplates"] == 1, counts
     for what in ("kuberay.training", "kuberay.gym", "deployments.mx", "dynamo.serving"):
         assert f"{what}" in second.stderr
     assert "created" not in second.stderr, second.stderr

@@ -1,4 +1,4 @@
-"""Service proxy, SelfSubjectAccessReview and CRD discovery."""
+"""Service proxy, SelfSubjectAccessReview, SelfSubjectRulesReview, permission checks and CRD discovery."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from nrl_k8s import crds
 from nrl_k8s.errors import ForbiddenError
 from nrl_k8s.kinds.core import CRD
 from nrl_k8s.kinds.service import KIND as SERVICE
+from nrl_k8s.probe import Permission, missing_permissions
 from nrl_k8s.sandbox.crds import DGD_CRD
 from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION
 
@@ -115,6 +116,55 @@ def test_can_i(kube, sandbox, deny, verb, resource, group, allowed):
     if deny:
         sandbox.server.faults.set("rbac-deny", deny)
     assert kube.can_i(verb, resource, group=group) is allowed
+
+
+def test_rules_review_without_denials_grants_everything(kube, sandbox):
+    status = kube.rules_review()
+    assert status["incomplete"] is False
+    assert {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]} in status["resourceRules"]
+    assert sandbox.stats() == {"create selfsubjectrulesreviews": 1}
+
+
+def test_rules_review_leaves_out_denied_verbs(kube, sandbox):
+    sandbox.server.faults.set("rbac-deny", "create:rayjobs;get:services/proxy")
+    rules = {(rule["apiGroups"][0], rule["resources"][0]): rule["verbs"] for rule in kube.rules_review()["resourceRules"]
+             if len(rule["resources"]) == 1}
+    assert "create" not in rules["ray.io", "rayjobs"] and "get" in rules["ray.io", "rayjobs"]
+    assert "get" not in rules["", "services/proxy"] and "create" in rules["", "services/proxy"]
+    assert "get" in rules["", "services"]
+
+
+def test_rules_review_behind_a_webhook_authorizer_is_incomplete(kube, sandbox):
+    sandbox.server.faults.set("rules-incomplete")
+    status = kube.rules_review()
+    assert status["incomplete"] is True
+    assert "webhook authorizer" in status["evaluationError"]
+
+
+RUN = [Permission("create", "rayjobs", "ray.io"), Permission("get", "rayjobs", "ray.io"),
+       Permission("create", "services/proxy"), Permission("get", "pods")]
+
+
+@pytest.mark.parametrize(
+    ("faults", "missing", "access_reviews"),
+    [
+        ({}, [], 0),
+        ({"rbac-deny": "create:rayjobs"}, [Permission("create", "rayjobs", "ray.io")], 1),
+        ({"rbac-deny": "create:services/proxy"}, [Permission("create", "services/proxy")], 1),
+        ({"rules-incomplete": None}, [], len(RUN)),
+        ({"rules-incomplete": None, "rbac-deny": "get:pods"}, [Permission("get", "pods")], len(RUN)),
+        ({"rbac-deny": "create:selfsubjectrulesreviews;create:rayjobs"}, [Permission("create", "rayjobs", "ray.io")], len(RUN)),
+    ],
+    ids=["all-granted-by-rules", "denied-verb-confirmed", "denied-subresource-confirmed", "incomplete-asks-each",
+         "incomplete-still-finds-denials", "rules-review-refused-asks-each"],
+)
+def test_missing_permissions(kube, sandbox, faults, missing, access_reviews):
+    """One rules review decides what its rules grant; the rest is asked one access review each."""
+    for name, value in faults.items():
+        sandbox.server.faults.set(name, value)
+    assert missing_permissions(kube, RUN, kube.namespace) == missing
+    assert sandbox.stats().get("create selfsubjectaccessreviews", 0) == access_reviews
+    assert sandbox.stats()["create selfsubjectrulesreviews"] == 1
 
 
 @pytest.mark.parametrize(

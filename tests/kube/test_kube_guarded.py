@@ -46,6 +46,23 @@ def test_modify_without_change_does_not_write(kube, sandbox):
     assert sandbox.stats().get("patch configmaps", 0) == 0
 
 
+def test_modify_from_a_given_object_reads_nothing(kube, sandbox):
+    created = kube.create(CONFIGMAP, {"metadata": {"name": "given"}, "data": {"a": "1"}})
+    updated = kube.modify(CONFIGMAP, "given", _add("b", "2"), current=created)
+    assert updated["data"] == {"a": "1", "b": "2"}
+    assert kube.modify(CONFIGMAP, "given", _add("b", "2"), current=updated) == updated
+    assert sandbox.stats().get("get configmaps", 0) == 0
+    assert sandbox.stats()["patch configmaps"] == 1
+
+
+def test_modify_from_a_stale_object_rereads_on_the_conflict(kube, sandbox):
+    stale = kube.create(CONFIGMAP, {"metadata": {"name": "stale"}, "data": {"a": "1"}})
+    kube.patch(CONFIGMAP, "stale", {"data": {"other": "x"}})
+    updated = kube.modify(CONFIGMAP, "stale", _add("b", "2"), current=stale)
+    assert updated["data"] == {"a": "1", "other": "x", "b": "2"}
+    assert sandbox.stats()["get configmaps"] == 1
+
+
 def test_modify_of_a_missing_object_is_not_found(kube):
     with pytest.raises(NotFoundError):
         kube.modify(CONFIGMAP, "absent", _add("b", "2"))

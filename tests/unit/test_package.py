@@ -8,6 +8,7 @@ import os
 import stat
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -264,6 +265,34 @@ def test_digests_are_cached_privately_and_a_file_changed_before_zipping_is_caugh
     assert after.name == before.name
     with pytest.raises(NrlK8sError, match="pkg/a.py changed while the code package was being staged"):
         after.zip_bytes()
+
+
+CACHE_MISSES = {  # (new content, new mtime): what differs from the cached entry
+    "size, same mtime": ("print('a longer line')\n", OLD_NS),
+    "mtime, same size": ("print('b')\n", OLD_NS + 10**9),
+}
+
+
+@pytest.mark.parametrize("change", CACHE_MISSES.values(), ids=CACHE_MISSES.keys())
+def test_the_digest_cache_is_keyed_by_size_and_mtime(tmp_path, change):
+    """A cached digest is used only while a file's size and mtime are unchanged; ``hashed`` counts reads."""
+    root = make_tree(tmp_path / "repo", TREE)
+    first = staged(root, ["pkg"])
+    assert first.hashed == len(TREE)
+    assert staged(root, ["pkg"]).hashed == 0
+    content, mtime = change
+    (root / "pkg/a.py").write_text(content)
+    os.utime(root / "pkg/a.py", ns=(mtime, mtime))
+    after = staged(root, ["pkg"])
+    assert after.hashed == 1 and after.name != first.name
+    assert unzipped(after)  # its zip builds: the digest matches the new content
+
+
+def test_the_zip_is_built_once_whatever_the_threads_asking(tmp_path):
+    package = staged(make_tree(tmp_path / "repo", TREE), ["pkg"])
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        zips = list(pool.map(lambda _: package.zip_bytes(), range(8)))
+    assert all(z is zips[0] for z in zips)
 
 
 def test_recently_modified_files_are_not_cached(tmp_path, private_cache):

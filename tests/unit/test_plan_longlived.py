@@ -9,11 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nrl_k8s import runs
+from nrl_k8s import longlived, runs
 from nrl_k8s.config.loader import load_config
 from nrl_k8s.dashboard import Dashboard
 from nrl_k8s.errors import ConfigError, ResourceFailed
 from nrl_k8s.longlived import latest_daemon_job, submit_daemon
+from nrl_k8s.package import stage
 from nrl_k8s.plan import DRIVER_RECIPE, Code, Submission, default_flow, plan_longlived, unstaged_recipe_reads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,6 +152,43 @@ def test_daemon_rules(jobs, replace, outcome):
     if outcome.startswith("submitted"):
         assert dash.posted[-1]["submission_id"] == done.split()[-1]
         assert dash.posted[-1]["runtime_env"] == {"env_vars": {"PORT": "1"}}
+
+
+class Listings(Dash):
+    """Each job list a later one (the last repeats); every package is on the cluster."""
+
+    def __init__(self, *listings: list[dict]):
+        super().__init__(listings[0])
+        self.listings, self.lists = list(listings), 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.startswith("/api/packages/gcs/"):
+            return httpx.Response(200)
+        if request.method == "GET" and request.url.path == "/api/jobs/":
+            self.jobs = self.listings[min(self.lists, len(self.listings) - 1)]
+            self.lists += 1
+        return super().__call__(request)
+
+
+@pytest.mark.parametrize("bound_s, outcome", [(3600.0, ConfigError), (0.0, "submitted")],
+                         ids=["fresh-read-ahead-is-used", "stale-read-ahead-is-read-again"])
+def test_the_driver_step_uses_its_read_ahead_only_while_fresh(tmp_path, monkeypatch, bound_s, outcome):
+    """Read ahead, the training cluster still ran the previous driver; it ended before the driver step."""
+    monkeypatch.setattr(longlived, "_READ_AHEAD_S", bound_s)
+    p = plan(run_id="r-2")
+    dash = Listings([job("r-1", "RUNNING", 1)], [job("r-1", "SUCCEEDED", 1)])
+    package = stage(tmp_path, [], "a: 1\n")
+    with longlived.LongLived(None, p, longlived.LongLivedOptions(), lambda event: None) as run:
+        run.live["training"] = {"status": {"state": "ready"}}
+        run._dashboards["training"] = dash.client()
+        run.read_ahead(package)
+        if outcome is ConfigError:
+            with pytest.raises(ConfigError, match="still running job.* r-1"):
+                run.driver(package)
+            assert dash.lists == 1
+            return
+        run.driver(package)
+    assert dash.lists == 2 and dash.posted[-1]["submission_id"] == "r-2"
 
 
 def test_latest_daemon_job_ignores_other_ids():

@@ -6,7 +6,7 @@ import pytest
 
 from nrl_k8s.kinds import dgd, rayjob
 from nrl_k8s.kinds.base import managed
-from nrl_k8s.probe import Permission, run_permissions
+from nrl_k8s.probe import Permission, grants, run_permissions
 
 
 def with_users(value: str | None) -> dict:
@@ -114,3 +114,26 @@ def test_run_permissions_depend_on_the_objects_and_the_proxy():
 def test_permission_names_read_like_kubectl():
     assert str(Permission("get", "services/proxy")) == "get services/proxy"
     assert str(Permission("create", "rayjobs", "ray.io")) == "create rayjobs.ray.io"
+
+
+def _rule(verbs, groups, resources, names=None) -> dict:
+    return {"verbs": verbs, "apiGroups": groups, "resources": resources, **({"resourceNames": names} if names else {})}
+
+
+@pytest.mark.parametrize("rule, permission, granted", [
+    (_rule(["*"], ["*"], ["*"]), Permission("create", "services/proxy"), True),
+    (_rule(["get", "create"], ["ray.io"], ["rayjobs"]), Permission("create", "rayjobs", "ray.io"), True),
+    (_rule(["get"], ["ray.io"], ["rayjobs"]), Permission("create", "rayjobs", "ray.io"), False),
+    (_rule(["*"], [""], ["rayjobs"]), Permission("create", "rayjobs", "ray.io"), False),
+    (_rule(["*"], ["*"], ["rayclusters"]), Permission("create", "rayjobs", "ray.io"), False),
+    (_rule(["get"], [""], ["services"]), Permission("get", "services/proxy"), False),
+    (_rule(["get"], [""], ["services/proxy"]), Permission("get", "services"), False),
+    (_rule(["get"], [""], ["*/proxy"]), Permission("get", "services/proxy"), True),
+    (_rule(["get"], [""], ["*/proxy"]), Permission("get", "services"), False),
+    (_rule(["get"], [""], ["services/*"]), Permission("get", "services/proxy"), False),
+    (_rule(["*"], ["*"], ["*"], names=["only-this"]), Permission("get", "pods"), False),
+], ids=["wildcards", "exact", "other-verb", "other-group", "other-resource", "parent-not-subresource",
+        "subresource-not-parent", "any-parent-subresource", "star-slash-needs-a-subresource", "no-resource-slash-star",
+        "named-objects-only"])
+def test_rbac_rules_grant_as_rbac_matches(rule, permission, granted):
+    assert grants(rule, permission) is granted

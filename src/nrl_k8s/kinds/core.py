@@ -12,3 +12,6 @@ CRD = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomRes
 SELF_SUBJECT_ACCESS_REVIEW = Kind(
     "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
 )
+SELF_SUBJECT_RULES_REVIEW = Kind(
+    "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", namespaced=False
+)

@@ -5,7 +5,7 @@ server-side apply/delete with garbage collection on core kinds (namespaces, pods
 configmaps, secrets, events, serviceaccounts), apps/v1 deployments and resource.k8s.io/v1
 resourceclaimtemplates (stored; deployments are run by ``operators/deployments.py``),
 CustomResourceDefinitions and the custom resources they define (with ``/status``),
-SelfSubjectAccessReview, ``pods/log`` (what each simulated container printed, see ``pod_logs``;
+SelfSubjectAccessReview and SelfSubjectRulesReview, ``pods/log`` (what each simulated container printed, see ``pod_logs``;
 streamed with ``follow``), the service proxy to loopback backends (a Ray head Service's dashboard
 port through ``head_proxy``: that cluster's jobs and packages only, a job gets what its head
 container would give it; upgrade requests such as the Ray log tail websocket are relayed),
@@ -26,7 +26,8 @@ self-signed certificate (``ca_pem``) — kubectl only sends bearer tokens over T
 
 Admin endpoints (either token): ``GET /sandbox/faults``, ``PUT /sandbox/faults`` with
 ``{"set": {NAME: VALUE|null}, "clear": [NAME]}``, ``GET /sandbox/stats`` (request counts by
-``"VERB RESOURCE"`` for the user token), ``DELETE /sandbox/stats``.
+``"VERB RESOURCE"`` for the user token; discovery documents count as ``get discovery``),
+``DELETE /sandbox/stats``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from nrl_k8s.tunnel import is_upgrade
 USER = "sandbox-user"
 OPERATOR = "sandbox-operator"
 _TRUE = ("1", "t", "T", "true", "True", "TRUE")
+RULE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 _WATCH_POLL_S = 0.5
 _DEFAULT_WATCH_TIMEOUT_S = 1800
 MAX_BODY_BYTES = 3 * 1024 * 1024  # the real API server's limit for a request body
@@ -247,6 +249,10 @@ class ApiServer:
         with self._counts_lock:
             self._counts.clear()
 
+    def _count(self, request: str) -> None:
+        with self._counts_lock:
+            self._counts[request] += 1
+
     # ------------------------------------------------------------------ HTTP entry
     def handle(self, handler: _Handler, body: bytes) -> None:
         split = urlsplit(handler.path)
@@ -293,6 +299,8 @@ class ApiServer:
         if req.method == "GET":
             static = self._discovery(path)
             if static is not None:
+                if req.user != OPERATOR:
+                    self._count("get discovery")
                 return static
         route = self._route(req.path)
         if route is None:
@@ -377,8 +385,7 @@ class ApiServer:
             return
         rtype = route.rtype
         resource = f"{rtype.plural}/{route.subresource}" if route.subresource else rtype.plural
-        with self._counts_lock:
-            self._counts[f"{verb} {resource}"] += 1
+        self._count(f"{verb} {resource}")
         if self.faults.in_outage():
             raise ApiStatus(503, "injected fault: the API server is unavailable (api-outage)")
         if self.faults.denied(verb, resource) or (resource == "services/proxy" and self.faults.get("proxy-forbidden") is not None):
@@ -410,6 +417,8 @@ class ApiServer:
             return Response(code, body, ctype)
         if rtype.plural == "selfsubjectaccessreviews":
             return self._access_review(req)
+        if rtype.plural == "selfsubjectrulesreviews":
+            return self._rules_review(req)
         if route.subresource == "log":
             return self._pod_log(req, route, handler)
         dry_run = req.param("dryRun") == "All"
@@ -716,6 +725,35 @@ class ApiServer:
         review.update(apiVersion="authorization.k8s.io/v1", kind="SelfSubjectAccessReview")
         review.setdefault("metadata", {})["creationTimestamp"] = None
         review["status"] = {"allowed": allowed} if allowed else {"allowed": False, "reason": "denied by the sandbox rbac-deny fault"}
+        return Response(201, review)
+
+    def _rules_review(self, req: Request) -> Response:
+        """What the sandbox grants, as RBAC rules: everything (one wildcard rule) unless ``rbac-deny``
+        is set, then per resource (and subresource) the verbs it leaves; ``rules-incomplete``
+        answers like a webhook authorizer: incomplete, listing only the self reviews."""
+        review = self._body_object(req, self.store.registry.lookup("authorization.k8s.io", "v1", "selfsubjectrulesreviews"))
+        self_reviews = {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+                        "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}
+        status: dict = {"incomplete": False, "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*"]}]}
+        if self.faults.get("rules-incomplete") is not None and req.user != OPERATOR:
+            status.update(incomplete=True, resourceRules=[self_reviews],
+                          evaluationError="webhook authorizer does not support user rule resolution")
+        elif self.faults.get("rbac-deny") is None or req.user == OPERATOR:
+            status["resourceRules"] = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
+        else:
+            rules = [self_reviews]
+            with self.store.lock:
+                types = self.store.registry.all_types()
+            resources = {}  # (group, resource) once, whatever the versions
+            for rtype in types:
+                subresources = (["status"] if rtype.has_status else []) + list(rtype.subresources)
+                for resource in [rtype.plural, *(f"{rtype.plural}/{sub}" for sub in subresources)]:
+                    resources[rtype.group, resource] = [verb for verb in RULE_VERBS if not self.faults.denied(verb, resource)]
+            rules += [{"verbs": verbs, "apiGroups": [group], "resources": [resource]}
+                      for (group, resource), verbs in resources.items() if verbs]
+            status["resourceRules"] = rules
+        review.update(apiVersion="authorization.k8s.io/v1", kind="SelfSubjectRulesReview", status=status)
+        review.setdefault("metadata", {})["creationTimestamp"] = None
         return Response(201, review)
 
     # ------------------------------------------------------------------ admin

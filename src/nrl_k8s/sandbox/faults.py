@@ -3,6 +3,8 @@
 A fault is active when set; its value is ``""`` for plain switches. Values:
 
     miss-driver-submission, dgd-stuck-pending, proxy-forbidden, no-dgd-crd   no value
+    rules-incomplete                  no value: SelfSubjectRulesReview answers incomplete, as behind a
+                                      webhook authorizer (EKS, GKE, AKS), listing only the self reviews
     old-rayjob-crd                    no value; like no-dgd-crd, read at start: KubeRay 1.5's RayJob CRD
     dgd-failed[=MESSAGE]              optional condition message
     frontend-unavailable=SECONDS      number >= 0
@@ -25,7 +27,8 @@ import threading
 import time
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "*")
-_SWITCHES = ("miss-driver-submission", "dgd-stuck-pending", "proxy-forbidden", "no-dgd-crd", "old-rayjob-crd")
+_SWITCHES = ("miss-driver-submission", "dgd-stuck-pending", "proxy-forbidden", "no-dgd-crd", "old-rayjob-crd",
+             "rules-incomplete")
 DELAY_KINDS = ("dgd", "raycluster", "deployment", "rayjob")
 
 
@@ -118,6 +121,7 @@ class Faults:
         "api-outage",
         "old-rayjob-crd",
         "delay",
+        "rules-incomplete",
     )
 
     def __init__(self) -> None:

@@ -1,4 +1,4 @@
-"""API-level faults, RBAC denial, SelfSubjectAccessReview, request counts and admin endpoints."""
+"""API-level faults, RBAC denial, SelfSubjectAccessReview and SelfSubjectRulesReview, request counts and admin endpoints."""
 
 from __future__ import annotations
 
@@ -125,6 +125,33 @@ def test_self_subject_access_review(api, faults, deny, attributes, allowed):
     assert review.status.allowed is allowed
 
 
+@pytest.mark.parametrize(
+    "faults_set, incomplete, granted, refused",
+    [
+        ({}, False, [("create", "ray.io", "rayjobs"), ("get", "", "services/proxy")], []),
+        ({"rbac-deny": "create:rayjobs"}, False, [("get", "ray.io", "rayjobs")], [("create", "ray.io", "rayjobs")]),
+        ({"rbac-deny": "*:pods;*:services/proxy"}, False, [("get", "", "services"), ("list", "ray.io", "rayclusters")],
+         [("get", "", "pods"), ("get", "", "services/proxy")]),
+        ({"rules-incomplete": None}, True, [("create", "authorization.k8s.io", "selfsubjectrulesreviews")],
+         [("create", "ray.io", "rayjobs")]),
+    ],
+    ids=["no-fault", "denied-verb", "denied-resources", "incomplete"],
+)
+def test_self_subject_rules_review(api, crds, faults, faults_set, incomplete, granted, refused):
+    """The rules an RBAC-only server would list for what the faults leave; as a kubectl user reads them."""
+    for name, value in faults_set.items():
+        faults.set(name, value)
+    status = client.AuthorizationV1Api(api).create_self_subject_rules_review({"spec": {"namespace": "default"}}).status
+
+    def listed(verb, group, resource):
+        return any(set(r.verbs) & {"*", verb} and set(r.api_groups) & {"*", group} and set(r.resources) & {"*", resource}
+                   for r in status.resource_rules)
+
+    assert status.incomplete is incomplete
+    assert all(listed(*p) for p in granted), status.resource_rules
+    assert not any(listed(*p) for p in refused), status.resource_rules
+
+
 def test_request_counts_are_per_verb_and_resource(server, core, crds, custom):
     core.list_namespaced_pod("default")
     core.list_namespaced_pod("default")
@@ -132,6 +159,12 @@ def test_request_counts_are_per_verb_and_resource(server, core, crds, custom):
     with pytest.raises(ApiException):
         core.read_namespaced_config_map("absent", "default")
     assert server.request_counts() == {"list pods": 2, "list rayjobs": 1, "get configmaps": 1}
+
+
+def test_discovery_requests_are_counted(server, api):
+    client.ApisApi(api).get_api_versions()
+    client.CoreApi(api).get_api_versions()
+    assert server.request_counts() == {"get discovery": 2}
 
 
 def test_admin_endpoints(server, http, core, faults):
