@@ -50,18 +50,21 @@ def one(kube, dashboard: str, env: dict, *flags: str) -> tuple[float, float]:
     start = time.perf_counter()
     proc = subprocess.Popen([NRL_K8S, "run", "--rayjob", "--no-wait", *flags, *PAIR, *overrides], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    job_id = None
+    job_id, returned = None, None
     while True:
+        now = time.perf_counter() - start
+        if returned is None and proc.poll() is not None:
+            if proc.returncode != 0:
+                raise SystemExit(f"run {' '.join(flags)} failed:\n{proc.stderr.read()}")
+            returned = now
         if job_id is None:
             job_id = ((kube.find(rayjob.KIND, name) or {}).get("status") or {}).get("jobId")
         if job_id and driver_running(dashboard, job_id):
             running = time.perf_counter() - start
             break
-        if proc.poll() not in (None, 0):
-            raise SystemExit(f"run {' '.join(flags)} failed:\n{proc.stderr.read()}")
         time.sleep(0.02)
     proc.wait()
-    return running, time.perf_counter() - start
+    return running, returned if returned is not None else time.perf_counter() - start
 
 
 def main() -> None:
