@@ -148,12 +148,14 @@ class Dashboard:
         connection: Connection | None = None,
         in_cluster: bool = False,
         url: str | None = None,
+        service: str | None = None,
         **options: Any,
     ) -> Dashboard:
-        """The dashboard of RayCluster ``cluster_name``: ``url`` > in-cluster DNS > API server proxy."""
+        """The dashboard of RayCluster ``cluster_name`` through its head Service (``service``,
+        default ``<cluster>-head-svc``): ``url`` > in-cluster DNS > API server proxy."""
         if url:
             return cls(url, **options)
-        service = f"{cluster_name}-head-svc"
+        service = service or f"{cluster_name}-head-svc"
         if in_cluster:
             return cls.in_cluster(service, namespace, **options)
         if connection is None:

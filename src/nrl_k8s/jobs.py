@@ -22,10 +22,17 @@ def role_cluster(kube, infra: dict, role: str) -> tuple[str, dict | None]:
     )
 
 
+def head_service(kube, cluster: str, namespace: str) -> str:
+    """The head Service of the live RayCluster ``cluster`` (``raycluster.head_service_of``)."""
+    live = kube.find(raycluster.KIND, cluster, namespace)
+    return raycluster.head_service_of(live) if live is not None else raycluster.head_service(cluster)
+
+
 def dashboard(kube, infra: dict, role: str, url: str | None = None) -> tuple[Dashboard, dict | None]:
     cluster, job = role_cluster(kube, infra, role)
+    service = None if url else head_service(kube, cluster, infra["namespace"])
     dash = Dashboard.for_cluster(cluster_name=cluster, namespace=infra["namespace"], connection=kube.connection,
-                                 in_cluster=kube.in_cluster, url=url)
+                                 in_cluster=kube.in_cluster, url=url, service=service)
     return dash, job
 
 

@@ -182,9 +182,10 @@ class LongLived(BringUp):
                 from .dashboard import Dashboard  # httpx: imported off the main thread by preflight
 
                 url = self.options.dashboard_url if role == "training" else None
+                cluster = self.live.get(role) or self.plan.clusters[role]
                 self._dashboards[role] = Dashboard.for_cluster(
-                    cluster_name=self.plan.clusters[role]["metadata"]["name"], namespace=self.ns,
-                    connection=self.kube.connection, in_cluster=self.kube.in_cluster, url=url,
+                    cluster_name=cluster["metadata"]["name"], namespace=self.ns, connection=self.kube.connection,
+                    in_cluster=self.kube.in_cluster, url=url, service=raycluster.head_service_of(cluster),
                     retries=_DASHBOARD_RETRIES)
             return self._dashboards[role]
 

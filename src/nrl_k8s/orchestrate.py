@@ -237,9 +237,11 @@ class RayJobRun(BringUp):
     def _dashboard(self) -> Dashboard:
         # 8 retries back off for about a minute, like the API calls: a short outage of the API
         # server (which proxies the dashboard) must not fail the rescue.
+        cluster = {"metadata": {"name": self.result.raycluster}, "spec": self.plan.rayjob["spec"].get("rayClusterSpec") or {}}
         return Dashboard.for_cluster(cluster_name=self.result.raycluster, namespace=self.ns,
                                      connection=self.kube.connection, in_cluster=self.kube.in_cluster,
-                                     url=self.options.dashboard_url, retries=_DASHBOARD_RETRIES)
+                                     url=self.options.dashboard_url, service=raycluster.head_service_of(cluster),
+                                     retries=_DASHBOARD_RETRIES)
 
     def record(self) -> None:
         self.record_data = runs.rayjob_record(self.plan, self.result, context=self.options.context)

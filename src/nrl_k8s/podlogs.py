@@ -157,10 +157,11 @@ def _dashboard_log(kube, cluster: str, job: dict | None, recorded: str | None, r
                    url: str | None) -> Iterator[str]:
     """The driver's log from the cluster's Ray dashboard (the RayJob's job, the recorded one, else the latest)."""
     from .dashboard import Dashboard
-    from .jobs import current_job
+    from .jobs import current_job, head_service
 
+    service = None if url else head_service(kube, cluster, kube.namespace)
     with Dashboard.for_cluster(cluster_name=cluster, namespace=kube.namespace, connection=kube.connection,
-                               in_cluster=kube.in_cluster, url=url) as dash:
+                               in_cluster=kube.in_cluster, url=url, service=service) as dash:
         job_id = recorded or current_job(dash, job)
         if request.tail is None and request.follow:
             yield from dash.follow_logs(job_id)

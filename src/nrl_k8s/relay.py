@@ -34,7 +34,7 @@ import urllib3
 from .bringup import interrupts_raise
 from .connection import Connection
 from .errors import ConfigError, NotFoundError, NrlK8sError
-from .jobs import role_cluster
+from .jobs import head_service, role_cluster
 from .kinds import dgd, raycluster
 from .kinds.service import KIND as SERVICE
 from .tunnel import close_socket, is_upgrade, request_head, upgrade
@@ -67,7 +67,7 @@ class Upstream:
 def ray_dashboard(kube, infra: dict, role: str) -> Upstream:
     """The Ray dashboard of the role's cluster (a RayJob's suffixed cluster found as `job list` finds it)."""
     cluster, _ = role_cluster(kube, infra, role)
-    return Upstream(infra["namespace"], raycluster.head_service(cluster), raycluster.DASHBOARD_PORT,
+    return Upstream(infra["namespace"], head_service(kube, cluster, infra["namespace"]), raycluster.DASHBOARD_PORT,
                     f"the Ray dashboard of RayCluster {cluster}")
 
 

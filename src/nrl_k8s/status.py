@@ -33,12 +33,12 @@ def _role(kube, infra: dict, role: str, ns: str) -> dict:
         state=status.get("state") or ("provisioned" if raycluster.provisioned(cluster) else "pending"),
         head=(heads[0].get("status") or {}).get("phase", "?") if heads else "missing",
         workers=f"{sum(pod.containers_ready(p) for p in workers)}/{len(workers)} ready",
-        daemon=_daemon(kube, infra, role, cname, ns),
+        daemon=_daemon(kube, infra, role, cluster, ns),
     )
     return row
 
 
-def _daemon(kube, infra: dict, role: str, cluster: str, ns: str) -> str:
+def _daemon(kube, infra: dict, role: str, live: dict, ns: str) -> str:
     """``STATUS submission-id`` of the role's daemon, ``-`` when it declares none."""
     daemon = infra["kuberay"][role].get("daemon")
     if not daemon:
@@ -46,10 +46,12 @@ def _daemon(kube, infra: dict, role: str, cluster: str, ns: str) -> str:
     from .dashboard import Dashboard
     from .longlived import latest_daemon_job
 
+    cluster = live["metadata"]["name"]
     submission_id = daemon.get("submissionId") or f"{cluster}-daemon"
     try:
         with Dashboard.for_cluster(cluster_name=cluster, namespace=ns, connection=kube.connection,
-                                   in_cluster=kube.in_cluster, retries=1) as dash:
+                                   in_cluster=kube.in_cluster, service=raycluster.head_service_of(live),
+                                   retries=1) as dash:
             job = latest_daemon_job(dash.list_jobs(), submission_id)
     except NrlK8sError as err:
         return f"unknown ({err.message})"

@@ -95,3 +95,23 @@ def test_job_stop(cli, tmp_path):
                     field_selector=f"metadata.name={cli.job}",
                     until=lambda o: (o[cli.job].get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed"))
     assert ended[cli.job]["status"]["jobStatus"] == "STOPPED"
+
+
+@pytest.mark.parametrize("flow", [("--rayjob", "--no-shutdown"), ("--raycluster",)], ids=["rayjob", "raycluster"])
+def test_a_head_service_named_in_the_spec_is_how_the_dashboard_is_reached(cli, flow):
+    """`headGroupSpec.headService.metadata.name` renames the head Service KubeRay makes: following
+    the driver, `job list` and `logs` all reach the dashboard through that Service."""
+    service = f"{cli.job}-dash"
+    named = (f"+infra.kuberay.training.spec.headGroupSpec.headService={{metadata: {{name: {service}}}}}",)
+    run = cli("run", *flow, "--wait", extra=named)
+    assert run.returncode == 0, run.stderr
+    assert "step 3/3" in run.stdout
+    clusters = cli.custom.list_namespaced_custom_object("ray.io", "v1", cli.ns, "rayclusters")["items"]
+    [cluster] = [c for c in clusters if c["metadata"]["name"].startswith(cli.job)]
+    assert cluster["status"]["head"]["serviceName"] == service
+    client.CoreV1Api(cli.custom.api_client).read_namespaced_service(service, cli.ns)
+
+    listed = cli("job", "list", extra=named)
+    assert listed.returncode == 0 and "SUCCEEDED" in listed.stdout, listed.stderr
+    logs = cli("logs", "--role", "training", extra=named)
+    assert logs.returncode == 0 and "step 3/3" in logs.stdout, logs.stderr

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from nrl_k8s import head_services
+from nrl_k8s.head_services import legacy_name
+from nrl_k8s.kinds import raycluster
 from nrl_k8s.errors import ConfigError, ForbiddenError
 from nrl_k8s.events import Warning
 
@@ -129,3 +131,17 @@ def test_without_permission_to_read_services_a_warning():
     events = []
     head_services.check_live(Services(forbidden=True), "ns", [cluster("a"), cluster("b")], events.append)
     assert events == [Warning("head Service names not checked for collisions: no permission to get services in ns")]
+
+
+HEAD_SERVICE_OF = {
+    "generated": ({"metadata": {"name": "train"}, "spec": {}}, "train-head-svc"),
+    "set-by-the-spec": ({"metadata": {"name": "train"}, "spec": {"headGroupSpec": {"headService": {
+        "metadata": {"name": "train-dash"}}}}}, "train-dash"),
+    "reported-by-kuberay-wins": ({"metadata": {"name": "a" * 60}, "spec": {}, "status": {"head": {
+        "serviceName": legacy_name("a" * 60 + "-head-svc")}}}, legacy_name("a" * 60 + "-head-svc")),
+}
+
+
+@pytest.mark.parametrize(("cluster", "expected"), HEAD_SERVICE_OF.values(), ids=HEAD_SERVICE_OF.keys())
+def test_the_dashboard_is_reached_through_the_head_service_kuberay_made(cluster, expected):
+    assert raycluster.head_service_of(cluster) == expected

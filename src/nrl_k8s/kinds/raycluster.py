@@ -88,6 +88,13 @@ def custom_head_service(spec: dict) -> str | None:
     return (head.get("metadata") or {}).get("name") or None
 
 
+def head_service_of(cluster: dict) -> str:
+    """The head Service of a RayCluster (live or manifest): the name KubeRay reports in
+    ``status.head.serviceName``, else the one its spec sets, else ``<cluster>-head-svc``."""
+    reported = (((cluster.get("status") or {}).get("head") or {}).get("serviceName"))
+    return reported or custom_head_service(cluster.get("spec") or {}) or head_service(cluster["metadata"]["name"])
+
+
 def daemon_submission_id(infra: dict, role: str) -> str:
     """The Ray submission id of the role's ``daemon``: its ``submissionId``, else ``<cluster>-daemon``."""
     daemon = role_entry(infra, role).get("daemon") or {}

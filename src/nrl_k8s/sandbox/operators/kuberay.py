@@ -1,9 +1,10 @@
 """Simulated KubeRay operator: RayJob and RayCluster reconcilers over the one real Ray head.
 
 RayCluster (from a RayJob or applied directly) → head pod + one pod per worker replica
-(× ``numOfHosts``), the head Service ``<cluster>-head-svc`` whose dashboard port (8265) is
-backed by the REAL Ray dashboard (seen through ``head_proxy``: only this cluster's jobs and
-packages) and whose other head container ports reach ``127.0.0.1:<same port>``, pods Ready
+(× ``numOfHosts``), the head Service (``<cluster>-head-svc``, or the name
+``headGroupSpec.headService`` sets) whose dashboard port (8265) is backed by the REAL Ray
+dashboard (seen through ``head_proxy``: only this cluster's jobs and packages) and whose
+other head container ports reach ``127.0.0.1:<same port>``, pods Ready
 after a delay, then ``state: ready`` with ``HeadPodReady`` and ``RayClusterProvisioned``.
 Several RayClusters at once all share the one Ray head.
 
@@ -109,6 +110,13 @@ def submission_body(spec: dict, job_id: str) -> dict:
     if spec.get("entrypointResources"):
         body["entrypoint_resources"] = json.loads(spec["entrypointResources"])
     return body
+
+
+def head_service_name(cluster: dict) -> str:
+    """KubeRay's ``GenerateHeadServiceName``: ``headGroupSpec.headService.metadata.name`` when
+    the spec sets it, else ``<cluster>-head-svc``."""
+    head = ((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("headService") or {}
+    return (head.get("metadata") or {}).get("name") or f"{cluster['metadata']['name']}-head-svc"
 
 
 class KubeRay(Controller):
@@ -285,7 +293,7 @@ class KubeRay(Controller):
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": {
-                "name": f"{meta['name']}-head-svc",
+                "name": head_service_name(cluster),
                 "namespace": meta["namespace"],
                 "labels": {"ray.io/cluster": meta["name"], "ray.io/node-type": "head"},
                 "annotations": {ENDPOINTS_ANNOTATION: json.dumps(endpoints)},
@@ -298,7 +306,7 @@ class KubeRay(Controller):
             },
         }
         if self.ensure_service(service):
-            self.record(cluster, "Normal", "CreatedService", f"Created service {meta['namespace']}/{meta['name']}-head-svc",
+            self.record(cluster, "Normal", "CreatedService", f"Created service {meta['namespace']}/{head_service_name(cluster)}",
                         component=CLUSTER_CONTROLLER, action="Create")  # fmt: skip
 
     def ready_raycluster(self, namespace: str, name: str) -> None:
@@ -317,7 +325,7 @@ class KubeRay(Controller):
         self.patch_status(RAYCLUSTER, namespace, name, {
             "state": "ready",
             "reason": "",
-            "head": {"podName": head_pod, "podIP": "127.0.0.1", "serviceName": f"{name}-head-svc", "serviceIP": "127.0.0.1"},
+            "head": {"podName": head_pod, "podIP": "127.0.0.1", "serviceName": head_service_name(cluster), "serviceIP": "127.0.0.1"},
             "endpoints": {n: str(p) for n, p in HEAD_PORTS},
             "desiredWorkerReplicas": workers,
             "readyWorkerReplicas": workers,
@@ -396,7 +404,7 @@ class KubeRay(Controller):
             return
         self.patch_status(RAYJOB, meta["namespace"], meta["name"], {
             "jobDeploymentStatus": "Waiting" if _mode(spec) == INTERACTIVE else "Running",
-            "dashboardURL": status.get("dashboardURL") or f"{cluster['metadata']['name']}-head-svc.{meta['namespace']}.svc.cluster.local:8265",
+            "dashboardURL": status.get("dashboardURL") or f"{head_service_name(cluster)}.{meta['namespace']}.svc.cluster.local:8265",
             "rayClusterStatus": cluster.get("status") or {},
         })  # fmt: skip
 
@@ -465,7 +473,8 @@ class KubeRay(Controller):
         if ((job.get("spec") or {}).get("clusterSelector") or {}) or (meta["uid"], cluster) in self._job_services:
             return
         existing = self.read_core(self.core.read_namespaced_service, namespace, name)
-        head = self.read_core(self.core.read_namespaced_service, namespace, f"{cluster}-head-svc")
+        live = self.get(RAYCLUSTER, namespace, cluster)
+        head = live and self.read_core(self.core.read_namespaced_service, namespace, head_service_name(live))
         if head is None:
             return  # the cluster's own is not there yet: the next poll
         if ((existing or {}).get("spec") or {}).get("selector", {}).get("ray.io/cluster") != cluster:
