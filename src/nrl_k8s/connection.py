@@ -41,6 +41,12 @@ class Connection:
         """The auth headers to send now (from a fresh credential when the last one expired)."""
         return dict(self._auth()) if self._auth else {}
 
+    def refresh(self, sent: dict[str, str]) -> bool:
+        """The API server answered 401 to ``sent``: whether a retry may get other headers (an exec
+        plugin runs again, a token file is read again); a fixed token cannot change."""
+        refresh = getattr(self._auth, "refresh", None)
+        return bool(refresh and refresh(sent))
+
     def pool(self, maxsize: int) -> urllib3.PoolManager:
         """A urllib3 pool for this server (callers pass retries=False: retrying is theirs)."""
         options = {"maxsize": maxsize, **({"ssl_context": self.ssl_context} if self.ssl_context else {})}

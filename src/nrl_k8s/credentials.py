@@ -3,6 +3,8 @@ exec plugin, oidc id-token, username and password) and client certificates loade
 
 A credential is a callable returning the headers to send now: token files are re-read after
 TOKEN_TTL_S (service-account tokens rotate), an exec plugin runs again once its credential expired.
+Both also have ``refresh(sent)``: the API server answered 401 to the headers ``sent``, so the next
+call reads the file or runs the plugin again (as client-go does); the caller retries once.
 """
 
 from __future__ import annotations
@@ -87,6 +89,11 @@ class TokenFile:
             self._read_at = time.monotonic()
         return {"Authorization": f"Bearer {self._token}"}
 
+    def refresh(self, sent: Mapping[str, str]) -> bool:
+        if sent.get("Authorization") == f"Bearer {self._token}":
+            self._read_at = float("-inf")  # the next call reads the file again
+        return True
+
 
 class ExecPlugin:
     """A client-go exec credential plugin: run for a token or a client certificate, again once expired."""
@@ -111,6 +118,12 @@ class ExecPlugin:
             if self._headers is None or (self._expires and datetime.now(timezone.utc) >= self._expires):
                 self._headers, self._expires = self._run()
             return self._headers
+
+    def refresh(self, sent: Mapping[str, str]) -> bool:
+        with self._lock:
+            if self._headers is not None and dict(sent) == self._headers:  # not renewed by another thread meanwhile
+                self._headers = None
+        return True
 
     def _run(self) -> tuple[dict[str, str], datetime | None]:
         shown = redact_text(shlex.join(self.argv))

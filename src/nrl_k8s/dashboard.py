@@ -422,14 +422,20 @@ class _Deadline:
 
 
 class _ApiServerAuth(httpx.Auth):
-    """The connection's current auth headers on every request (exec and file tokens change)."""
+    """The connection's current auth headers on every request (exec and file tokens change); a
+    401 is retried once with refreshed ones (``Connection.refresh``)."""
 
     def __init__(self, connection: Connection):
         self.connection = connection
 
     def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
-        request.headers.update(self.connection.headers())
-        yield request
+        sent = self.connection.headers()
+        request.headers.update(sent)
+        response = yield request
+        if response.status_code == 401 and self.connection.refresh(sent):
+            request.headers.pop("Authorization", None)
+            request.headers.update(self.connection.headers())
+            yield request
 
 
 def _ssl_context(verify: bool | str | ssl.SSLContext, cert: tuple[str, str] | None) -> bool | ssl.SSLContext:

@@ -160,11 +160,12 @@ class Kube:
         timeout = timeout or t.request_timeout_s
         limits = urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple) else urllib3.Timeout(total=timeout)
         started = time.monotonic()
-        attempt = 0
+        attempt, refreshed = 0, False
         while True:
             delay = min(t.backoff_cap_s, t.backoff_s * 2 ** min(attempt, 30)) * random.uniform(0.5, 1.0)
+            auth = self.connection.headers()
             try:
-                response = self._pool.request(method, url, body=data, headers={**headers, **self.connection.headers()},
+                response = self._pool.request(method, url, body=data, headers={**headers, **auth},
                                               timeout=limits, retries=False, redirect=False, preload_content=False)
             except urllib3.exceptions.SSLError as exc:  # e.g. the server's certificate is not trusted: not retried
                 raise api_error(HttpError(0, f"{type(exc).__name__}\n{exc}"), op, self.connection.host) from None
@@ -174,6 +175,9 @@ class Kube:
                 if 200 <= response.status < 300 or not raise_for_status:
                     return response
                 error = HttpError.of(response)
+                if response.status == 401 and not refreshed and self.connection.refresh(auth):
+                    refreshed = True  # a credential that expired early or was revoked: once more with a fresh one
+                    continue
                 if not retryable(response.status):
                     raise api_error(error, op, self.connection.host) from None
                 delay = max(delay, retry_after(error) or 0.0)

@@ -568,3 +568,44 @@ def test_context_manager_closes_the_transport():
     with Dashboard(BASE, transport=transport):
         assert not transport.closed
     assert transport.closed
+
+
+class Renewable:
+    """A credential like an exec plugin's: ``refresh(sent)`` after a 401 makes the next call renew it."""
+
+    def __init__(self, *tokens: str):
+        self.tokens, self.current = list(tokens), None
+
+    def __call__(self) -> dict[str, str]:
+        if self.current is None:
+            self.current = {"Authorization": self.tokens.pop(0)}
+        return self.current
+
+    def refresh(self, sent) -> bool:
+        if dict(sent) == self.current:
+            self.current = None
+        return True
+
+
+def test_api_proxy_renews_a_refused_credential_once():
+    sent = []
+    script = Script(httpx.Response(401, json={"kind": "Status", "message": "Unauthorized"}), ok({"version": "4"}))
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(request.headers["authorization"])  # as sent: the retry is the same request, renewed
+        return script(request)
+
+    dash = Dashboard.via_api_proxy(api_server(auth=Renewable("Bearer revoked", "Bearer fresh")), "rc-head-svc", "team",
+                                   transport=httpx.MockTransport(server))
+    assert dash.version() == {"version": "4"}
+    assert sent == ["Bearer revoked", "Bearer fresh"]
+
+
+def test_api_proxy_refused_after_renewal_is_an_error():
+    refused = httpx.Response(401, json={"kind": "Status", "message": "Unauthorized"})
+    script = Script(refused, refused)
+    dash = Dashboard.via_api_proxy(api_server(auth=Renewable("Bearer a", "Bearer b", "Bearer c")), "rc-head-svc", "team",
+                                   transport=httpx.MockTransport(script))
+    with pytest.raises(DashboardError, match="401"):
+        dash.version()
+    assert len(script.requests) == 2

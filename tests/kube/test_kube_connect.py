@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
+import yaml
 from conftest import FAST, USER_TOKEN, write_kubeconfig
 
 from nrl_k8s import kube as kube_module
@@ -91,3 +94,56 @@ def test_bad_token_is_unauthorized(tmp_path, sandbox):
         kube.list(CONFIGMAP)
     assert caught.value.status == 401
     assert "credentials" in caught.value.message and caught.value.hint
+
+
+EXEC_PLUGIN = """#!{python}
+import json, pathlib
+queue = pathlib.Path({queue!r})
+tokens = queue.read_text().splitlines()
+queue.write_text("\\n".join(tokens[1:] or tokens[-1:]))  # each run takes the next token; the last one stays
+runs = pathlib.Path({runs!r})
+runs.write_text(runs.read_text() + "run\\n" if runs.exists() else "run\\n")
+print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {{"token": tokens[0]}}}}))
+"""
+
+
+def exec_kubeconfig(tmp_path, server: str, tokens: list[str]):
+    """A kubeconfig whose user is an exec plugin handing out ``tokens`` in turn, with no expiry."""
+    (tmp_path / "tokens").write_text("\n".join(tokens))
+    plugin = tmp_path / "plugin"
+    plugin.write_text(EXEC_PLUGIN.format(python=sys.executable, queue=str(tmp_path / "tokens"), runs=str(tmp_path / "runs")))
+    plugin.chmod(0o700)
+    path = write_kubeconfig(tmp_path / "kubeconfig", server)
+    doc = yaml.safe_load(path.read_text())
+    doc["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}}
+    path.write_text(yaml.safe_dump(doc))
+    return path, lambda: len((tmp_path / "runs").read_text().splitlines())
+
+
+def test_a_revoked_exec_credential_is_renewed_once_on_401(tmp_path, sandbox):
+    """client-go's rule: a 401 runs the plugin again (its credential had no expiry, or was revoked
+    early); the request is retried once with the new token."""
+    path, runs = exec_kubeconfig(tmp_path, sandbox.url, ["revoked", USER_TOKEN])
+    with Kube.connect(kubeconfig=str(path), tuning=FAST) as kube:
+        kube.get(NAMESPACE, "default")
+    assert runs() == 2
+
+
+def test_an_exec_credential_still_refused_after_renewal_is_unauthorized(tmp_path, sandbox):
+    path, runs = exec_kubeconfig(tmp_path, sandbox.url, ["revoked", "also-wrong"])
+    with Kube.connect(kubeconfig=str(path), tuning=FAST) as kube, pytest.raises(UnauthorizedError):
+        kube.get(NAMESPACE, "default")
+    assert runs() == 2  # renewed once, not in a loop
+
+
+def test_a_rotated_token_file_is_read_again_on_401(tmp_path, sandbox):
+    token_file = tmp_path / "token"
+    token_file.write_text("old")
+    path = write_kubeconfig(tmp_path / "kubeconfig", sandbox.url)
+    doc = yaml.safe_load(path.read_text())
+    doc["users"][0]["user"] = {"tokenFile": str(token_file)}
+    path.write_text(yaml.safe_dump(doc))
+    with Kube.connect(kubeconfig=str(path), tuning=FAST) as kube:
+        token_file.write_text(USER_TOKEN)  # rotated after it was first read (re-read only after TOKEN_TTL_S otherwise)
+        kube.get(NAMESPACE, "default")
