@@ -1,9 +1,12 @@
 """Benchmark: `run --raycluster` on a warm cluster, command start -> driver RUNNING.
 
-    .venv/bin/python bench/warm_rerun.py [--runs N] [--mb 50]
+    .venv/bin/python bench/warm_rerun.py [--runs N] [--mb 50] [--content code|random ...]
 
-Starts a sandbox, writes a code tree of N MB (many files, incompressible content) and an infra
-with a training RayCluster and one DGD, and runs `nrl-k8s run --raycluster --no-wait` once to
+Starts a sandbox and, per content, writes a tree of N MB and an infra with a training RayCluster
+and one DGD. ``code`` (the case the targets name, a code tree) is real Python source: this
+environment's installed packages, copied in a fixed order until N MB, an edit appending a line to
+one file. ``random`` is the worst case: 1 MB files of incompressible bytes, an edit rewriting one
+of them. Then it runs `nrl-k8s run --raycluster --no-wait` once to
 warm everything (clusters, DGD, the package). The driver prints the time it starts and sleeps
 1 s; each run starts after the previous one ended (as after an edit). Then, per case, each run
 is timed from starting the installed CLI (a subprocess, as a user runs it) until the driver
@@ -32,9 +35,11 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -48,13 +53,24 @@ FILE_MB = 1
 STAMP = "date +driver-started=%s.%N"  # the driver's first act: the wall time it started
 
 
-def write_tree(root: Path, megabytes: int) -> None:
+def write_tree(root: Path, megabytes: int, content: str) -> None:
     (root / ".git").mkdir()
     code = root / "code"
-    for i in range(megabytes // FILE_MB):
-        package = code / f"pkg{i % 10}"
-        package.mkdir(parents=True, exist_ok=True)
-        (package / f"module{i}.py").write_bytes(os.urandom(FILE_MB * 1024 * 1024))
+    if content == "random":
+        for i in range(megabytes // FILE_MB):
+            package = code / f"pkg{i % 10}"
+            package.mkdir(parents=True, exist_ok=True)
+            (package / f"module{i}.py").write_bytes(os.urandom(FILE_MB * 1024 * 1024))
+    else:
+        site = Path(sysconfig.get_paths()["purelib"])
+        left = megabytes * 1024 * 1024
+        for source in sorted(site.rglob("*.py")):
+            if left <= 0:
+                break
+            target = code / source.relative_to(site)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            left -= target.stat().st_size
     (root / "recipe.yaml").write_text("policy:\n  model_name: Qwen/Qwen3-0.6B\n")
     infra = {
         "namespace": "default",
@@ -65,6 +81,15 @@ def write_tree(root: Path, megabytes: int) -> None:
         "dynamo": {"serving": {"manifest": str(ROOT / "examples_dgd/qwen3_0.6b_kind.yaml"), "name": "bench-warm-dgd"}},
     }
     (root / "infra.yaml").write_text(yaml.safe_dump(infra))
+
+
+def edit(root: Path, content: str, n: int) -> None:
+    """One file changed, as after an edit."""
+    if content == "random":
+        (root / "code/pkg0/module0.py").write_bytes(os.urandom(FILE_MB * 1024 * 1024))
+    else:
+        first = min((root / "code").rglob("*.py"))
+        first.write_text(first.read_text() + f"\n# edit {n}\n")
 
 
 def one_run(root: Path, env: dict, dashboard, sandbox: Path) -> tuple[float, float, int, int]:
@@ -85,7 +110,7 @@ def one_run(root: Path, env: dict, dashboard, sandbox: Path) -> tuple[float, flo
     return float(stamp.group(1)) - start, cli, requests, record["uploaded_bytes"]
 
 
-def ray_floor(dashboard, root: Path, uri: str, runs: int) -> dict[str, float]:
+def ray_floor(dashboard, root: Path, content: str, uri: str, runs: int) -> dict[str, float]:
     """Median seconds Ray alone takes per case: submit -> driver started with the cached package
     ``uri``; upload of a new same-size package -> submit -> driver started."""
     from nrl_k8s import package as package_mod
@@ -98,9 +123,9 @@ def ray_floor(dashboard, root: Path, uri: str, runs: int) -> dict[str, float]:
         return float(re.search(r"driver-started=([0-9.]+)", dashboard.logs(job_id)).group(1)) - start
 
     unchanged, changed = [], []
-    for _ in range(runs):
+    for n in range(runs):
         unchanged.append(started(uri, time.time()))
-        (root / "code/pkg0/module0.py").write_bytes(os.urandom(FILE_MB * 1024 * 1024))
+        edit(root, content, 1000 + n)
         fresh = package_mod.stage(root, [root / "code"], "")
         fresh.zip_bytes()
         start = time.time()
@@ -124,30 +149,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--mb", type=int, default=50)
+    parser.add_argument("--content", nargs="+", choices=["code", "random"], default=["code", "random"])
     args = parser.parse_args()
+    summary = {}
     with tempfile.TemporaryDirectory(prefix="nrlk8s-bench-") as tmp:
-        sandbox, root = Path(tmp) / "sandbox", Path(tmp) / "repo"
-        root.mkdir()
-        write_tree(root, args.mb)
+        sandbox = Path(tmp) / "sandbox"
         subprocess.run([NRL_K8S, "sandbox", "up", "--dir", str(sandbox)], check=True, capture_output=True)
         try:
-            env = {**os.environ, "KUBECONFIG": str(sandbox / "kubeconfig"), "NRL_K8S_USER": "bench",
-                   "XDG_CACHE_HOME": str(root / "cache")}
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
             dashboard = _dashboard(sandbox)
-            one_run(root, env, dashboard, sandbox)  # warm: clusters, DGD, the package and the bytecode
-            results = {"unchanged": [one_run(root, env, dashboard, sandbox) for _ in range(args.runs)]}
-            changed = []
-            for i in range(args.runs):
-                (root / "code/pkg0/module0.py").write_bytes(os.urandom(FILE_MB * 1024 * 1024))
-                changed.append(one_run(root, env, dashboard, sandbox))
-            results["one file changed"] = changed
-            runs = root / "cache/nrl-k8s/runs"
-            latest = json.loads((runs / f"{(runs / 'latest').read_text().strip()}.json").read_text())
-            floors = ray_floor(dashboard, root, latest["package"], args.runs)
+            for content in args.content:
+                summary[content] = one_content(Path(tmp) / content, content, sandbox, dashboard, args)
         finally:
             subprocess.run([NRL_K8S, "sandbox", "down", "--dir", str(sandbox)], capture_output=True)
-    print(f"runs: {args.runs} per case, code tree {args.mb} MB")
+    print(json.dumps(summary))
+
+
+def one_content(root: Path, content: str, sandbox: Path, dashboard, args) -> dict:
+    root.mkdir()
+    write_tree(root, args.mb, content)
+    env = {**os.environ, "KUBECONFIG": str(sandbox / "kubeconfig"), "NRL_K8S_USER": "bench",
+           "XDG_CACHE_HOME": str(root / "cache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    one_run(root, env, dashboard, sandbox)  # warm: clusters, DGD, the package and the bytecode
+    results = {"unchanged": [one_run(root, env, dashboard, sandbox) for _ in range(args.runs)]}
+    changed = []
+    for n in range(args.runs):
+        edit(root, content, n)
+        changed.append(one_run(root, env, dashboard, sandbox))
+    results["one file changed"] = changed
+    runs = root / "cache/nrl-k8s/runs"
+    latest = json.loads((runs / f"{(runs / 'latest').read_text().strip()}.json").read_text())
+    floors = ray_floor(dashboard, root, content, latest["package"], args.runs)
+    files = sum(1 for _ in (root / "code").rglob("*"))
+    print(f"{content} tree: {args.mb} MB in {files} files and directories; {args.runs} runs per case")
     summary = {}
     for case, runs in results.items():
         median, cli, requests, uploaded = (statistics.median(run[i] for run in runs) for i in range(4))
@@ -159,7 +193,7 @@ def main() -> None:
               f"{requests:.0f} API requests   uploaded {uploaded / 1e6:.1f} MB")
         print(f"{'':<18} Ray alone (no nrl-k8s) median {floors[case]:5.2f} s = {floors[case] / target:.2f}x the target;"
               f" nrl-k8s adds {median - floors[case]:5.2f} s")
-    print(json.dumps(summary))
+    return summary
 
 
 def _dashboard(sandbox: Path):

@@ -14,7 +14,11 @@ already have the package, or ahead of time when files had to be hashed (``Packag
 
 The zip is deterministic: entries sorted, deflated unless a sample shows the content is already
 compressed (then stored), timestamps fixed (1980-01-01), permissions 0644 or 0755
-(only the exec bit is kept: Ray restores the mode on unpack), no directory entries.
+(only the exec bit is kept: Ray restores the mode on unpack), no directory entries: byte for
+byte what ``zipfile`` writes for them, written by :func:`_zip` from entries compressed beforehand,
+on a few threads (zlib, sha256 and reads release the GIL). The deflated entries of the last
+:data:`PACKS_KEPT` zips are kept by content digest in ``$XDG_CACHE_HOME/nrl-k8s/deflated-<level>/``
+(one pack file per zip): after an edit only the changed files are deflated again.
 
 Size limit: Ray's GCS refuses a package at its gRPC message limit (512 MiB) and warns from half
 of it, but every upload goes through the dashboard's ``PUT /api/packages/...``, whose aiohttp
@@ -29,13 +33,15 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import mmap
 import os
 import stat
+import struct
 import tempfile
 import threading
 import time
-import zipfile
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -73,6 +79,8 @@ COMPRESS_LEVEL = 1  # deflate level: most of level 6's ratio on source code at a
 SAMPLE_BYTES = 64 * 1024  # what decides whether a file is deflated or stored
 RACY_NS = 2_000_000_000  # a file modified this recently may change within its mtime tick: not cached
 CACHE_ENTRIES = 200_000  # ~25 MB of JSON at most
+PACKS_KEPT = 4  # the deflated entries of the last zips built (each under MAX_PACKAGE_BYTES)
+ZIP_THREADS = min(4, os.cpu_count() or 1)
 _FORMAT = b"nrl-k8s-package-1\0"  # change when the zip layout changes, so names change with it
 _REPO_ROOT_HINT = "pass --repo-root (the NeMo-RL checkout whose code the driver runs)"
 
@@ -120,18 +128,27 @@ class Package:
             return self.__dict__["_zip"]
 
     def _build_zip(self) -> bytes:
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=COMPRESS_LEVEL) as archive:
-            for entry in self._entries:
-                data = entry.read()
-                if hashlib.sha256(data).digest() != entry.digest:
-                    raise _changed(entry.arcname, "its content differs from when it was staged")
-                info = zipfile.ZipInfo(entry.arcname, ZIP_TIME)
-                info.create_system = 3  # unix: Ray restores external_attr's mode
-                info.external_attr = (0o100755 if entry.executable else 0o100644) << 16
-                method = zipfile.ZIP_DEFLATED if _compressible(data) else zipfile.ZIP_STORED
-                archive.writestr(info, data, method, COMPRESS_LEVEL)
-        return buffer.getvalue()
+        deflated = _DeflatedCache(cache_dir() / f"deflated-{COMPRESS_LEVEL}")
+
+        def member(entry: _Entry) -> _Member:
+            data = entry.read()
+            if hashlib.sha256(data).digest() != entry.digest:
+                raise _changed(entry.arcname, "its content differs from when it was staged")
+            payload = deflated.get(entry.digest)
+            if payload is None and _compressible(data):
+                compressor = zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15)  # raw deflate, as zipfile
+                payload = compressor.compress(data) + compressor.flush()
+            return _Member(entry.arcname, entry.executable, zlib.crc32(data), len(data), payload or data,
+                           payload is not None)
+
+        try:
+            with ThreadPoolExecutor(ZIP_THREADS, thread_name_prefix="zip") as pool:
+                members = list(pool.map(member, self._entries))
+        finally:
+            deflated.close()
+        archive = _zip(members)
+        deflated.save(self.name, members, [entry.digest for entry in self._entries])
+        return archive
 
 
 def repo_root(explicit: str | None = None, cwd: str | None = None) -> Path:
@@ -320,6 +337,106 @@ class _DigestCache:
             os.replace(tmp, self.path)
         except OSError:
             pass  # a cache: the next run hashes again
+
+
+# -- the zip ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Member:
+    arcname: str
+    executable: bool
+    crc: int
+    size: int
+    payload: bytes  # as stored in the archive
+    deflated: bool
+
+
+_LOCAL, _CENTRAL = struct.Struct("<4s2B4HL2L2H"), struct.Struct("<4s4B4HL2L5H2L")
+_END64, _LOCATOR, _END = struct.Struct("<4sQ2H2L4Q"), struct.Struct("<4sLQL"), struct.Struct("<4s4H2LH")
+_DOS_DATE = (ZIP_TIME[0] - 1980) << 9 | ZIP_TIME[1] << 5 | ZIP_TIME[2]
+_DOS_TIME = ZIP_TIME[3] << 11 | ZIP_TIME[4] << 5 | ZIP_TIME[5] // 2
+
+
+def _zip(members: list[_Member]) -> bytes:
+    """The archive ``zipfile`` writes for these members (version 2.0, unix mode bits, UTF-8 flag on
+    non-ASCII names, zip64 end records past 65535 entries); no member nears 4 GiB (MAX_PACKAGE_BYTES)."""
+    out, directory = io.BytesIO(), []
+    for m in members:
+        name = m.arcname.encode("utf-8")
+        flags = 0 if m.arcname.isascii() else 0x800
+        head = (20, 0, flags, 8 if m.deflated else 0, _DOS_TIME, _DOS_DATE, m.crc, len(m.payload), m.size, len(name))
+        mode = 0o100755 if m.executable else 0o100644
+        directory.append(_CENTRAL.pack(b"PK\x01\x02", 20, 3, *head, 0, 0, 0, 0, mode << 16, out.tell()) + name)
+        out.write(_LOCAL.pack(b"PK\x03\x04", *head, 0) + name)
+        out.write(m.payload)
+    start, count = out.tell(), len(members)
+    out.write(b"".join(directory))
+    end = out.tell()
+    if count > 0xFFFF:
+        out.write(_END64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, end - start, start))
+        out.write(_LOCATOR.pack(b"PK\x06\x07", 0, end, 1))
+    out.write(_END.pack(b"PK\x05\x06", 0, 0, min(count, 0xFFFF), min(count, 0xFFFF), end - start, start, 0))
+    return out.getvalue()
+
+
+class _DeflatedCache:
+    """Deflated content by sha256 digest, from the packs of the last :data:`PACKS_KEPT` zips built:
+    one file each (``<package>.pack``: an 8-byte index length, a JSON index of digest -> offset,
+    length and CRC-32 of the deflated bytes, then those bytes), written whole and renamed into
+    place. A cache, so every failure (a damaged pack, an entry whose CRC does not match) is a miss."""
+
+    def __init__(self, path: Path):
+        self.path, self._found, self._maps = path, {}, []
+        try:
+            packs = sorted(path.glob("*.pack"), key=lambda pack: pack.stat().st_mtime_ns, reverse=True)
+        except OSError:
+            packs = []
+        for pack in reversed(packs[:PACKS_KEPT]):  # the newest last: its entries win
+            try:
+                with open(pack, "rb") as handle:
+                    view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                size = int.from_bytes(view[:8], "little")
+                index = json.loads(view[8:8 + size])
+                self._maps.append(view)
+                base = 8 + size
+                self._found.update({digest: (view, base + at, length, crc) for digest, (at, length, crc) in index.items()})
+            except (OSError, ValueError, TypeError, AttributeError):
+                continue
+
+    def get(self, digest: bytes) -> bytes | None:
+        try:
+            view, at, length, crc = self._found[digest.hex()]
+            payload = view[at:at + length]
+        except (KeyError, ValueError, TypeError):
+            return None
+        return payload if len(payload) == length and zlib.crc32(payload) == crc else None
+
+    def save(self, name: str, members: list[_Member], digests: list[bytes]) -> None:
+        """This zip's deflated entries as a pack (the oldest beyond PACKS_KEPT removed)."""
+        index, offset = {}, 0
+        for member, digest in zip(members, digests):
+            if member.deflated:
+                index[digest.hex()] = (offset, len(member.payload), zlib.crc32(member.payload))
+                offset += len(member.payload)
+        head = json.dumps(index, separators=(",", ":")).encode()
+        try:
+            private_dir(self.path)
+            fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".pack-")  # 0600
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(len(head).to_bytes(8, "little") + head)
+                for member in members:
+                    if member.deflated:
+                        handle.write(member.payload)
+            os.replace(tmp, self.path / f"{name}.pack")
+            packs = sorted(self.path.glob("*.pack"), key=lambda pack: pack.stat().st_mtime_ns, reverse=True)
+            for old in packs[PACKS_KEPT:]:
+                old.unlink()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for view in self._maps:
+            view.close()
 
 
 def _compressible(data: bytes) -> bool:

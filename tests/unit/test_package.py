@@ -8,10 +8,13 @@ import os
 import stat
 import time
 import zipfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from nrl_k8s import package as package_mod
 
 from nrl_k8s.errors import ConfigError, NrlK8sError
 from nrl_k8s.package import DEFAULT_UPLOAD_PATHS, RECIPE_FILE, repo_root, stage, upload_paths
@@ -348,6 +351,102 @@ def test_source_is_deflated_and_already_compressed_content_stored(tmp_path):
 
 def test_at_the_default_limit_nothing_is_zipped_for_a_small_tree(tmp_path, monkeypatch):
     root = make_tree(tmp_path / "repo", TREE)
-    monkeypatch.setattr(zipfile, "ZipFile", None)  # staging must not need a zip
+    monkeypatch.setattr(package_mod, "_zip", None)  # staging must not need a zip
     package = staged(root, ["pkg"])
     assert package.files and package.name
+
+
+# -- the zip writer and its cache of deflated entries ---------------------------------------------
+
+def reference_zip(package) -> bytes:
+    """What ``zipfile`` writes for the package's files, as the docstring promises."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for entry in package._entries:
+            data = entry.read()
+            info = zipfile.ZipInfo(entry.arcname, package_mod.ZIP_TIME)
+            info.create_system = 3
+            info.external_attr = (0o100755 if entry.executable else 0o100644) << 16
+            method = zipfile.ZIP_DEFLATED if package_mod._compressible(data) else zipfile.ZIP_STORED
+            archive.writestr(info, data, method, package_mod.COMPRESS_LEVEL)
+    return buffer.getvalue()
+
+
+def test_the_zip_is_byte_for_byte_what_zipfile_writes(tmp_path):
+    source = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(3000))
+    root = make_tree(tmp_path / "repo", {"pkg/code.py": source, "pkg/weights.bin": os.urandom(100_000),
+                                         "pkg/empty.py": "", "pkg/ünïcode_名前.txt": "x\n", "pkg/run.sh": "#!/bin/sh\n"},
+                     executable=("pkg/run.sh",))
+    package = staged(root, ["pkg"])
+    assert package.zip_bytes() == reference_zip(package)
+    assert unzipped(package)["pkg/run.sh"].external_attr >> 16 == 0o100755
+
+
+def test_past_65535_entries_the_zip64_end_records_match_zipfile():
+    names = [f"d{i // 1000}/f{i}" for i in range(65_536)]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in names:
+            info = zipfile.ZipInfo(name, package_mod.ZIP_TIME)
+            info.create_system, info.external_attr = 3, 0o100644 << 16
+            archive.writestr(info, b"", zipfile.ZIP_STORED)
+    members = [package_mod._Member(name, False, 0, 0, b"", False) for name in names]
+    assert package_mod._zip(members) == buffer.getvalue()
+
+
+def deflated_cache() -> Path:
+    return Path(os.environ["XDG_CACHE_HOME"]) / "nrl-k8s" / f"deflated-{package_mod.COMPRESS_LEVEL}"
+
+
+def counting_deflates(monkeypatch) -> list:
+    deflated, real = [], zlib.compressobj
+    monkeypatch.setattr(zlib, "compressobj", lambda *args: deflated.append(args) or real(*args))
+    return deflated
+
+
+MODULES = {f"pkg/m{i}.py": "".join(f"x{i}_{j} = {j}\n" for j in range(2000)) for i in range(5)}
+
+
+def test_after_an_edit_only_the_changed_file_is_deflated_again(tmp_path, private_cache, monkeypatch):
+    root = make_tree(tmp_path / "repo", {**MODULES, "pkg/blob.bin": os.urandom(70_000)})
+    first = staged(root, ["pkg"])
+    first.zip_bytes()
+    assert [p.name for p in deflated_cache().iterdir()] == [f"{first.name}.pack"]
+    (root / "pkg/m0.py").write_text(MODULES["pkg/m0.py"] + "edited = True\n")
+    package = staged(root, ["pkg"])
+    deflated = counting_deflates(monkeypatch)
+    archive = package.zip_bytes()
+    monkeypatch.undo()
+    assert len(deflated) == 1  # the edited module; the others came from the cache
+    assert archive != first.zip_bytes() and archive == reference_zip(package)
+
+
+def test_the_packs_of_the_last_zips_are_kept(tmp_path, private_cache, monkeypatch):
+    root = make_tree(tmp_path / "repo", MODULES)
+    names = []
+    for version in range(package_mod.PACKS_KEPT + 1):
+        (root / "pkg/m0.py").write_text(MODULES["pkg/m0.py"] + f"version = {version}\n")
+        package = staged(root, ["pkg"])
+        package.zip_bytes()
+        names.append(package.name)
+    assert sorted(p.name for p in deflated_cache().iterdir()) == sorted(f"{n}.pack" for n in names[1:])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "garbage", "a directory"])
+def test_a_damaged_pack_is_a_miss(tmp_path, private_cache, monkeypatch, damage):
+    root = make_tree(tmp_path / "repo", MODULES)
+    staged(root, ["pkg"]).zip_bytes()
+    [pack] = deflated_cache().iterdir()
+    data = pack.read_bytes()
+    if damage == "a directory":
+        pack.unlink()
+        pack.mkdir()
+    else:
+        pack.write_bytes({"truncated": data[:-7], "flipped": data[:-5] + bytes([data[-5] ^ 1]) + data[-4:],
+                          "empty": b"", "garbage": os.urandom(len(data))}[damage])
+    package = staged(root, ["pkg"])
+    deflated = counting_deflates(monkeypatch)
+    archive = package.zip_bytes()
+    monkeypatch.undo()
+    assert archive == reference_zip(package)
+    assert 1 <= len(deflated) <= len(MODULES)  # at least the damaged entry deflated again
