@@ -25,10 +25,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import bringup, gc, head_services, runs
 from .bringup import GONE_TIMEOUT_S, BringUp
-from .dashboard import Dashboard
 from .errors import ApiError, ConfigError, DashboardError, ResourceFailed, SubmissionExists, WaitTimeout
 from .events import Applied, Became, Emit, Waiting, Warning
 from .kinds import dgd, raycluster, rayjob, secret
@@ -36,6 +36,9 @@ from .kinds.base import Failed, Pending, Ready, delete_command, managed
 from .kinds.index import kind_of
 from .plan import RunPlan
 from .probe import run_permissions
+
+if TYPE_CHECKING:
+    from .dashboard import Dashboard
 
 _CLUSTER_NAME_TIMEOUT_S = 300
 _PROVISION_TIMEOUT_S = 1800
@@ -235,6 +238,7 @@ class RayJobRun(BringUp):
         self.emit(Became("driver", how))
 
     def _dashboard(self) -> Dashboard:
+        from .dashboard import Dashboard  # httpx: only a run that reaches the dashboard imports it
         # 8 retries back off for about a minute, like the API calls: a short outage of the API
         # server (which proxies the dashboard) must not fail the rescue.
         cluster = {"metadata": {"name": self.result.raycluster}, "spec": self.plan.rayjob["spec"].get("rayClusterSpec") or {}}

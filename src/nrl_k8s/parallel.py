@@ -22,10 +22,11 @@ ends rolls back what the run created, as in the serial flow.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from . import crds
-from .bringup import parallel
+from .bringup import Background, parallel
 from .errors import ConfigError, ForbiddenError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Emit, Warning
 from .kinds import core, raycluster, rayjob, secret
@@ -78,8 +79,10 @@ class ParallelRun(RayJobRun):
         self.apply_dgds(self.plan.dgds, existing, owner=cluster)
 
     def wait_all(self) -> None:
-        """Every DGD serving and the cluster provisioned, awaited at once."""
+        """Every DGD serving and the cluster provisioned, awaited at once (meanwhile the dashboard
+        client's modules are imported, off the path to the driver's submission)."""
         deadline = float(self.plan.rayjob["spec"]["preRunningDeadlineSeconds"])
+        Background(lambda: importlib.import_module("nrl_k8s.dashboard"), "dashboard-import")
 
         def provisioned(emit) -> None:
             self.wait_ready(raycluster.KIND, lambda obj: Failed("it was deleted") if obj is None
