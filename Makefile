@@ -27,6 +27,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/package.py
 	$(BIN)/python bench/warm_rerun.py
 	$(BIN)/python bench/log_follow.py
+	$(BIN)/python bench/parallel_bringup.py
+	$(BIN)/python bench/bad_inputs.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
