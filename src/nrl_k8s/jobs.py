@@ -28,12 +28,16 @@ def head_service(kube, cluster: str, namespace: str) -> str:
     return raycluster.head_service_of(live) if live is not None else raycluster.head_service(cluster)
 
 
+def cluster_dashboard(kube, cluster: str, namespace: str, url: str | None = None) -> Dashboard:
+    """The dashboard of RayCluster ``cluster``: ``url`` when given, else through its head Service."""
+    service = None if url else head_service(kube, cluster, namespace)
+    return Dashboard.for_cluster(cluster_name=cluster, namespace=namespace, connection=kube.connection,
+                                 in_cluster=kube.in_cluster, url=url, service=service)
+
+
 def dashboard(kube, infra: dict, role: str, url: str | None = None) -> tuple[Dashboard, dict | None]:
     cluster, job = role_cluster(kube, infra, role)
-    service = None if url else head_service(kube, cluster, infra["namespace"])
-    dash = Dashboard.for_cluster(cluster_name=cluster, namespace=infra["namespace"], connection=kube.connection,
-                                 in_cluster=kube.in_cluster, url=url, service=service)
-    return dash, job
+    return cluster_dashboard(kube, cluster, infra["namespace"], url), job
 
 
 def current_job(dash: Dashboard, job: dict | None) -> str:

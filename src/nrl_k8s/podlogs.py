@@ -156,12 +156,9 @@ def stream(kube, infra: dict, request: Request, *, record: dict | None, dashboar
 def _dashboard_log(kube, cluster: str, job: dict | None, recorded: str | None, request: Request,
                    url: str | None) -> Iterator[str]:
     """The driver's log from the cluster's Ray dashboard (the RayJob's job, the recorded one, else the latest)."""
-    from .dashboard import Dashboard
-    from .jobs import current_job, head_service
+    from .jobs import cluster_dashboard, current_job
 
-    service = None if url else head_service(kube, cluster, kube.namespace)
-    with Dashboard.for_cluster(cluster_name=cluster, namespace=kube.namespace, connection=kube.connection,
-                               in_cluster=kube.in_cluster, url=url, service=service) as dash:
+    with cluster_dashboard(kube, cluster, kube.namespace, url) as dash:
         job_id = recorded or current_job(dash, job)
         if request.tail is None and request.follow:
             yield from dash.follow_logs(job_id)
