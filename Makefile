@@ -1,26 +1,29 @@
-# Everything the project needs is installed by `make setup` into .venv.
+# Everything the project needs is installed by `make setup`: the Python packages of
+# requirements.lock into .venv, and the sandbox's control plane (Go, built once per machine
+# into the user cache; see src/nrl_k8s/sandbox/cluster/binaries.py).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo bench clean
+.PHONY: setup test demo bench lock clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --upgrade 'pip==26.3'
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-test: $(STAMP)
+test: setup
 	$(BIN)/pytest -q
 
-demo: $(STAMP)
+demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh
 
-bench: $(STAMP)
+bench: setup
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/sandbox_up.py
 	$(BIN)/python bench/run_overhead.py
@@ -29,6 +32,16 @@ bench: $(STAMP)
 	$(BIN)/python bench/log_follow.py
 	$(BIN)/python bench/parallel_bringup.py
 	$(BIN)/python bench/bad_inputs.py
+
+# Refresh requirements.lock: resolve pyproject.toml's ranges afresh in a throwaway venv.
+lock:
+	rm -rf build/lock-venv
+	$(PY) -m venv build/lock-venv
+	build/lock-venv/bin/pip install -q --upgrade 'pip==26.3'
+	build/lock-venv/bin/pip install -q '.[test]'
+	{ sed -n '1,2p' requirements.lock; build/lock-venv/bin/pip freeze --exclude-editable | grep -v '^nrl-k8s=='; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock
+	rm -rf build/lock-venv
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -43,18 +43,24 @@ from yaml.resolver import Resolver
 
 from .errors import ConfigError, dotted
 
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.scanner import Scanner
+
+
+class _PyEvents(Reader, Scanner, Parser):
+    """The pure-Python parser: the same events as libyaml's, with no limits of its own."""
+
+    def __init__(self, stream: str):
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+
+
 try:
     from yaml._yaml import CParser as _Events
-except ImportError:  # PyYAML built without libyaml: the pure-Python parser gives the same events
-    from yaml.parser import Parser
-    from yaml.reader import Reader
-    from yaml.scanner import Scanner
-
-    class _Events(Reader, Scanner, Parser):  # type: ignore[no-redef]
-        def __init__(self, stream: str):
-            Reader.__init__(self, stream)
-            Scanner.__init__(self)
-            Parser.__init__(self)
+except ImportError:  # PyYAML built without libyaml
+    _Events = _PyEvents  # type: ignore[misc,assignment]
 
 
 MAX_BYTES = 1 << 20  # 1 MiB: recipes and manifests are a few KiB (the recipe must fit in a 120 KB entrypoint)
@@ -127,8 +133,12 @@ def parse(text: str, source: str, *, documents: bool = False, lines: bool = True
         text = _UNPRINTABLE.sub("\ufffd", text)  # keep parsing to find the key it is in
     loader = _Loader(text, source, bad_at, lines)
     try:
-        data = list(loader.documents()) if documents else loader.get_single_data()
+        data = _read(loader, documents)
     except yaml.MarkedYAMLError as err:
+        if _Events is not _PyEvents:
+            # libyaml may stop at limits of its own (a nesting depth, since 0.2.5) before ours
+            # are reached; the pure-Python parser has none, so ours name the key instead.
+            _our_limits(text, source, bad_at, lines, documents)
         mark = err.problem_mark or err.context_mark
         problem = err.problem or err.context or "invalid YAML"
         raise loader.fail(mark, f"invalid YAML: {problem}", "fix the YAML syntax at that line") from None
@@ -139,6 +149,21 @@ def parse(text: str, source: str, *, documents: bool = False, lines: bool = True
     if bad_at is not None:  # outside any value, e.g. in a comment
         raise loader.fail(None, _bad_char(bad_at[2]), _BAD_CHAR_HINT, at_line=bad_at[0])
     return data
+
+
+def _read(loader: Any, documents: bool) -> Any:
+    return list(loader.documents()) if documents else loader.get_single_data()
+
+
+def _our_limits(text: str, source: str, bad_at: tuple[int, int, int] | None, lines: bool, documents: bool) -> None:
+    """Raise the ConfigError this project's own limits give for ``text``, if any."""
+    loader = _PyLoader(text, source, bad_at, lines)
+    try:
+        _read(loader, documents)
+    except yaml.YAMLError:
+        pass
+    finally:
+        loader.dispose()
 
 
 _BAD_CHAR_HINT = "remove it (is this a binary file?)"
@@ -314,6 +339,14 @@ class _Composer:
 class _Loader(_Composer, _Events, SafeConstructor, _Resolver):
     def __init__(self, text: str, source: str, bad_at: tuple[int, int, int] | None, lines: bool):
         _Events.__init__(self, text)
+        _Composer.__init__(self, source, bad_at, lines)
+        SafeConstructor.__init__(self)
+        _Resolver.__init__(self)
+
+
+class _PyLoader(_Composer, _PyEvents, SafeConstructor, _Resolver):
+    def __init__(self, text: str, source: str, bad_at: tuple[int, int, int] | None, lines: bool):
+        _PyEvents.__init__(self, text)
         _Composer.__init__(self, source, bad_at, lines)
         SafeConstructor.__init__(self)
         _Resolver.__init__(self)
