@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 setup: $(STAMP)
+	$(BIN)/nrl-k8s sandbox build
 
 test: setup
 	$(BIN)/pytest -q

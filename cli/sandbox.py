@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from pathlib import Path
 from typing import Annotated, Optional
@@ -50,14 +51,34 @@ def _delay_fault(specs: list[str]) -> str:
     return "delay=" + ";".join(entries)
 
 
+class ControlPlane(str, enum.Enum):
+    real = "real"
+    simulated = "simulated"
+
+
 DirOption = Annotated[
     Optional[Path], typer.Option("--dir", help="Sandbox directory (default ~/.cache/nrl-k8s/sandbox).")
 ]
 
 
 @app.command()
+def build() -> None:
+    """Build the real control plane's pinned binaries into the user cache (once per machine; needs Go)."""
+    from nrl_k8s.sandbox.controlplane import binaries
+
+    where, seconds = binaries.build(_say)
+    size = binaries.disk_usage(where) / 2**20
+    _say(f"control plane {binaries.key()} in {where.bin.parent}: {size:.0f} MiB"
+         + (f", built in {seconds:.0f} s" if seconds else " (already built)"))
+
+
+@app.command()
 def up(
     dir: DirOption = None,  # noqa: A002 (the flag is --dir)
+    control_plane: Annotated[
+        ControlPlane, typer.Option("--control-plane", help="real: kube-apiserver, etcd, the real KubeRay operator and "
+                                   "kwok nodes (built by `sandbox build`); simulated: the Python simulator.")
+    ] = ControlPlane.simulated,
     fault: Annotated[
         Optional[list[str]], typer.Option("--fault", help="Start with a fault on: NAME or NAME=VALUE (repeatable).")
     ] = None,
@@ -75,8 +96,12 @@ def up(
     faults = list(fault or [])
     if delay:
         faults.append(_delay_fault(delay))
-    info = process.up(dir, faults, speed, state)
-    _say(f"sandbox ready: API {info['api_url']}, Ray dashboard {info['dashboard_url']}")
+    info = process.up(dir, faults, speed, state, control_plane=control_plane.value)
+    if control_plane is ControlPlane.real:
+        _say(f"sandbox ready: API {info['api_url']} (Kubernetes {info['versions']['kubernetes']}, "
+             f"KubeRay {info['versions']['kuberay']})")
+    else:
+        _say(f"sandbox ready: API {info['api_url']}, Ray dashboard {info['dashboard_url']}")
     _data(f"export KUBECONFIG={info['kubeconfig']}")
 
 

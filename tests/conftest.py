@@ -20,17 +20,32 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from sandbox_harness import Sandbox, start_sandbox, stop_sandbox, unique
+from sandbox_harness import RealSandbox, Sandbox, start_real_sandbox, start_sandbox, stop_sandbox, unique
 from sandbox_harness import separate_sandbox as _separate
 
 
 @pytest.fixture(scope="session", autouse=True)
 def private_user_cache(tmp_path_factory) -> Iterator[Path]:
-    """Every test (and every CLI it starts) uses a cache of its own, never the user's ``~/.cache``."""
+    """Every test (and every CLI it starts) uses a cache of its own, never the user's ``~/.cache``;
+    only the control plane's binaries (``make setup`` built them there) are taken from the user's."""
+    from nrl_k8s.sandbox.controlplane import binaries
+
+    built = os.environ.get(binaries.ENV_BIN) or str(binaries.cache_root() / binaries.key())
     path = tmp_path_factory.mktemp("xdg-cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(path))
+        patch.setenv(binaries.ENV_BIN, built)
         yield path
+
+
+@pytest.fixture(scope="session")
+def real_sandbox(tmp_path_factory, private_user_cache) -> Iterator[RealSandbox]:
+    """One sandbox on the real control plane for the whole session (``make setup`` builds it)."""
+    box = start_real_sandbox(tmp_path_factory.mktemp("real"))
+    try:
+        yield box
+    finally:
+        stop_sandbox(box)
 
 
 @pytest.fixture(scope="session")

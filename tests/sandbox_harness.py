@@ -151,7 +151,44 @@ def start_sandbox(directory: Path, *faults: str, state: Path | None = None, env:
     return Sandbox(directory, directory / "kubeconfig", info, parse_faults(faults))
 
 
-def stop_sandbox(box: Sandbox) -> subprocess.CompletedProcess:
+@dataclass
+class RealSandbox:
+    """A sandbox on the real control plane (``sandbox up --control-plane real``)."""
+
+    dir: Path
+    kubeconfig: Path  # the user's (a token; RBAC: the cluster-admin role)
+    info: dict = field(repr=False)
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return Path(self.info["admin_kubeconfig"])
+
+    def api_client(self, admin: bool = False):
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.admin_kubeconfig if admin else self.kubeconfig))
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = DEADLINE_S,
+                stdin: str | None = None) -> subprocess.CompletedProcess:
+        """The kubectl built with the control plane (so its version matches the API server's)."""
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        result = subprocess.run([str(Path(self.info["bin"]) / "kubectl"), *args], capture_output=True, text=True,
+                                env=env, timeout=timeout, input=stdin)
+        if check and result.returncode != 0:
+            pytest.fail(f"kubectl {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
+        return result
+
+
+def start_real_sandbox(directory: Path, *faults: str) -> RealSandbox:
+    args = ["sandbox", "up", "--control-plane", "real", "--dir", str(directory)]
+    for fault in faults:
+        args += ["--fault", fault]
+    result = nrl_k8s(*args)
+    assert result.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}", result.stdout
+    return RealSandbox(directory, directory / "kubeconfig", json.loads((directory / "sandbox.json").read_text()))
+
+
+def stop_sandbox(box: Sandbox | RealSandbox) -> subprocess.CompletedProcess:
     return nrl_k8s("sandbox", "down", "--dir", str(box.dir))
 
 

@@ -55,13 +55,7 @@ class DriverEnv:
     def submission(self, body: dict, cluster: dict, read_secret: ReadSecret) -> dict:
         """``body`` plus what the cluster's head container would give its driver (see the module docstring)."""
         pod = (((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
-        container = (pod.get("containers") or [{}])[0]
-        mounts = self._write_volumes(cluster["metadata"], pod, container, read_secret)
-        env = {}
-        for item in container.get("env") or []:
-            value = _env_value(item, read_secret)
-            if value is not None:
-                env[item["name"]] = _relocate(value, mounts)
+        env = self.container_env(cluster["metadata"], pod, read_secret)
         runtime_env = dict(body.get("runtime_env") or {})
         own = runtime_env.get("env_vars") or {}
         added = {name: value for name, value in env.items() if name not in own}
@@ -71,6 +65,17 @@ class DriverEnv:
         body["runtime_env"] = {**runtime_env, "env_vars": {**added, **own}}
         body["metadata"] = {**(body.get("metadata") or {}), INJECTED_KEY: ",".join(added)}
         return body
+
+    def container_env(self, meta: dict, pod: dict, read_secret: ReadSecret) -> dict[str, str]:
+        """The env of ``pod``'s first container, its Secret volumes written under ROOT/NAMESPACE/NAME."""
+        container = (pod.get("containers") or [{}])[0]
+        mounts = self._write_volumes(meta, pod, container, read_secret)
+        env = {}
+        for item in container.get("env") or []:
+            value = _env_value(item, read_secret)
+            if value is not None:
+                env[item["name"]] = _relocate(value, mounts)
+        return env
 
     def forget(self, namespace: str, cluster: str) -> None:
         """Remove the files written for a deleted cluster."""

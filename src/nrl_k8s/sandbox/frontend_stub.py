@@ -49,11 +49,11 @@ class HttpStub:
     """One stub server on 127.0.0.1 (a free port); ``url`` is where it listens. What it prints (a
     start line, then one line per request) goes to ``output``: the log of the pods it stands for."""
 
-    def __init__(self, label: str, output: Output | None = None):
+    def __init__(self, label: str, output: Output | None = None, port: int = 0):
         self.label = label
         self.started = time.time()
         self.output = output or Output()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.stub = self
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"stub-{label}", daemon=True)
         self._thread.start()
@@ -78,10 +78,10 @@ class HttpStub:
 
 
 class FrontendStub(HttpStub):
-    def __init__(self, model: str, unavailable_for: float = 0.0, output: Output | None = None):
+    def __init__(self, model: str, unavailable_for: float = 0.0, output: Output | None = None, port: int = 0):
         self.model = model
         self.unavailable_for = unavailable_for
-        super().__init__(model, output)
+        super().__init__(model, output, port)
 
     def banner(self) -> str:
         return (f"sandbox stub of a Dynamo frontend serving model {self.model} on {self.url} "

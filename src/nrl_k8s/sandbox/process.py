@@ -150,6 +150,7 @@ def up(
     speed: float = 1.0,
     state: Path | str | None = None,
     timeout: float = START_TIMEOUT_S,
+    control_plane: str = "simulated",
 ) -> dict:
     """Start the sandbox in the background and return its runtime info once it is ready."""
     paths = Paths.of(sandbox_dir)
@@ -174,7 +175,7 @@ def up(
         )
     read_end, write_end = os.pipe()
     command = [sys.executable, "-m", "nrl_k8s.sandbox", "serve", "--dir", str(paths.dir),
-               "--ready-fd", str(write_end), "--speed", str(speed)]  # fmt: skip
+               "--ready-fd", str(write_end), "--speed", str(speed), "--control-plane", control_plane]  # fmt: skip
     for name, value in chosen.items():
         command += ["--fault", f"{name}={value}" if value else name]
     if state is not None:

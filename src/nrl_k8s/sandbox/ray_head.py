@@ -13,6 +13,7 @@ binds 127.0.0.1; job drivers inherit the variable and connect over loopback too.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -109,13 +110,15 @@ class RayHead:
             "--disable-usage-stats",
         ]  # fmt: skip
 
-    def start(self) -> int:
-        """Launch the head in its own process group; return its pid (= process group id)."""
+    def start(self, output: int | None = None) -> int:
+        """Launch the head in its own process group, printing to ``output`` (a file descriptor)
+        or else to its log file; return its pid (= process group id)."""
         _private_dir(self.temp_dir.parent)
         env = {**self.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-        with open_private(self.log_path, "ab") as log:
+        with contextlib.ExitStack() as stack:
+            out = output if output is not None else stack.enter_context(open_private(self.log_path, "ab"))
             self.process = subprocess.Popen(
-                self.command(), env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+                self.command(), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
             )
         return self.process.pid
 

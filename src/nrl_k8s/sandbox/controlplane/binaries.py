@@ -1,0 +1,169 @@
+"""The control plane's binaries: pinned versions built from the Go module proxy, once per machine.
+
+``nrl-k8s sandbox build`` (``make setup``) builds, with the Go toolchain, each Go module under
+``go/`` beside this file (a go.mod and go.sum each, so every dependency is pinned):
+
+* ``kubernetes``: kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
+  ``k8s.io/kubernetes`` (the staging modules replaced by their published versions), stamped with
+  the version so ``kubectl version`` tells the truth;
+* ``etcd``: the server of ``go.etcd.io/etcd/server/v3``;
+* ``kwok``: fake nodes and the pod lifecycle (``sigs.k8s.io/kwok``);
+* ``kuberay``: the KubeRay operator (``github.com/ray-project/kuberay/ray-operator``).
+
+The CRDs come from the same modules: KubeRay's RayCluster and RayJob, and kwok's own. Everything
+lands in ``~/.cache/nrl-k8s/control-plane/<versions>/`` (``bin/`` and ``crds/``), written to a
+temporary folder and renamed into place only when complete, under a lock so two builds never
+race. ``$NRL_K8S_CONTROL_PLANE_BIN`` names a folder of prebuilt binaries (and ``crds/`` beside
+them or inside it) instead.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from nrl_k8s.errors import SandboxError
+
+GO_DIR = Path(__file__).with_name("go")
+KUBERNETES = "v1.36.3"
+ETCD = "v3.6.16"
+KWOK = "v0.8.0"
+KUBERAY = "v1.6.1"  # helm/ pins 1.7.0, whose module archive the proxy refuses (403)
+ENV_BIN = "NRL_K8S_CONTROL_PLANE_BIN"
+GO_HINT = "install Go 1.26 or newer (https://go.dev/dl, or Debian's golang-go), or set " \
+          f"{ENV_BIN} to a folder of prebuilt binaries"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One ``go build`` in one of our modules."""
+
+    module: str  # folder under go/
+    package: str  # what to build, in that module
+    output: str  # binary name
+    ldflags: str = ""
+
+
+_K8S_STAMP = " ".join([
+    f"-X k8s.io/component-base/version.gitVersion={KUBERNETES}",
+    f"-X k8s.io/component-base/version.gitMajor={KUBERNETES[1:].split('.')[0]}",
+    f"-X k8s.io/component-base/version.gitMinor={KUBERNETES[1:].split('.')[1]}",
+    "-X k8s.io/component-base/version.gitTreeState=clean",
+])
+TARGETS = (
+    Target("etcd", ".", "etcd"),
+    Target("kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver", _K8S_STAMP),
+    Target("kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager", "kube-controller-manager", _K8S_STAMP),
+    Target("kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", "kube-scheduler", _K8S_STAMP),
+    Target("kubernetes", "k8s.io/kubernetes/cmd/kubectl", "kubectl", _K8S_STAMP),
+    Target("kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok", f"-X sigs.k8s.io/kwok/pkg/consts.Version={KWOK}"),
+    Target("kuberay", "github.com/ray-project/kuberay/ray-operator", "kuberay-operator"),
+)
+BINARIES = tuple(target.output for target in TARGETS)
+#: (module folder, Go module path, CRD files inside it) copied into crds/.
+CRDS = (
+    ("kuberay", "github.com/ray-project/kuberay/ray-operator",
+     tuple(f"config/crd/bases/ray.io_{name}.yaml" for name in ("rayclusters", "rayjobs", "rayservices"))),
+    ("kwok", "sigs.k8s.io/kwok", tuple(f"kustomize/crd/bases/kwok.x-k8s.io_{name}.yaml" for name in (
+        "stages", "logs", "clusterlogs", "execs", "clusterexecs", "portforwards", "clusterportforwards",
+        "attaches", "clusterattaches", "metrics", "resourceusages", "clusterresourceusages"))),
+)
+
+
+def key() -> str:
+    return f"k8s-{KUBERNETES}_etcd-{ETCD}_kwok-{KWOK}_kuberay-{KUBERAY}"
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nrl-k8s" / "control-plane"
+
+
+@dataclass(frozen=True)
+class Installed:
+    """Where the binaries and CRDs are."""
+
+    bin: Path
+    crds: Path
+
+    def path(self, name: str) -> str:
+        return str(self.bin / name)
+
+
+def _complete(root: Path) -> Installed | None:
+    bin_dir = root / "bin" if (root / "bin").is_dir() else root
+    crds = next((p for p in (root / "crds", root.parent / "crds") if p.is_dir()), None)
+    if crds is None or any(not os.access(bin_dir / name, os.X_OK) for name in BINARIES) \
+            or any(not (crds / Path(name).name).is_file() for _, _, files in CRDS for name in files):
+        return None
+    return Installed(bin_dir, crds)
+
+
+def find() -> Installed:
+    """The binaries to run, or SandboxError saying how to get them."""
+    named = os.environ.get(ENV_BIN)
+    if named:
+        found = _complete(Path(named).expanduser())
+        if found is None:
+            raise SandboxError(f"{ENV_BIN}={named}: expected {', '.join(BINARIES)} and a crds/ folder there",
+                               hint=f"point {ENV_BIN} at the output of 'nrl-k8s sandbox build', or unset it")
+        return found
+    found = _complete(cache_root() / key())
+    if found is None:
+        raise SandboxError("the sandbox's control plane is not built on this machine",
+                           hint="run 'make setup' or 'nrl-k8s sandbox build' (once per machine)")
+    return found
+
+
+def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> tuple[Installed, float]:
+    """Build every binary into the user cache, unless it is there already; (where, seconds spent)."""
+    if os.environ.get(ENV_BIN):
+        return find(), 0.0
+    root = cache_root() / key()
+    if (found := _complete(root)) is not None:
+        return found, 0.0
+    go = shutil.which("go")
+    if go is None:
+        raise SandboxError("building the sandbox's control plane needs Go, which is not on PATH", hint=GO_HINT)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with open(root.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another build of the same versions may be running
+        if (found := _complete(root)) is not None:
+            return found, 0.0
+        work = root.parent / f".{key()}.partial"
+        shutil.rmtree(work, ignore_errors=True)
+        (work / "bin").mkdir(parents=True)
+        (work / "crds").mkdir()
+        for number, target in enumerate(TARGETS, 1):
+            progress(f"building {target.output} ({number}/{len(TARGETS)}, {time.monotonic() - started:.0f} s so far)")
+            _go(go, target.module, "build", "-trimpath", "-ldflags", f"-s -w {target.ldflags}".strip(),
+                "-o", str(work / "bin" / target.output), target.package)
+        for module, path, files in CRDS:
+            source = Path(_go(go, module, "list", "-m", "-f", "{{.Dir}}", path).strip())
+            for name in files:
+                shutil.copyfile(source / name, work / "crds" / Path(name).name)
+        shutil.rmtree(root, ignore_errors=True)
+        work.rename(root)
+    return Installed(root / "bin", root / "crds"), time.monotonic() - started
+
+
+def _go(go: str, module: str, *args: str) -> str:
+    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
+    result = subprocess.run([go, *args], cwd=GO_DIR / module, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = " | ".join(result.stderr.strip().splitlines()[-3:])
+        raise SandboxError(f"go {args[0]} in {module} failed: {tail}",
+                           hint="check that the Go module proxy is reachable (GOPROXY), then run it again")
+    return result.stdout
+
+
+def disk_usage(installed: Installed) -> int:
+    return sum(p.stat().st_size for folder in (installed.bin, installed.crds) for p in folder.iterdir())

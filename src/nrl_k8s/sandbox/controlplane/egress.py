@@ -1,0 +1,112 @@
+"""The API server's way to pods and nodes: an HTTP CONNECT proxy on a Unix socket.
+
+kube-apiserver dials pod IPs for ``services/proxy`` and ``pods/proxy``, and node addresses for
+``pods/log``, ``exec`` and ``port-forward``. Its egress selector (``cluster``) sends each of those
+connections here instead, as ``CONNECT IP:PORT``. A resolver maps the fake address to a loopback
+port of a local process (a Ray head, a stub, kwok's kubelet server); any address it does not
+know is refused with 502, so no packet ever leaves the machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import socketserver
+import threading
+from pathlib import Path
+from typing import Callable
+
+log = logging.getLogger("nrl_k8s.sandbox.egress")
+Resolver = Callable[[str, int], "int | None"]  # (host, port) -> a loopback port, or None
+_HEAD_LIMIT = 16 << 10
+
+
+def egress_config(socket_path: Path) -> str:
+    """The ``--egress-selector-config-file`` that sends cluster traffic through ``socket_path``."""
+    return (
+        "apiVersion: apiserver.k8s.io/v1beta1\n"
+        "kind: EgressSelectorConfiguration\n"
+        "egressSelections:\n"
+        "- name: cluster\n"
+        "  connection:\n"
+        "    proxyProtocol: HTTPConnect\n"
+        "    transport:\n"
+        f"      uds:\n        udsName: {socket_path}\n"
+    )
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (sink, source):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: "_Server"
+
+    def handle(self) -> None:
+        client: socket.socket = self.request
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = client.recv(4096)
+            if not chunk or len(head) > _HEAD_LIMIT:
+                return
+            head += chunk
+        head, _, rest = head.partition(b"\r\n\r\n")
+        method, target, *_ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+        host, _, port = target.rpartition(":")
+        local = self.server.resolve(host.strip("[]"), int(port)) if method == "CONNECT" and port.isdigit() else None
+        if local is None:
+            log.info("refused %s %s: no local process has that address", method, target)
+            client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+            return
+        try:
+            upstream = socket.create_connection(("127.0.0.1", local), timeout=10)
+        except OSError:
+            client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+            return
+        upstream.settimeout(None)
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        if rest:
+            upstream.sendall(rest)
+        back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+        back.start()
+        _pipe(client, upstream)
+        back.join()
+        upstream.close()
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, resolve: Resolver):
+        self.resolve = resolve
+        super().__init__(path, _Handler)
+
+
+class EgressProxy:
+    """Serves CONNECT on ``socket_path`` (0600) until ``stop``."""
+
+    def __init__(self, socket_path: Path, resolve: Resolver):
+        socket_path.unlink(missing_ok=True)
+        self.path = socket_path
+        self._server = _Server(str(socket_path), resolve)
+        os.chmod(socket_path, 0o600)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="egress", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,165 @@
+"""kwok's Stages: how fake nodes come up and how pods become Running and Ready.
+
+kwok plays a Stage on every object its selector matches, after the Stage's delay. Ours:
+
+* ``node-ready``: a node of ours gets its addresses, kubelet port, conditions and node info;
+* ``pod-ready-KIND``, one per kind, each with the delay the ``delay`` fault sets for that kind
+  (``raycluster`` pods, ``dgd`` pods, ``deployment`` pods and any other): Running, an IP, every
+  container ready. Pods whose work really happens as a local process (``LOCAL_PODS``) are left to
+  the sandbox's local kubelet (``kubelet.py``), which writes their status from the process;
+* ``pod-delete``: a pod being deleted goes at once (there is no container to stop).
+"""
+
+from __future__ import annotations
+
+from .. import faults as fault_rules
+
+#: Pods the local kubelet runs, as kwok selector terms (jq query, values): a Ray head, a Job's
+#: pod (KubeRay's submitter), a Dynamo frontend, a pod of an nrl-k8s Deployment. kubelet.py
+#: applies the same terms, so this is the one place that says which pods are local processes.
+LOCAL_PODS = (
+    ('.metadata.labels["ray.io/node-type"]', ("head",)),
+    (".metadata.ownerReferences.[].kind", ("Job",)),
+    ('.metadata.labels["nvidia.com/dynamo-component-type"]', ("frontend",)),
+    ('.metadata.labels["nrl-k8s.io/deployment"]', None),  # None: the label is present
+)
+#: Which kind's delay a pod that is not local waits: the first term it matches.
+KINDS = (
+    ("raycluster", '.metadata.labels["ray.io/cluster"]'),
+    ("dgd", '.metadata.labels["nvidia.com/dynamo-graph-deployment-name"]'),
+    ("deployment", None),
+)
+
+
+def _term(query: str, values: tuple[str, ...] | None, *, negate: bool) -> dict:
+    if values is None:
+        return {"key": query, "operator": "DoesNotExist" if negate else "Exists"}
+    return {"key": query, "operator": "NotIn" if negate else "In", "values": list(values)}
+
+
+def _stage(name: str, kind: str, terms: list[dict], delay_s: float, next_: dict) -> dict:
+    spec: dict = {"resourceRef": {"apiGroup": "v1", "kind": kind}, "selector": {"matchExpressions": terms},
+                  "next": next_}
+    if delay_s > 0:
+        spec["delay"] = {"durationMilliseconds": int(delay_s * 1000)}
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
+
+
+_NODE_STATUS = """\
+{{ $now := Now }}
+conditions:
+- type: Ready
+  status: "True"
+  reason: KubeletReady
+  message: kwok node of the nrl-k8s sandbox
+  lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+- type: MemoryPressure
+  status: "False"
+  reason: KubeletHasSufficientMemory
+  message: kwok node of the nrl-k8s sandbox
+  lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+- type: DiskPressure
+  status: "False"
+  reason: KubeletHasNoDiskPressure
+  message: kwok node of the nrl-k8s sandbox
+  lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+- type: PIDPressure
+  status: "False"
+  reason: KubeletHasSufficientPID
+  message: kwok node of the nrl-k8s sandbox
+  lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+addresses:
+- type: InternalIP
+  address: {{ NodeIP | Quote }}
+- type: Hostname
+  address: {{ NodeName | Quote }}
+daemonEndpoints:
+  kubeletEndpoint:
+    Port: {{ NodePort }}
+allocatable:
+{{ YAML .status.allocatable 1 }}
+capacity:
+{{ YAML .status.capacity 1 }}
+nodeInfo:
+  architecture: amd64
+  operatingSystem: linux
+  kubeletVersion: {{ printf "kwok-%s" Version | Quote }}
+  kubeProxyVersion: {{ printf "kwok-%s" Version | Quote }}
+  containerRuntimeVersion: nrl-k8s-sandbox
+  kernelVersion: nrl-k8s-sandbox
+  osImage: nrl-k8s-sandbox
+  machineID: {{ NodeName | Quote }}
+  systemUUID: {{ NodeName | Quote }}
+  bootID: {{ NodeName | Quote }}
+phase: Running
+"""
+
+_POD_READY = """\
+{{ $now := Now }}
+conditions:
+- type: Initialized
+  status: "True"
+  lastTransitionTime: {{ $now | Quote }}
+- type: Ready
+  status: "True"
+  lastTransitionTime: {{ $now | Quote }}
+- type: ContainersReady
+  status: "True"
+  lastTransitionTime: {{ $now | Quote }}
+- type: PodScheduled
+  status: "True"
+  lastTransitionTime: {{ $now | Quote }}
+containerStatuses:
+{{ range .spec.containers }}
+- name: {{ .name | Quote }}
+  image: {{ .image | Quote }}
+  imageID: {{ printf "sandbox://%s" .image | Quote }}
+  ready: true
+  started: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+{{ with NodeIPsWith .spec.nodeName }}
+hostIP: {{ index . 0 | Quote }}
+{{ end }}
+{{ with PodIPsWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace }}
+podIP: {{ index . 0 | Quote }}
+podIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+phase: Running
+startTime: {{ $now | Quote }}
+"""
+
+
+def stages(delays: dict[str, float]) -> list[dict]:
+    """Every Stage, with ``delays`` (kind -> seconds, the ``delay`` fault) applied."""
+    not_local = [_term(query, values, negate=True) for query, values in LOCAL_PODS]
+    waiting = [{"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+               {"key": ".status.phase", "operator": "In", "values": ["Pending"]}]
+    result = [_stage("node-ready", "Node", [{"key": '.status.conditions.[] | select(.type == "Ready") | .status',
+                                             "operator": "NotIn", "values": ["True"]}],
+                     0, {"statusTemplate": _NODE_STATUS})]
+    earlier: list[dict] = []
+    for kind, query in KINDS:
+        own = [] if query is None else [{"key": query, "operator": "Exists"}]
+        result.append(_stage(f"pod-ready-{kind}", "Pod", [*waiting, *not_local, *earlier, *own],
+                             delays.get(kind, 0.0), {"statusTemplate": _POD_READY}))
+        if query is not None:
+            earlier.append({"key": query, "operator": "DoesNotExist"})
+    result.append(_stage("pod-delete", "Pod", [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}],
+                         0, {"delete": True}))
+    return result
+
+
+def delays_of(active: dict[str, str]) -> dict[str, float]:
+    """The per-kind delays the active faults ask for."""
+    return fault_rules.delays(active["delay"]) if active.get("delay") else {}
