@@ -236,7 +236,7 @@ class LocalKubelet:
             head.start(out)
         local.process = head.process
         plain = {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env") or [] if "value" in e}
-        self._kwok_objects(pod, local, {**plain, "RAY_ADDRESS": head.gcs_address})
+        self._kwok_objects(pod, local, {**plain, "RAY_ADDRESS": head.gcs_address, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
         try:
             head.wait_ready(RAY_READY_S)
         except Exception as err:  # noqa: BLE001 - any failure to start is reported on the pod
