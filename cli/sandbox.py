@@ -139,6 +139,12 @@ def status(
     if not report["running"]:
         return
     _data(f"api:        {report['api_url']}")
+    if report.get("control_plane") == "real":
+        _data("versions:   " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
+        _data(f"kubeconfig: {report['kubeconfig']}")
+        _data("pids:       " + ", ".join(f"{k} {v}" for k, v in report["pids"].items()))
+        _data(f"faults:     {_faults(report['faults'])}")
+        return
     _data(f"dashboard:  {report['dashboard_url']} ({'running' if report['ray_head_running'] else 'NOT running'})")
     _data(f"kubeconfig: {report['kubeconfig']}")
     _data(f"pids:       daemon {report['pids']['daemon']}, Ray head {report['pids']['ray_head']}")

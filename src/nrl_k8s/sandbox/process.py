@@ -16,6 +16,7 @@ import json
 import os
 import select
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -261,21 +262,23 @@ def _admin(paths: Paths, method: str, path: str, body: dict | None = None) -> ob
     if _running_daemon(paths) is None or not paths.runtime.exists():
         raise SandboxError(f"no sandbox is running in {paths.dir}", hint=f"start one: nrl-k8s sandbox up --dir {paths.dir}")
     info = json.loads(paths.runtime.read_text())
+    base = info.get("admin_url") or info["api_http_url"]
+    context = ssl.create_default_context(cafile=info["ca_file"]) if "ca_file" in info else None
     request = urllib.request.Request(
-        info["api_http_url"] + path,
+        base + path,
         method=method,
         data=json.dumps(body).encode() if body is not None else None,
         headers={"Authorization": f"Bearer {info['operator_token']}", "Content-Type": "application/json"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as err:
         if err.code == 404:
             return None
         raise SandboxError(f"the sandbox API answered {method} {path} with {err.code}: {err.read()[:300]!r}") from None
     except urllib.error.URLError as err:
-        raise SandboxError(f"the sandbox API at {info['api_http_url']} did not answer: {err.reason}") from None
+        raise SandboxError(f"the sandbox API at {base} did not answer: {err.reason}") from None
 
 
 def status(sandbox_dir: Path | str | None = None) -> dict:
@@ -289,6 +292,10 @@ def status(sandbox_dir: Path | str | None = None) -> dict:
             report["leftover_pids"] = leftovers
         return report
     info = json.loads(paths.runtime.read_text())
+    if info.get("control_plane") == "real":
+        report.update(api_url=info["api_url"], control_plane="real", versions=info["versions"],
+                      pids={"daemon": daemon, **info["pids"]}, faults=_admin(paths, "GET", "/sandbox/faults"))
+        return report
     ray_pid = read_pid(paths.ray_pid)
     report.update(
         api_url=info["api_url"],

@@ -34,8 +34,9 @@ from nrl_k8s.errors import SandboxError
 from ..faults import Faults
 from ..pids import MARKER
 from ..ray_head import free_ports, temp_dir_for
-from . import binaries, components, stages
+from . import binaries, components, rbac, stages
 from .egress import EgressProxy, egress_config
+from .front import FrontProxy
 from .kubelet import LocalKubelet
 from .pki import Authority
 
@@ -133,6 +134,8 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
         kubelet_pair = ca.issue("kubelet", "kwok-kubelet", server=True)
         sa = ca.service_account_key()
         ports = components.Ports(*free_ports(4))
+        front_port = free_ports(1)[0]
+        operator_token = secrets.token_urlsafe(32)
         user_token = secrets.token_urlsafe(32)
         tokens = components.write_private(sandbox_dir / "tokens.csv", f'{user_token},{USER},{USER},"{USER_GROUP}"\n')
         socket_path = private / "egress.sock"
@@ -157,12 +160,16 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
         for doc in crd_docs:
             _apply(api, doc)
         _wait_crds(api, [doc["metadata"]["name"] for doc in crd_docs], deadline)
-        _apply(api, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                     "metadata": {"name": "nrl-k8s-sandbox-users"},
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-                     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": USER_GROUP}]})
-        for stage in stages.stages(stages.delays_of(registry.active())):
-            _apply(api, stage)
+        user_config = components.write_private(sandbox_dir / "user.kubeconfig", components.kubeconfig(
+            url, ca.pem, {"token": user_token}))
+        user_api = kubernetes.config.new_client_from_config(config_file=str(user_config))
+
+        def on_faults(active: dict[str, str]) -> None:
+            rbac.apply(api, user_api, registry, USER_GROUP)
+            for stage in stages.stages(stages.delays_of(active)):
+                _apply(api, stage)
+
+        on_faults(registry.active())
         for prefix, count, gpus, labels in NODES:
             for index in range(count):
                 _apply(api, _node(f"{prefix}-{index}", gpus, labels))
@@ -183,10 +190,15 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
         controllers.append(kubelet)
         for controller in controllers:
             controller.start()
+        front = FrontProxy(front_port, ports.apiserver, serving, str(ca.cert), registry, operator_token, on_faults)
+        front.start()
+        controllers.append(front)
+        front_url = f"https://127.0.0.1:{front_port}"
         kubeconfig = components.write_private(sandbox_dir / "kubeconfig", components.kubeconfig(
-            url, ca.pem, {"token": user_token}))
+            front_url, ca.pem, {"token": user_token}))
         components.write_private(sandbox_dir / "sandbox.json", json.dumps({
-            "control_plane": "real", "api_url": url, "kubeconfig": str(kubeconfig),
+            "control_plane": "real", "api_url": front_url, "apiserver_url": url, "kubeconfig": str(kubeconfig),
+            "admin_url": front_url, "ca_file": str(ca.cert), "operator_token": operator_token,
             "admin_kubeconfig": str(admin_config), "daemon_pid": os.getpid(), "bin": str(installed.bin),
             "pids": {name: p.pid for name, p in processes.running.items()},
             "versions": {"kubernetes": binaries.KUBERNETES, "etcd": binaries.ETCD, "kwok": binaries.KWOK,
