@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from sandbox_harness import RealSandbox, Sandbox, start_real_sandbox, start_sandbox, stop_sandbox, unique
+from sandbox_harness import Sandbox, start_sandbox, stop_sandbox, unique
 from sandbox_harness import separate_sandbox as _separate
 
 
@@ -39,9 +39,10 @@ def private_user_cache(tmp_path_factory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def real_sandbox(tmp_path_factory, private_user_cache) -> Iterator[RealSandbox]:
-    """One sandbox on the real control plane for the whole session (``make setup`` builds it)."""
-    box = start_real_sandbox(tmp_path_factory.mktemp("real"))
+def sandbox(tmp_path_factory, private_user_cache) -> Iterator[Sandbox]:
+    """The session's sandbox on the real control plane (kube-apiserver, the real KubeRay operator)."""
+    faults = [f.strip() for f in os.environ.get("NRL_K8S_TEST_SANDBOX_FAULTS", "").split(",") if f.strip()]
+    box = start_sandbox(tmp_path_factory.mktemp("sandbox"), *faults)
     try:
         yield box
     finally:
@@ -49,9 +50,9 @@ def real_sandbox(tmp_path_factory, private_user_cache) -> Iterator[RealSandbox]:
 
 
 @pytest.fixture(scope="session")
-def sandbox(tmp_path_factory) -> Iterator[Sandbox]:
-    faults = [f.strip() for f in os.environ.get("NRL_K8S_TEST_SANDBOX_FAULTS", "").split(",") if f.strip()]
-    box = start_sandbox(tmp_path_factory.mktemp("sandbox"), *faults)
+def simulated_sandbox(tmp_path_factory) -> Iterator[Sandbox]:
+    """The Python simulator (one shared Ray head), for the simulator's own tests until it is retired."""
+    box = start_sandbox(tmp_path_factory.mktemp("simulated"), control_plane="simulated")
     try:
         yield box
     finally:

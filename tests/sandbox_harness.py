@@ -79,15 +79,20 @@ class Sandbox:
         return self.info["api_url"]
 
     @property
+    def real(self) -> bool:
+        return self.info.get("control_plane") == "real"
+
+    @property
     def dashboard_url(self) -> str:
-        """The real Ray dashboard every simulated RayCluster shares."""
+        """The real Ray dashboard every simulated RayCluster shares (simulated control plane only)."""
         return self.info["dashboard_url"]
 
-    def api_client(self):
-        """A fresh official-client ApiClient built from the sandbox's kubeconfig."""
+    def api_client(self, admin: bool = False):
+        """A fresh official-client ApiClient: the user's kubeconfig, or the operators' (real control plane)."""
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+        path = self.info["admin_kubeconfig"] if admin else self.kubeconfig
+        return config.new_client_from_config(config_file=str(path))
 
     def set_fault(self, name: str, value: str | None = None) -> dict[str, str]:
         from nrl_k8s.sandbox import process
@@ -129,16 +134,20 @@ class Sandbox:
         stored = next(j["submission_id"] for j in jobs if (j.get("submission_id") or "").endswith(f"--{job_id}"))
         return httpx.get(f"{self.dashboard_url}/api/jobs/{stored}/logs", timeout=60, trust_env=False).json()["logs"]
 
-    def kubectl(self, *args: str, check: bool = True, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
+    def kubectl(self, *args: str, check: bool = True, timeout: float = DEADLINE_S,
+                stdin: str | None = None) -> subprocess.CompletedProcess:
+        """kubectl; on the real control plane the one built with it (its version matches the server's)."""
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        result = subprocess.run(["kubectl", *args], capture_output=True, text=True, env=env, timeout=timeout)
+        kubectl = str(Path(self.info["bin"]) / "kubectl") if self.real else "kubectl"
+        result = subprocess.run([kubectl, *args], capture_output=True, text=True, env=env, timeout=timeout, input=stdin)
         if check and result.returncode != 0:
             pytest.fail(f"kubectl {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
         return result
 
 
-def start_sandbox(directory: Path, *faults: str, state: Path | None = None, env: dict[str, str] | None = None) -> Sandbox:
-    args = ["sandbox", "up", "--dir", str(directory)]
+def start_sandbox(directory: Path, *faults: str, state: Path | None = None, env: dict[str, str] | None = None,
+                  control_plane: str = "real") -> Sandbox:
+    args = ["sandbox", "up", "--dir", str(directory), "--control-plane", control_plane]
     for fault in faults:
         args += ["--fault", fault]
     if state is not None:
@@ -151,51 +160,15 @@ def start_sandbox(directory: Path, *faults: str, state: Path | None = None, env:
     return Sandbox(directory, directory / "kubeconfig", info, parse_faults(faults))
 
 
-@dataclass
-class RealSandbox:
-    """A sandbox on the real control plane (``sandbox up --control-plane real``)."""
-
-    dir: Path
-    kubeconfig: Path  # the user's (a token; RBAC: the cluster-admin role)
-    info: dict = field(repr=False)
-
-    @property
-    def admin_kubeconfig(self) -> Path:
-        return Path(self.info["admin_kubeconfig"])
-
-    def api_client(self, admin: bool = False):
-        from kubernetes import config
-
-        return config.new_client_from_config(config_file=str(self.admin_kubeconfig if admin else self.kubeconfig))
-
-    def kubectl(self, *args: str, check: bool = True, timeout: float = DEADLINE_S,
-                stdin: str | None = None) -> subprocess.CompletedProcess:
-        """The kubectl built with the control plane (so its version matches the API server's)."""
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        result = subprocess.run([str(Path(self.info["bin"]) / "kubectl"), *args], capture_output=True, text=True,
-                                env=env, timeout=timeout, input=stdin)
-        if check and result.returncode != 0:
-            pytest.fail(f"kubectl {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
-        return result
-
-
-def start_real_sandbox(directory: Path, *faults: str) -> RealSandbox:
-    args = ["sandbox", "up", "--control-plane", "real", "--dir", str(directory)]
-    for fault in faults:
-        args += ["--fault", fault]
-    result = nrl_k8s(*args)
-    assert result.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}", result.stdout
-    return RealSandbox(directory, directory / "kubeconfig", json.loads((directory / "sandbox.json").read_text()))
-
-
-def stop_sandbox(box: Sandbox | RealSandbox) -> subprocess.CompletedProcess:
+def stop_sandbox(box: Sandbox) -> subprocess.CompletedProcess:
     return nrl_k8s("sandbox", "down", "--dir", str(box.dir))
 
 
 @contextlib.contextmanager
-def separate_sandbox(directory: Path, *faults: str, state: Path | None = None, env: dict[str, str] | None = None) -> Iterator[Sandbox]:
+def separate_sandbox(directory: Path, *faults: str, state: Path | None = None, env: dict[str, str] | None = None,
+                     control_plane: str = "real") -> Iterator[Sandbox]:
     """Start a sandbox of its own in ``directory`` (with ``faults``, ``--state``, ``env``) and always stop it."""
-    box = start_sandbox(directory, *faults, state=state, env=env)
+    box = start_sandbox(directory, *faults, state=state, env=env, control_plane=control_plane)
     try:
         yield box
     finally:

@@ -34,19 +34,19 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def namespace(real_sandbox):
+def namespace(sandbox):
     name = unique("kc")
-    real_sandbox.kubectl("create", "namespace", name)
+    sandbox.kubectl("create", "namespace", name)
     yield name
-    real_sandbox.kubectl("delete", "namespace", name, "--wait=false")
+    sandbox.kubectl("delete", "namespace", name, "--wait=false")
 
 
 @pytest.fixture(scope="module")
-def head(real_sandbox, namespace) -> str:
+def head(sandbox, namespace) -> str:
     """A RayCluster made by the real KubeRay operator; the name of its (Ready) head pod."""
     name = unique("rc")
-    real_sandbox.kubectl("apply", "-f", "-", stdin=RAYCLUSTER.format(name=name, ns=namespace))
-    with real_sandbox.api_client() as api:
+    sandbox.kubectl("apply", "-f", "-", stdin=RAYCLUSTER.format(name=name, ns=namespace))
+    with sandbox.api_client() as api:
         pods = observe(client.CoreV1Api(api).list_namespaced_pod, namespace,
                        label_selector=f"ray.io/cluster={name},ray.io/node-type=head",
                        until=lambda pods: any(c["type"] == "Ready" and c["status"] == "True"
@@ -54,80 +54,80 @@ def head(real_sandbox, namespace) -> str:
     return next(iter(pods))
 
 
-def test_version_is_the_built_one(real_sandbox):
-    report = json.loads(real_sandbox.kubectl("version", "-o", "json").stdout)
+def test_version_is_the_built_one(sandbox):
+    report = json.loads(sandbox.kubectl("version", "-o", "json").stdout)
     assert report["serverVersion"]["gitVersion"] == binaries.KUBERNETES
     assert report["clientVersion"]["gitVersion"] == binaries.KUBERNETES
 
 
-def test_get_nodes_shows_gpu_nodes(real_sandbox):
-    nodes = json.loads(real_sandbox.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+def test_get_nodes_shows_gpu_nodes(sandbox):
+    nodes = json.loads(sandbox.kubectl("get", "nodes", "-o", "json").stdout)["items"]
     gpu = [n for n in nodes if n["metadata"]["labels"].get("nvidia.com/gpu.product") == "NVIDIA-GB300"]
     assert gpu and all(n["status"]["capacity"]["nvidia.com/gpu"] == "4" for n in gpu)
     assert all(c["status"] == "True" for n in nodes for c in n["status"]["conditions"] if c["type"] == "Ready")
-    table = real_sandbox.kubectl("get", "nodes").stdout
+    table = sandbox.kubectl("get", "nodes").stdout
     assert table.split()[:5] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
 
 
-def test_explain_rayjob_spec(real_sandbox):
-    text = real_sandbox.kubectl("explain", "rayjob.spec").stdout
+def test_explain_rayjob_spec(sandbox):
+    text = sandbox.kubectl("explain", "rayjob.spec").stdout
     assert "entrypoint" in text and "submissionMode" in text
 
 
-def test_auth_whoami_and_can_i_list(real_sandbox):
-    assert "nrl-k8s-user" in real_sandbox.kubectl("auth", "whoami").stdout
-    rules = real_sandbox.kubectl("auth", "can-i", "--list").stdout
+def test_auth_whoami_and_can_i_list(sandbox):
+    assert "nrl-k8s-user" in sandbox.kubectl("auth", "whoami").stdout
+    rules = sandbox.kubectl("auth", "can-i", "--list").stdout
     assert "*.*" in rules  # the sandbox user is bound to cluster-admin by RBAC
 
 
-def test_strict_field_validation_refuses_unknown_fields(real_sandbox, namespace):
+def test_strict_field_validation_refuses_unknown_fields(sandbox, namespace):
     bad = RAYCLUSTER.format(name=unique("rc"), ns=namespace).replace("rayStartParams: {}", "rayStartParams: {}\n    bogusField: 1")
-    result = real_sandbox.kubectl("apply", "--validate=strict", "-f", "-", stdin=bad, check=False)
+    result = sandbox.kubectl("apply", "--validate=strict", "-f", "-", stdin=bad, check=False)
     assert result.returncode != 0 and "bogusField" in result.stderr
 
 
-def test_mistyped_field_is_refused(real_sandbox, namespace):
+def test_mistyped_field_is_refused(sandbox, namespace):
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
                   "metadata": {"name": unique("d"), "namespace": namespace},
                   "spec": {"replicas": "two", "selector": {"matchLabels": {"a": "b"}},
                            "template": {"metadata": {"labels": {"a": "b"}},
                                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
-    result = real_sandbox.kubectl("apply", "-f", "-", stdin=json.dumps(deployment), check=False)
+    result = sandbox.kubectl("apply", "-f", "-", stdin=json.dumps(deployment), check=False)
     assert result.returncode != 0
-    assert real_sandbox.kubectl("get", "deploy", "-n", namespace, "-o", "name").stdout.strip() == ""
+    assert sandbox.kubectl("get", "deploy", "-n", namespace, "-o", "name").stdout.strip() == ""
 
 
-def test_scale_deployment(real_sandbox, namespace):
+def test_scale_deployment(sandbox, namespace):
     name = unique("d")
-    real_sandbox.kubectl("create", "deployment", name, "-n", namespace, "--image=busybox", "--replicas=1")
-    real_sandbox.kubectl("scale", f"deployment/{name}", "-n", namespace, "--replicas=3")
-    with real_sandbox.api_client() as api:
+    sandbox.kubectl("create", "deployment", name, "-n", namespace, "--image=busybox", "--replicas=1")
+    sandbox.kubectl("scale", f"deployment/{name}", "-n", namespace, "--replicas=3")
+    with sandbox.api_client() as api:
         observe(client.AppsV1Api(api).list_namespaced_deployment, namespace, field_selector=f"metadata.name={name}",
                 until=lambda ds: ds.get(name, {}).get("status", {}).get("readyReplicas") == 3)
-    assert name in real_sandbox.kubectl("get", "deploy", "-n", namespace).stdout
+    assert name in sandbox.kubectl("get", "deploy", "-n", namespace).stdout
 
 
-def test_exec_into_the_head_pod(real_sandbox, namespace, head):
-    result = real_sandbox.kubectl("exec", "-n", namespace, head, "--", "sh", "-c",
+def test_exec_into_the_head_pod(sandbox, namespace, head):
+    result = sandbox.kubectl("exec", "-n", namespace, head, "--", "sh", "-c",
                                   'echo "$GREETING"; python -c "import ray; ray.init(); print(\'alive\', len(ray.nodes()))"')
     assert "hello-from-the-head" in result.stdout
     assert "alive 1" in result.stdout  # the driver reached the pod's own Ray head
 
 
-def test_logs_of_the_head_pod(real_sandbox, namespace, head):
-    text = eventually(lambda: real_sandbox.kubectl("logs", "-n", namespace, head, check=False).stdout,
+def test_logs_of_the_head_pod(sandbox, namespace, head):
+    text = eventually(lambda: sandbox.kubectl("logs", "-n", namespace, head, check=False).stdout,
                       what="the head pod's log")
     assert "Ray runtime started" in text
 
 
-def test_port_forward_to_the_head_service(real_sandbox, namespace, head):
+def test_port_forward_to_the_head_service(sandbox, namespace, head):
     cluster = head.rsplit("-head-", 1)[0]
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    kubectl = str(real_sandbox.info["bin"]) + "/kubectl"
+    kubectl = str(sandbox.info["bin"]) + "/kubectl"
     forward = subprocess.Popen([kubectl, "port-forward", "-n", namespace, f"svc/{cluster}-head-svc", f"{port}:8265"],
-                               env={"KUBECONFIG": str(real_sandbox.kubeconfig), "PATH": "/usr/bin:/bin"},
+                               env={"KUBECONFIG": str(sandbox.kubeconfig), "PATH": "/usr/bin:/bin"},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert "Forwarding from" in forward.stdout.readline()

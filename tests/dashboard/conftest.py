@@ -6,6 +6,11 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(scope="session")
+def sandbox(simulated_sandbox):
+    return simulated_sandbox
+
+
 @pytest.fixture(scope="module")
-def ray_dashboard_url(sandbox) -> str:
-    return sandbox.dashboard_url
+def ray_dashboard_url(simulated_sandbox) -> str:
+    return simulated_sandbox.dashboard_url

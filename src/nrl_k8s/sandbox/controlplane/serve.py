@@ -36,7 +36,11 @@ from ..pids import MARKER
 from ..ray_head import free_ports, temp_dir_for
 from . import binaries, components, rbac, stages
 from .egress import EgressProxy, egress_config
+from .crds import crds as dynamo_crds
+from .dra import ComputeDomains
+from .dynamo import Dynamo
 from .front import FrontProxy
+from .webhook import ConversionWebhook
 from .kubelet import LocalKubelet
 from .pki import Authority
 
@@ -126,6 +130,7 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
     private = temp_dir_for(sandbox_dir).parent  # short: Unix socket paths are length-limited
     private.mkdir(mode=0o700, parents=True, exist_ok=True)
     controllers: list = []
+    stoppable: list = []  # started apart from the controllers, stopped after them
     egress: EgressProxy | None = None
     try:
         ca = Authority(sandbox_dir / "pki")
@@ -155,8 +160,17 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
             "client-certificate-data": base64.b64encode(admin.cert.read_bytes()).decode(),
             "client-key-data": base64.b64encode(admin.key.read_bytes()).decode()}))
         api = kubernetes.config.new_client_from_config(config_file=str(admin_config))
-        crd_docs = [doc for path in sorted(installed.crds.glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text()) if doc]
-        crd_docs = [doc for doc in crd_docs if not (doc["metadata"]["name"].startswith("dynamographdeployments") and registry.get("no-dgd-crd") is not None)]
+        paths = {path.name: path for path in installed.crds.glob("*.yaml")}
+        if registry.get("old-rayjob-crd") is not None:
+            paths["ray.io_rayjobs.yaml"] = installed.crds / "old" / "ray.io_rayjobs.yaml"
+        crd_docs = [doc for path in paths.values() for doc in yaml.safe_load_all(path.read_text()) if doc]
+        dgds = registry.get("no-dgd-crd") is None
+        hook_pair = ca.issue("dgd-webhook", "dgd-webhook", server=True)
+        webhook = ConversionWebhook(hook_pair.cert, hook_pair.key)
+        webhook.start()
+        stoppable.append(webhook)
+        crd_docs += [doc for doc in dynamo_crds(webhook.url, ca.pem)
+                     if dgds or not doc["metadata"]["name"].startswith("dynamographdeployments")]
         for doc in crd_docs:
             _apply(api, doc)
         _wait_crds(api, [doc["metadata"]["name"] for doc in crd_docs], deadline)
@@ -188,6 +202,8 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
         kubelet = LocalKubelet(api, sandbox_dir, env, registry, ports.kwok, private)
         kubelet_holder.append(kubelet)
         controllers.append(kubelet)
+        controllers += [Dynamo(api, registry)] if dgds else []
+        controllers.append(ComputeDomains(api, registry))
         for controller in controllers:
             controller.start()
         front = FrontProxy(front_port, ports.apiserver, serving, str(ca.cert), registry, operator_token, on_faults)
@@ -215,7 +231,7 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
                 return 1
         return 0
     finally:
-        for controller in reversed(controllers):
+        for controller in reversed(controllers + stoppable):
             controller.stop()
         processes.stop()
         if egress is not None:
