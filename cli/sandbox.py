@@ -78,7 +78,7 @@ def up(
     control_plane: Annotated[
         ControlPlane, typer.Option("--control-plane", help="real: kube-apiserver, etcd, the real KubeRay operator and "
                                    "kwok nodes (built by `sandbox build`); simulated: the Python simulator.")
-    ] = ControlPlane.simulated,
+    ] = ControlPlane.real,
     fault: Annotated[
         Optional[list[str]], typer.Option("--fault", help="Start with a fault on: NAME or NAME=VALUE (repeatable).")
     ] = None,

@@ -127,9 +127,14 @@ class Sandbox:
                 self.clear_fault(name)
 
     def driver_log(self, job_id: str) -> str:
-        """A Ray job's log straight from the shared Ray head (ids are stored scoped to their RayCluster)."""
+        """A Ray job's log as its Ray head wrote it: on the real control plane from the head's own
+        log folder (kept after KubeRay deleted the cluster), else from the simulator's shared head."""
         import httpx
 
+        if self.real:
+            found = sorted(Path(self.info["scratch"]).glob(f"*/ray/session_*/logs/job-driver-{job_id}.log"))
+            assert found, f"no Ray head of this sandbox ran job {job_id}"
+            return found[-1].read_text()
         jobs = httpx.get(f"{self.dashboard_url}/api/jobs/", timeout=60, trust_env=False).json()
         stored = next(j["submission_id"] for j in jobs if (j.get("submission_id") or "").endswith(f"--{job_id}"))
         return httpx.get(f"{self.dashboard_url}/api/jobs/{stored}/logs", timeout=60, trust_env=False).json()["logs"]

@@ -1,9 +1,12 @@
 """A stand-in gym server for the sandbox's long-lived example: answers 200 on every GET.
 
 Run by nrl-k8s as the gym role's daemon (a Ray job): ``python3 gym_server.py PORT``. It binds
-127.0.0.1 only (the sandbox listens on loopback) and serves until the job is stopped.
+127.0.0.1 only (the sandbox listens on loopback) and serves until the job is stopped. The sandbox
+runs every pod on this machine's one network, so it gives each container port a free port of its
+own and says which in ``NRL_K8S_SANDBOX_PORT_<PORT>``: two sandboxes never collide.
 """
 
+import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -19,7 +22,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    port = int(sys.argv[1])
+    port = int(os.environ.get(f"NRL_K8S_SANDBOX_PORT_{sys.argv[1]}", sys.argv[1]))
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     print(f"gym server listening on 127.0.0.1:{port}", flush=True)
     server.serve_forever()

@@ -5,6 +5,7 @@ real API server makes (strict field validation, a mistyped field)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 
@@ -127,7 +128,7 @@ def test_port_forward_to_the_head_service(sandbox, namespace, head):
         port = sock.getsockname()[1]
     kubectl = str(sandbox.info["bin"]) + "/kubectl"
     forward = subprocess.Popen([kubectl, "port-forward", "-n", namespace, f"svc/{cluster}-head-svc", f"{port}:8265"],
-                               env={"KUBECONFIG": str(sandbox.kubeconfig), "PATH": "/usr/bin:/bin"},
+                               env={**os.environ, "KUBECONFIG": str(sandbox.kubeconfig)},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert "Forwarding from" in forward.stdout.readline()

@@ -68,10 +68,7 @@ class Run:
         return History(self.custom.list_namespaced_custom_object, *group_version, self.ns, plural)
 
     def driver_logs(self, job_id: str) -> str:
-        """The driver's log from the shared Ray head (ids are stored scoped to their RayCluster)."""
-        jobs = httpx.get(f"{self.sandbox.dashboard_url}/api/jobs/", timeout=60).json()
-        stored = next(j["submission_id"] for j in jobs if (j.get("submission_id") or "").endswith(f"--{job_id}"))
-        return httpx.get(f"{self.sandbox.dashboard_url}/api/jobs/{stored}/logs", timeout=60).json()["logs"]
+        return self.sandbox.driver_log(job_id)
 
 
 @pytest.fixture

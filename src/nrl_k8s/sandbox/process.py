@@ -30,6 +30,7 @@ import yaml
 from nrl_k8s.errors import ConfigError, SandboxError
 
 from . import faults as fault_rules
+from .controlplane import binaries
 from .ray_head import temp_dir_for
 from .pids import MARKER, group_members, marked, open_private, read_pid, recorded, start_time, terminate, write_pid
 
@@ -151,11 +152,13 @@ def up(
     speed: float = 1.0,
     state: Path | str | None = None,
     timeout: float = START_TIMEOUT_S,
-    control_plane: str = "simulated",
+    control_plane: str = "real",
 ) -> dict:
     """Start the sandbox in the background and return its runtime info once it is ready."""
     paths = Paths.of(sandbox_dir)
     chosen = parse_faults(faults)
+    if control_plane == "real":
+        binaries.find()  # built, or one line saying how
     if speed <= 0:
         raise ConfigError(f"--speed must be > 0, got {speed}")
     if state is not None:

@@ -5,7 +5,8 @@ module's, once the scheduler has bound them to a node:
 
 * a **Ray head** (``ray.io/node-type=head``): a real ``ray start --head`` of its own, in the
   head container's env (values, ``secretKeyRef``, Secret volumes written privately), so the
-  drivers it runs see what they would in the pod; Ready once its node is ALIVE;
+  drivers it runs see what they would in the pod; Ready once its node is ALIVE. Its other
+  container ports are free ports named by ``NRL_K8S_SANDBOX_PORT_<port>`` (see ``PORT_ENV``);
 * a **Job's pod** (KubeRay's submitter in K8sJobMode): the container's command, run as it is,
   cluster DNS names of Services (``SVC.NS.svc[.cluster.local][:PORT]``) in its args and env
   pointed at the process behind them; it ends Succeeded or Failed with the command's exit code;
@@ -48,6 +49,9 @@ log = logging.getLogger("nrl_k8s.sandbox.kubelet")
 POD_CIDR = ipaddress.ip_network("10.250.0.0/16")
 RAY_READY_S = 120.0
 MODEL_ANNOTATION = "sandbox.nrl-k8s.io/model"
+#: Every pod shares this machine's network: a container port P of a Ray head is served on a free
+#: port that ``NRL_K8S_SANDBOX_PORT_P`` names to the head and the jobs it runs.
+PORT_ENV = "NRL_K8S_SANDBOX_PORT_"
 KWOK = ("kwok.x-k8s.io", "v1alpha1")
 _SERVICE_DNS = re.compile(r"\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?(:(\d+))?\b")
 
@@ -225,12 +229,15 @@ class LocalKubelet:
             return None
 
     def _ray_head(self, pod: dict, local: Local) -> None:
-        env = {**self.env, **self._container_env(pod)}
+        declared = [p["containerPort"] for p in pod["spec"]["containers"][0].get("ports") or []
+                    if p.get("containerPort") not in (8265, 6379, 10001)]
+        extra = dict(zip(declared, free_ports(len(declared))))
+        env = {**self.env, **self._container_env(pod), **{f"{PORT_ENV}{k}": str(v) for k, v in extra.items()}}
         (self.scratch / local.uid[:8]).mkdir(mode=0o700, exist_ok=True)
         head = RayHead(temp_dir=self.scratch / local.uid[:8] / "ray",
                        log_path=self._log_file(local), env=env)
         local.head = head
-        local.ports = {8265: head.dashboard_port, 6379: head.gcs_port, 10001: head.client_port}
+        local.ports = {8265: head.dashboard_port, 6379: head.gcs_port, 10001: head.client_port, **extra}
         self._running(pod, local, ready=False)
         with self._container_log(local) as out:
             head.start(out)

@@ -214,7 +214,7 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
             front_url, ca.pem, {"token": user_token}))
         components.write_private(sandbox_dir / "sandbox.json", json.dumps({
             "control_plane": "real", "api_url": front_url, "apiserver_url": url, "kubeconfig": str(kubeconfig),
-            "admin_url": front_url, "ca_file": str(ca.cert), "operator_token": operator_token,
+            "admin_url": front_url, "ca_file": str(ca.cert), "operator_token": operator_token, "scratch": str(private),
             "admin_kubeconfig": str(admin_config), "daemon_pid": os.getpid(), "bin": str(installed.bin),
             "pids": {name: p.pid for name, p in processes.running.items()},
             "versions": {"kubernetes": binaries.KUBERNETES, "etcd": binaries.ETCD, "kwok": binaries.KWOK,

@@ -1,0 +1,113 @@
+"""The real control plane's own parts, without starting it: the egress proxy never dials an address
+it was not given, the front proxy classifies requests as the fault rules name them, kwok's Stages
+leave exactly the local kubelet's pods alone, and building without Go says how to get it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from sandbox_harness import NRL_K8S
+
+from nrl_k8s.sandbox.controlplane import binaries, kubelet, stages
+from nrl_k8s.sandbox.controlplane.egress import EgressProxy
+from nrl_k8s.sandbox.controlplane.front import classify
+
+
+class _Hello(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+        self.wfile.write(b"hello")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _connect(path: Path, target: str) -> bytes:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(str(path))
+        sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        reply = sock.recv(4096)
+        if reply.startswith(b"HTTP/1.1 200"):
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            while chunk := sock.recv(4096):
+                reply += chunk
+        return reply
+
+
+def test_egress_maps_known_addresses_and_refuses_the_rest(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    local = server.server_address[1]
+    proxy = EgressProxy(tmp_path / "egress.sock", lambda host, port: local if (host, port) == ("10.250.0.7", 8265) else None)
+    proxy.start()
+    try:
+        assert oct((tmp_path / "egress.sock").stat().st_mode & 0o777) == "0o600"
+        assert _connect(tmp_path / "egress.sock", "10.250.0.7:8265").endswith(b"hello")
+        for target in ("10.250.0.7:22", "192.0.2.1:80", "example.com:443", f"127.0.0.1:{local}"):
+            assert _connect(tmp_path / "egress.sock", target).startswith(b"HTTP/1.1 502"), target
+    finally:
+        proxy.stop()
+        server.shutdown()
+
+
+@pytest.mark.parametrize(("method", "target", "expected"), [
+    ("GET", "/api/v1/namespaces/ns/pods", ("list", "pods")),
+    ("GET", "/api/v1/namespaces/ns/pods?watch=true&resourceVersion=5", ("watch", "pods")),
+    ("GET", "/api/v1/namespaces/ns/pods/p/log?follow=true", ("get", "pods/log")),
+    ("GET", "/api/v1/namespaces/ns/services/s:8265/proxy/api/jobs/", ("get", "services/proxy")),
+    ("POST", "/apis/ray.io/v1/namespaces/ns/rayjobs", ("create", "rayjobs")),
+    ("PATCH", "/apis/ray.io/v1/namespaces/ns/rayjobs/j/status", ("patch", "rayjobs/status")),
+    ("DELETE", "/apis/nvidia.com/v1beta1/namespaces/ns/dynamographdeployments/d", ("delete", "dynamographdeployments")),
+    ("GET", "/api/v1/namespaces/ns", ("get", "namespaces")),
+    ("GET", "/api/v1/namespaces", ("list", "namespaces")),
+    ("GET", "/api/v1/watch/namespaces/ns/pods", ("watch", "pods")),
+])
+def test_front_classifies_requests_as_the_fault_rules_name_them(method, target, expected):
+    assert classify(method, target) == expected
+
+
+@pytest.mark.parametrize(("pod", "local"), [
+    ({"metadata": {"labels": {"ray.io/node-type": "head", "ray.io/cluster": "c"}}}, True),
+    ({"metadata": {"labels": {"ray.io/node-type": "worker", "ray.io/cluster": "c"}}}, False),
+    ({"metadata": {"ownerReferences": [{"kind": "ReplicaSet"}, {"kind": "Job"}]}}, True),
+    ({"metadata": {"labels": {"nvidia.com/dynamo-component-type": "frontend"}}}, True),
+    ({"metadata": {"labels": {"nvidia.com/dynamo-component-type": "worker"}}}, False),
+    ({"metadata": {"labels": {"nrl-k8s.io/deployment": "web"}}}, True),
+    ({"metadata": {}}, False),
+])
+def test_kwok_leaves_exactly_the_local_kubelets_pods_alone(pod, local):
+    """The pod-ready Stages exclude LOCAL_PODS; kubelet.is_local reads the same terms."""
+    assert kubelet.is_local(pod) is local
+    ready = [s for s in stages.stages({}) if s["metadata"]["name"].startswith("pod-ready-")]
+    excluded = {(t["key"], t["operator"]) for s in ready for t in s["spec"]["selector"]["matchExpressions"]}
+    for query, values in stages.LOCAL_PODS:
+        assert (query, "DoesNotExist" if values is None else "NotIn") in excluded
+
+
+def test_delays_go_to_the_stage_of_their_kind():
+    by_name = {s["metadata"]["name"]: s["spec"] for s in stages.stages({"dgd": 2.5})}
+    assert by_name["pod-ready-dgd"]["delay"] == {"durationMilliseconds": 2500}
+    assert "delay" not in by_name["pod-ready-raycluster"]
+
+
+def test_build_without_go_says_how_to_get_it(tmp_path):
+    env = {"PATH": str(Path(NRL_K8S).parent), "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = subprocess.run([NRL_K8S, "sandbox", "build"], capture_output=True, text=True, env=env)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "needs Go" in result.stderr and binaries.ENV_BIN in result.stderr
+
+
+def test_prebuilt_binaries_folder_must_hold_them_all(tmp_path):
+    env = {**os.environ, binaries.ENV_BIN: str(tmp_path)}
+    result = subprocess.run([NRL_K8S, "sandbox", "up", "--dir", str(tmp_path / "box")], capture_output=True,
+                            text=True, env=env)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert binaries.ENV_BIN in result.stderr and "kube-apiserver" in result.stderr
