@@ -328,6 +328,23 @@ def test_minimal_spec_gets_a_head():
     }
 
 
+@pytest.mark.parametrize(("declared", "expected"), [
+    (None, None),  # none declared: KubeRay's own defaults serve the dashboard
+    ([{"name": "gym", "containerPort": 11000}],
+     [{"name": "gym", "containerPort": 11000}, {"name": "gcs-server", "containerPort": 6379},
+      {"name": "dashboard", "containerPort": 8265}, {"name": "client", "containerPort": 10001}]),
+    ([{"name": "dash", "containerPort": 8265}, {"name": "client", "containerPort": 20001}],
+     [{"name": "dash", "containerPort": 8265}, {"name": "client", "containerPort": 20001},
+      {"name": "gcs-server", "containerPort": 6379}]),
+])
+def test_declared_head_ports_keep_the_ray_ports(declared, expected):
+    """KubeRay's head Service drops its default ports (the dashboard) once the head declares any."""
+    infra = {"namespace": "ns", "image": "img", "kuberay": {"gym": {"name": "gym", "spec": {"headGroupSpec": {
+        "template": {"spec": {"containers": [{"name": "ray-head", **({"ports": declared} if declared else {})}]}}}}}}}
+    head = raycluster.render_spec(infra, "gym")["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert head.get("ports") == expected
+
+
 def test_input_not_mutated():
     infra = make_infra(image="img", networking={"nccl_net": "Socket"}, placement={"tolerations": [{"key": "a"}]})
     before = copy.deepcopy(infra)

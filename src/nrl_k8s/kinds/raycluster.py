@@ -16,7 +16,11 @@ template; explicit values in ``kuberay.ROLE.spec`` win unless stated otherwise:
 - ``workspace``/``hf_cache``/``checkpoints`` (kind pvc|lustre|hostPath|emptyDir): a volume,
   mounted in every container; ``hf_cache`` also sets ``HF_HOME``; other kinds mount nothing;
 - ``kuberay.ROLE.segmentSize`` N: a worker group with more than N replicas becomes
-  ``<group>-seg<i>`` groups of at most N replicas, pods labelled ``nrl-k8s.io/segment``.
+  ``<group>-seg<i>`` groups of at most N replicas, pods labelled ``nrl-k8s.io/segment``;
+- head ports: KubeRay's head Service lists the head container's ports, and its defaults (the
+  dashboard among them) only when the container declares none. A head container that declares
+  ports therefore also gets each of ``RAY_PORTS`` it lacks (by name and number), so the
+  dashboard nrl-k8s drives stays reachable.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KAI_SCHEDULER_NAME = "kai-scheduler"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 DASHBOARD_PORT = 8265
+#: KubeRay's default head ports that nrl-k8s and Ray clients rely on: (name, number).
+RAY_PORTS = (("gcs-server", 6379), ("dashboard", DASHBOARD_PORT), ("client", 10001))
 
 _NET_ENV = (
     ("gloo_socket_ifname", "GLOO_SOCKET_IFNAME"),
@@ -150,6 +156,7 @@ def render_spec(infra: dict, role: str) -> dict:
         head = spec.setdefault("headGroupSpec", {})
         head.setdefault("rayStartParams", {})
         _decorated(infra, head, sizes.get("head"), "ray-head", ("headGroupSpec",))
+        _keep_ray_ports(head["template"]["spec"]["containers"][0])
         if "workerGroupSpecs" in spec:
             segment_size = _segment_size(entry, role)
             groups = []
@@ -161,6 +168,16 @@ def render_spec(infra: dict, role: str) -> dict:
     except Invalid as bad:
         raise InfraError(("kuberay", role, "spec", *bad.path), bad.problem, bad.hint) from None
     return spec
+
+
+def _keep_ray_ports(container: dict) -> None:
+    ports = container.get("ports")
+    if not ports:
+        return  # KubeRay serves its defaults
+    names = {p.get("name") for p in ports}
+    numbers = {p.get("containerPort") for p in ports}
+    ports += [{"name": name, "containerPort": number} for name, number in RAY_PORTS
+              if name not in names and number not in numbers]
 
 
 def _check_spec(spec: object) -> dict:

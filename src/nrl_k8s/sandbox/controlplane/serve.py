@@ -38,6 +38,7 @@ from . import binaries, components, rbac, stages
 from .egress import EgressProxy, egress_config
 from .crds import crds as dynamo_crds
 from .dra import ComputeDomains
+from .dra import devices as dra_devices
 from .dynamo import Dynamo
 from .front import FrontProxy
 from .webhook import ConversionWebhook
@@ -187,6 +188,8 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
         for prefix, count, gpus, labels in NODES:
             for index in range(count):
                 _apply(api, _node(f"{prefix}-{index}", gpus, labels))
+        for obj in dra_devices([f"{prefix}-{i}" for prefix, count, gpus, _ in NODES if gpus for i in range(count)]):
+            _apply(api, obj)
         processes.start("kube-controller-manager", components.controller_manager(installed, admin_config, ca, sa))
         processes.start("kube-scheduler", components.scheduler(installed, admin_config))
         kwok_config = components.write_private(sandbox_dir / "kwok.yaml", yaml.safe_dump({
