@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's demo, end to end on the local sandbox (no cluster needed):
-# start the simulated control plane + real Ray head, run the sandbox example with
+# start the real control plane (kube-apiserver, the KubeRay operator, kwok GPU nodes), run the sandbox example with
 # `run --rayjob` (DGD first, then the RayJob), show `status`; then the long-lived flow
 # (`run --raycluster`: Deployment, two RayClusters, DGD, gym daemon, uploaded driver code),
 # once cold and once warm (everything reused, nothing uploaded again); stop everything.

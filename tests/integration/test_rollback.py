@@ -77,11 +77,9 @@ class Env:
         self.sandbox, self.ns, self.tmp = sandbox, namespace, tmp
         self.job = f"r-{uuid.uuid4().hex[:6]}"
         self.dgd = f"{self.job}-dgd"
-        # The operator's token: the test's own reads are exempt from the faults it turns on.
-        info = sandbox.info
-        config = client.Configuration(host=info["api_http_url"],
-                                      api_key={"authorization": f"Bearer {info['operator_token']}"})
-        self.api = client.ApiClient(config)
+        # The operators' credentials, straight to kube-apiserver: the test's own reads are exempt
+        # from the faults it turns on (they act on the user's door and the user's RBAC).
+        self.api = sandbox.api_client(admin=True)
         self.custom = client.CustomObjectsApi(self.api)
         self.env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
         self.procs: list[Proc] = []

@@ -4,7 +4,8 @@ kube-apiserver dials pod IPs for ``services/proxy`` and ``pods/proxy``, and node
 ``pods/log``, ``exec`` and ``port-forward``. Its egress selector (``cluster``) sends each of those
 connections here instead, as ``CONNECT IP:PORT``. A resolver maps the fake address to a loopback
 port of a local process (a Ray head, a stub, kwok's kubelet server); any address it does not
-know is refused with 502, so no packet ever leaves the machine.
+know is refused with 502, so no packet ever leaves the machine. Requests to a Ray dashboard are
+read up to their headers first, so a fault can answer them in the dashboard's place.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Callable
 
 log = logging.getLogger("nrl_k8s.sandbox.egress")
 Resolver = Callable[[str, int], "int | None"]  # (host, port) -> a loopback port, or None
+#: (host, port, method, path, headers) of a request to an HTTP port: an answer to send instead of
+#: forwarding it, or None. Only asked for the ports ``http_ports(host, port)`` says are HTTP.
+Inspector = Callable[[str, int, str, str, "dict[str, str]"], "bytes | None"]
 _HEAD_LIMIT = 16 << 10
 
 
@@ -76,6 +80,11 @@ class _Handler(socketserver.BaseRequestHandler):
             return
         upstream.settimeout(None)
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        if self.server.inspect is not None and self.server.is_http(host.strip("[]"), int(port)):
+            rest = self._inspect(client, host.strip("[]"), int(port), rest)
+            if rest is None:
+                upstream.close()
+                return
         if rest:
             upstream.sendall(rest)
         back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
@@ -85,21 +94,47 @@ class _Handler(socketserver.BaseRequestHandler):
         upstream.close()
 
 
+    def _inspect(self, client: socket.socket, host: str, port: int, rest: bytes) -> bytes | None:
+        """Read the tunnel's first request head; answer it here (None) or return it to forward,
+        with ``Connection: close`` so that every request comes in a tunnel of its own."""
+        while b"\r\n\r\n" not in rest:
+            chunk = client.recv(4096)
+            if not chunk or len(rest) > _HEAD_LIMIT:
+                return None
+            rest += chunk
+        head, _, body = rest.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, path = (lines[0].split(" ") + ["", ""])[:2]
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        answer = self.server.inspect(host, port, method, path, headers)
+        if answer is not None:
+            client.sendall(answer)
+            return None
+        if "upgrade" not in headers.get("connection", "").lower():
+            lines = [line for line in lines if not line.lower().startswith(("connection:", "keep-alive:"))]
+            lines.append("Connection: close")
+        return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + body
+
+
 class _Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
 
-    def __init__(self, path: str, resolve: Resolver):
+    def __init__(self, path: str, resolve: Resolver, inspect: Inspector | None,
+                 is_http: Callable[[str, int], bool]):
         self.resolve = resolve
+        self.inspect = inspect
+        self.is_http = is_http
         super().__init__(path, _Handler)
 
 
 class EgressProxy:
     """Serves CONNECT on ``socket_path`` (0600) until ``stop``."""
 
-    def __init__(self, socket_path: Path, resolve: Resolver):
+    def __init__(self, socket_path: Path, resolve: Resolver, inspect: Inspector | None = None,
+                 is_http: Callable[[str, int], bool] = lambda host, port: False):
         socket_path.unlink(missing_ok=True)
         self.path = socket_path
-        self._server = _Server(str(socket_path), resolve)
+        self._server = _Server(str(socket_path), resolve, inspect, is_http)
         os.chmod(socket_path, 0o600)
         self._thread = threading.Thread(target=self._server.serve_forever, name="egress", daemon=True)
 

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -49,6 +51,7 @@ log = logging.getLogger("nrl_k8s.sandbox.kubelet")
 POD_CIDR = ipaddress.ip_network("10.250.0.0/16")
 RAY_READY_S = 120.0
 MODEL_ANNOTATION = "sandbox.nrl-k8s.io/model"
+OPERATOR_AGENT = "kuberay-operator/"  # client-go's User-Agent: the binary's name
 #: Every pod shares this machine's network: a container port P of a Ray head is served on a free
 #: port that ``NRL_K8S_SANDBOX_PORT_P`` names to the head and the jobs it runs.
 PORT_ENV = "NRL_K8S_SANDBOX_PORT_"
@@ -137,6 +140,34 @@ class LocalKubelet:
         with self._lock:
             local = self._by_ip.get(host)
             return None if local is None else local.ports.get(port)
+
+    def is_dashboard(self, host: str, port: int) -> bool:
+        with self._lock:
+            local = self._by_ip.get(host)
+            return local is not None and local.head is not None and port == 8265
+
+    def inspect(self, host: str, port: int, method: str, path: str, headers: dict[str, str]) -> bytes | None:
+        """``miss-driver-submission``: KubeRay (HTTPMode) submits a job when the dashboard answers
+        404 for it. While the job does not exist, the operator's own look-ups answer 503, which it
+        retries without submitting: the stall of a reconcile that missed the cluster's readiness.
+        Everyone else (nrl-k8s's rescue included) reaches the dashboard as it is."""
+        job = re.fullmatch(r"/api/jobs/([^/?]+)", path)
+        if job is None or method != "GET" or self.faults.get("miss-driver-submission") is None \
+                or not headers.get("user-agent", "").startswith(OPERATOR_AGENT):
+            return None
+        with self._lock:
+            local = self._by_ip.get(host)
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{local.ports[port]}/api/jobs/{job.group(1)}", timeout=10).close()
+            return None  # the job exists: let KubeRay track it
+        except urllib.error.HTTPError as err:
+            if err.code != 404:
+                return None
+        except (urllib.error.URLError, OSError, AttributeError, KeyError):
+            return None
+        body = b'{"error": "sandbox fault miss-driver-submission: the operator never submits"}'
+        return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -254,7 +285,7 @@ class LocalKubelet:
         threading.Thread(target=self._await_exit, args=(local,), daemon=True).start()
 
     def _job(self, pod: dict, local: Local) -> None:
-        if self.faults.get("miss-driver-submission") is not None:
+        if self.faults.get("miss-driver-submission") is not None:  # K8sJobMode's way to submit
             log.info("fault miss-driver-submission: %s/%s is never started", local.namespace, local.name)
             return
         container = pod["spec"]["containers"][0]

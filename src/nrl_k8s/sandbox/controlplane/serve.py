@@ -146,7 +146,10 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
         tokens = components.write_private(sandbox_dir / "tokens.csv", f'{user_token},{USER},{USER},"{USER_GROUP}"\n')
         socket_path = private / "egress.sock"
         kubelet_holder: list[LocalKubelet] = []
-        egress = EgressProxy(socket_path, lambda host, port: kubelet_holder[0].resolve(host, port) if kubelet_holder else None)
+        egress = EgressProxy(
+            socket_path, lambda host, port: kubelet_holder[0].resolve(host, port) if kubelet_holder else None,
+            lambda *request: kubelet_holder[0].inspect(*request),
+            lambda host, port: bool(kubelet_holder) and kubelet_holder[0].is_dashboard(host, port))
         egress.start()
         egress_file = components.write_private(sandbox_dir / "egress.yaml", egress_config(socket_path))
         processes.start("etcd", components.etcd(installed, sandbox_dir / "etcd", ports))
