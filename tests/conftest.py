@@ -39,7 +39,7 @@ def private_user_cache(tmp_path_factory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def sandbox(tmp_path_factory, private_user_cache) -> Iterator[Sandbox]:
+def real_sandbox(tmp_path_factory, private_user_cache) -> Iterator[Sandbox]:
     """The session's sandbox on the real control plane (kube-apiserver, the real KubeRay operator)."""
     faults = [f.strip() for f in os.environ.get("NRL_K8S_TEST_SANDBOX_FAULTS", "").split(",") if f.strip()]
     box = start_sandbox(tmp_path_factory.mktemp("sandbox"), *faults)
@@ -47,6 +47,13 @@ def sandbox(tmp_path_factory, private_user_cache) -> Iterator[Sandbox]:
         yield box
     finally:
         stop_sandbox(box)
+
+
+@pytest.fixture
+def sandbox(request) -> Sandbox:
+    """The real control plane; the simulator for a test marked ``simulated(reason)`` (not yet ported)."""
+    simulated = request.node.get_closest_marker("simulated") is not None
+    return request.getfixturevalue("simulated_sandbox" if simulated else "real_sandbox")
 
 
 @pytest.fixture(scope="session")
@@ -60,11 +67,12 @@ def simulated_sandbox(tmp_path_factory) -> Iterator[Sandbox]:
 
 
 @pytest.fixture
-def separate_sandbox(tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
+def separate_sandbox(request, tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
     """``with separate_sandbox(*faults, state=None, env=None) as box:`` — a sandbox of its own, always stopped."""
     counter = iter(range(1000))
+    plane = "simulated" if request.node.get_closest_marker("simulated") is not None else "real"
     return lambda *faults, state=None, env=None: _separate(Path(tmp_path) / f"sandbox-{next(counter)}", *faults,
-                                                           state=state, env=env)
+                                                           state=state, env=env, control_plane=plane)
 
 
 @pytest.fixture

@@ -35,7 +35,8 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def namespace(sandbox):
+def namespace(real_sandbox):
+    sandbox = real_sandbox
     name = unique("kc")
     sandbox.kubectl("create", "namespace", name)
     yield name
@@ -43,8 +44,9 @@ def namespace(sandbox):
 
 
 @pytest.fixture(scope="module")
-def head(sandbox, namespace) -> str:
+def head(real_sandbox, namespace) -> str:
     """A RayCluster made by the real KubeRay operator; the name of its (Ready) head pod."""
+    sandbox = real_sandbox
     name = unique("rc")
     sandbox.kubectl("apply", "-f", "-", stdin=RAYCLUSTER.format(name=name, ns=namespace))
     with sandbox.api_client() as api:

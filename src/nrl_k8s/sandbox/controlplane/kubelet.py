@@ -79,6 +79,19 @@ def _raw(call: Callable, *args: object, **kwargs: object) -> dict:
     return json.loads(call(*args, _preload_content=False, **kwargs).data)
 
 
+PLAYED = "[sandbox] no process runs in this pod: kwok plays it (Running and Ready, nothing executes)"
+
+
+def played_pods_logs(folder: Path) -> dict:
+    """kwok's ClusterLogs for every pod without Logs of its own (the pods kwok plays): one line
+    saying that nothing runs in them, so ``kubectl logs`` answers for every pod."""
+    path = folder / "played-pod.log"
+    with open_private(path, "w") as out:
+        out.write(f"{_now()} stdout F {PLAYED}\n")
+    return {"apiVersion": "/".join(KWOK), "kind": "ClusterLogs", "metadata": {"name": "nrl-k8s-sandbox-played-pods"},
+            "spec": {"selector": {}, "logs": [{"logsFile": str(path)}]}}
+
+
 def _copy_cri(fd: int, path: Path) -> None:
     with os.fdopen(fd, "rb") as source, open_private(path, "ab") as sink:
         for line in source:

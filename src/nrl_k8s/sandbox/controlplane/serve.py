@@ -42,6 +42,7 @@ from .dra import devices as dra_devices
 from .dynamo import Dynamo
 from .front import FrontProxy
 from .webhook import ConversionWebhook
+from . import kubelet as kubelet_mod
 from .kubelet import LocalKubelet
 from .pki import Authority
 
@@ -205,6 +206,7 @@ def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> in
         processes.start("kwok", components.kwok(installed, admin_config, kwok_config, kubelet_pair, ports))
         argv, extra = components.kuberay(installed, admin_config)
         processes.start("kuberay-operator", argv, extra)
+        _apply(api, kubelet_mod.played_pods_logs(sandbox_dir))
         kubelet = LocalKubelet(api, sandbox_dir, env, registry, ports.kwok, private)
         kubelet_holder.append(kubelet)
         controllers.append(kubelet)
