@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from sandbox_harness import Sandbox, start_sandbox, stop_sandbox, unique
+from sandbox_harness import Sandbox, eventually, start_sandbox, stop_sandbox, unique
 from sandbox_harness import separate_sandbox as _separate
 
 
@@ -83,6 +83,22 @@ def sandbox_namespace(sandbox) -> Iterator[str]:
     name = unique("t")
     with sandbox.api_client() as api:
         core = client.CoreV1Api(api)
-        core.create_namespace({"metadata": {"name": name}})
+        eventually(lambda: _created(core, name), what=f"namespace {name} created")
         yield name
         core.delete_namespace(name)
+
+
+def _created(core, name: str) -> bool:
+    """Create namespace ``name``; False after a server-side timeout (a loaded API server answers 504
+    and may have created it all the same), to be tried again."""
+    from kubernetes import client
+
+    try:
+        core.create_namespace({"metadata": {"name": name}})
+    except client.ApiException as err:
+        if err.status == 409:
+            return True
+        if err.status not in (500, 503, 504):
+            raise
+        return False
+    return True

@@ -179,6 +179,7 @@ def test_transient_api_errors_are_survived(run, code):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.simulated(reason='real RBAC refuses services/proxy in the preflight reviews already; the fallback needs an authorizer whose reviews allow what its calls refuse (a webhook authorizer)')
 def test_proxy_forbidden_falls_back_with_a_hint(run):
     with run.sandbox.fault("proxy-forbidden"):
         result = run.run("--wait")

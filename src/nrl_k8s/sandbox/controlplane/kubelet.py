@@ -100,6 +100,10 @@ def _copy_cri(fd: int, path: Path) -> None:
             sink.flush()
 
 
+def _volume_owner(meta: dict) -> str:
+    return (meta.get("labels") or {}).get("ray.io/cluster") or meta["name"]
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -123,6 +127,7 @@ class Local:
     folder: Path
     ports: dict[int, int] = field(default_factory=dict)  # container port -> loopback port
     process: subprocess.Popen | None = None
+    owner: str = ""  # what its Secret volumes are filed under (_volume_owner)
     head: RayHead | None = None
     stopped: bool = False
 
@@ -243,7 +248,7 @@ class LocalKubelet:
             ip = str(POD_CIDR[self._next_ip])
             self._next_ip += 1
             folder = self.folder / "pods" / meta["namespace"] / meta["name"]
-            local = Local(meta["namespace"], meta["name"], meta["uid"], ip, folder)
+            local = Local(meta["namespace"], meta["name"], meta["uid"], ip, folder, owner=_volume_owner(meta))
             self.pods[local.uid] = local
             self._by_ip[ip] = local
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -262,9 +267,12 @@ class LocalKubelet:
         return local.folder / "container.log"
 
     def _container_env(self, pod: dict) -> dict[str, str]:
+        """The first container's env; its Secret volumes written under DIR/volumes/NS/OWNER (the
+        RayCluster's name for a Ray pod, else the pod's)."""
         meta = pod["metadata"]
         read = lambda name: self._read_secret(meta["namespace"], name)  # noqa: E731
-        return self.drivers.container_env(meta, pod.get("spec") or {}, read)
+        return self.drivers.container_env({"namespace": meta["namespace"], "name": _volume_owner(meta)},
+                                          pod.get("spec") or {}, read)
 
     def _read_secret(self, namespace: str, name: str) -> dict | None:
         try:
@@ -467,4 +475,4 @@ class LocalKubelet:
             local.head.stop()
         elif local.process is not None and local.process.poll() is None:
             terminate([local.process.pid], 5.0)
-        self.drivers.forget(local.namespace, local.name)
+        self.drivers.forget(local.namespace, local.owner)
