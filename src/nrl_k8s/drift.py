@@ -6,9 +6,12 @@ from __future__ import annotations
 def drift(desired, live, path: str = "", limit: int = 10) -> list[str]:
     """Dotted paths (at most `limit`) where `desired` differs from `live`; [] means "matches".
 
-    Fields only present on the live object (server defaults, status, ...) are not drift. Lists of
-    named mappings (DGD v1beta1 components, containers, ...) are compared item by item by name,
-    as list-maps, so a path names the item (``spec.components.Frontend.replicas``).
+    Fields only present on the live object (server defaults, status, ...) are not drift, also
+    inside list items (a real API server gives a port ``protocol: TCP``, a worker group
+    ``maxReplicas``). Lists of mappings keyed by ``name`` or ``groupName`` (DGD v1beta1 components,
+    containers, KubeRay worker groups, ...) are compared item by item by that key, as list-maps, so
+    a path names the item (``spec.components.Frontend.replicas``); other lists of mappings of the
+    same length item by item in order.
     """
     out: list[str] = []
     _walk(desired, live, path, out, limit)
@@ -21,20 +24,30 @@ def _walk(desired, live, path: str, out: list[str], limit: int) -> None:
     if isinstance(desired, dict) and isinstance(live, dict):
         for key, value in desired.items():
             _walk(value, live.get(key), f"{path}.{key}" if path else str(key), out, limit)
-    elif _named(desired) and _named(live):
-        found = {item["name"]: item for item in live}
+    elif (key := _key(desired)) is not None and _key(live) == key:
+        found = {item[key]: item for item in live}
         for item in desired:
-            _walk(item, found.get(item["name"]), f"{path}.{item['name']}" if path else item["name"], out, limit)
+            _walk(item, found.get(item[key]), f"{path}.{item[key]}" if path else item[key], out, limit)
+    elif _mappings(desired) and _mappings(live) and len(desired) == len(live):
+        for index, (want, have) in enumerate(zip(desired, live)):
+            _walk(want, have, f"{path}.{index}" if path else str(index), out, limit)
     elif desired != live:
         out.append(f"{path or '(root)'}: live {_short(live)} != desired {_short(desired)}")
 
 
-def _named(value) -> bool:
-    """A non-empty list of mappings with distinct string names."""
-    if not isinstance(value, list) or not value:
-        return False
-    names = [item.get("name") if isinstance(item, dict) else None for item in value]
-    return all(isinstance(name, str) for name in names) and len(set(names)) == len(names)
+def _mappings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def _key(value) -> str | None:
+    """The list-map key of a non-empty list of mappings (``name`` or ``groupName``, distinct strings)."""
+    if not _mappings(value) or not value:
+        return None
+    for key in ("name", "groupName"):
+        names = [item.get(key) for item in value]
+        if all(isinstance(name, str) for name in names) and len(set(names)) == len(names):
+            return key
+    return None
 
 
 def _short(value) -> str:

@@ -31,6 +31,15 @@ CASES = [
      {"spec": {"c": [{"name": "main", "args": ["b"], "imagePullPolicy": "Always"}]}}, ["spec.c.main.args: live ['b'] != desired ['a']"]),
     ("plain lists compare whole", {"spec": {"args": ["a", "b"]}}, {"spec": {"args": ["a"]}},
      ["spec.args: live ['a'] != desired ['a', 'b']"]),
+    # What a real API server defaults inside list items (found on the real control plane).
+    ("a port's default protocol is not drift", {"spec": {"ports": [{"containerPort": 8000}]}},
+     {"spec": {"ports": [{"containerPort": 8000, "protocol": "TCP"}]}}, []),
+    ("a changed port is", {"spec": {"ports": [{"containerPort": 8001}]}},
+     {"spec": {"ports": [{"containerPort": 8000, "protocol": "TCP"}]}}, ["spec.ports.0.containerPort: live 8000 != desired 8001"]),
+    ("worker groups by groupName, defaults not drift", {"spec": {"w": [{"groupName": "gpu", "replicas": 1}]}},
+     {"spec": {"w": [{"groupName": "gpu", "replicas": 1, "maxReplicas": 2147483647}]}}, []),
+    ("a worker group's replicas are", {"spec": {"w": [{"groupName": "gpu", "replicas": 2}]}},
+     {"spec": {"w": [{"groupName": "gpu", "replicas": 1}]}}, ["spec.w.gpu.replicas: live 1 != desired 2"]),
     ("names that repeat compare whole", {"spec": {"c": [{"name": "x"}, {"name": "x"}]}}, {"spec": {"c": [{"name": "x"}]}},
      ["spec.c: live [{'name': 'x'}] != desired [{'name': 'x'}, {'name': 'x'}]"]),
 ]
