@@ -101,6 +101,7 @@ def test_logs_follow_streams_the_whole_output_of_a_running_job(user, tmp_path):
     assert printed.endswith("after the gate\n") and "WANDB_API_KEY=<redacted>" in printed
 
 
+@pytest.mark.simulated(reason="the real KubeRay deletes the cluster as the job ends (ttlSecondsAfterFinished 0): a driver that ends within a second is gone before run --wait attaches, so there is no copy to save; needs a TTL grace (issue 18's --ttl)")
 def test_job_logs_after_the_cluster_is_gone_prints_the_copy_run_wait_saved(user):
     result = user.run("--wait", entrypoint=PRINTER.format(n=LINES) + "echo done")
     assert result.returncode == 0, result.stderr
