@@ -38,9 +38,9 @@ from kubernetes.client.exceptions import ApiException
 from ..conversion import MAIN, _merge_env
 from ..faults import Faults
 from ..operators.base import Controller, Resource, Timing, controller_ref, json_body
-from ..operators.dynamo import (COMPONENT, DGD, FRONTEND_PORT, LABEL_COMPONENT, LABEL_DGD, LABEL_TYPE, MIXED,
-                                NO_CAPACITY, PODS_NOT_READY, READY, Component, _ready_condition, _unscheduled,
-                                components, model_id)
+from ..operators.dynamo import (COMPONENT, DGD, FRONTEND_PORT, LABEL_COMPONENT, LABEL_DGD, LABEL_TYPE,
+                                NO_CAPACITY, PODS_NOT_READY, Component, _ready_condition, _unscheduled,
+                                components, model_id, verdict)
 from .kubelet import MODEL_ANNOTATION
 
 DEPLOYMENT = Resource("apps", "v1", "deployments")
@@ -147,14 +147,7 @@ def rollout_status(parts: list[Component], wanted: dict[str, dict], applied: dic
             reason = PODS_NOT_READY
         ready = counts[part.name]["readyReplicas"]
         waiting[part.name] = (reason, f"{part.name}: {ready}/{part.replicas} replicas ready")
-    if not waiting:
-        condition = _ready_condition("True", READY, "All resources are ready")
-    else:
-        reasons = {reason for reason, _ in waiting.values()}
-        condition = _ready_condition("False", reasons.pop() if len(reasons) == 1 else MIXED,
-                                     "Resources not ready: " + "; ".join(message for _, message in waiting.values()))
-    return {"state": "pending" if waiting else "successful", "conditions": [condition], "components": counts,
-            "observedGeneration": generation}
+    return verdict(waiting, counts, generation)
 
 
 def _same(field: str, old: object, new: object) -> bool:

@@ -23,7 +23,7 @@ Resolver = Callable[[str, int], "int | None"]  # (host, port) -> a loopback port
 #: (host, port, method, path, headers) of a request to an HTTP port: an answer to send instead of
 #: forwarding it, or None. Only asked for the ports ``http_ports(host, port)`` says are HTTP.
 Inspector = Callable[[str, int, str, str, "dict[str, str]"], "bytes | None"]
-_HEAD_LIMIT = 16 << 10
+_HEAD_LIMIT = 64 << 10
 
 
 def egress_config(socket_path: Path) -> str:
@@ -38,6 +38,36 @@ def egress_config(socket_path: Path) -> str:
         "    transport:\n"
         f"      uds:\n        udsName: {socket_path}\n"
     )
+
+
+class Head:
+    """An HTTP/1.1 request head read off a socket, and the bytes that came after it."""
+
+    def __init__(self, lines: list[str], rest: bytes):
+        self.lines = lines
+        self.rest = rest
+        self.method, self.target = (lines[0].split(" ") + ["", ""])[:2]
+        self.headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+
+    @classmethod
+    def read(cls, sock: socket.socket, received: bytes = b"") -> "Head | None":
+        """The head (None when the peer closed first or it is over 64 KiB)."""
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(65536)
+            if not chunk or len(received) > _HEAD_LIMIT:
+                return None
+            received += chunk
+        head, _, rest = received.partition(b"\r\n\r\n")
+        return cls(head.decode("latin-1").split("\r\n"), rest)
+
+    def closing(self) -> bytes:
+        """The request to forward: with ``Connection: close`` (one request per connection, so each
+        is seen) unless it asks for an upgrade, which is spliced as it is."""
+        lines = self.lines
+        if "upgrade" not in self.headers.get("connection", "").lower():
+            lines = [line for line in lines if not line.lower().startswith(("connection:", "keep-alive:"))]
+            lines.append("Connection: close")
+        return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + self.rest
 
 
 def _pipe(source: socket.socket, sink: socket.socket) -> None:
@@ -59,14 +89,10 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         client: socket.socket = self.request
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = client.recv(4096)
-            if not chunk or len(head) > _HEAD_LIMIT:
-                return
-            head += chunk
-        head, _, rest = head.partition(b"\r\n\r\n")
-        method, target, *_ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+        connect = Head.read(client)
+        if connect is None:
+            return
+        method, target, rest = connect.method, connect.target, connect.rest
         host, _, port = target.rpartition(":")
         local = self.server.resolve(host.strip("[]"), int(port)) if method == "CONNECT" and port.isdigit() else None
         if local is None:
@@ -97,23 +123,14 @@ class _Handler(socketserver.BaseRequestHandler):
     def _inspect(self, client: socket.socket, host: str, port: int, rest: bytes) -> bytes | None:
         """Read the tunnel's first request head; answer it here (None) or return it to forward,
         with ``Connection: close`` so that every request comes in a tunnel of its own."""
-        while b"\r\n\r\n" not in rest:
-            chunk = client.recv(4096)
-            if not chunk or len(rest) > _HEAD_LIMIT:
-                return None
-            rest += chunk
-        head, _, body = rest.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        method, path = (lines[0].split(" ") + ["", ""])[:2]
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-        answer = self.server.inspect(host, port, method, path, headers)
+        request = Head.read(client, rest)
+        if request is None:
+            return None
+        answer = self.server.inspect(host, port, request.method, request.target, request.headers)
         if answer is not None:
             client.sendall(answer)
             return None
-        if "upgrade" not in headers.get("connection", "").lower():
-            lines = [line for line in lines if not line.lower().startswith(("connection:", "keep-alive:"))]
-            lines.append("Connection: close")
-        return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + body
+        return request.closing()
 
 
 class _Server(socketserver.ThreadingUnixStreamServer):

@@ -27,10 +27,10 @@ from collections import Counter
 from typing import Callable
 
 from ..faults import Faults
+from .egress import Head
 from .pki import Pair
 
 log = logging.getLogger("nrl_k8s.sandbox.front")
-_HEAD_LIMIT = 64 << 10
 _REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "AlreadyExists",
             410: "Expired", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
             504: "Timeout"}
@@ -99,16 +99,10 @@ class _Handler(socketserver.BaseRequestHandler):
             client = self.server.front.serving.wrap_socket(self.request, server_side=True)
         except (ssl.SSLError, OSError):
             return
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = client.recv(65536)
-            if not chunk or len(head) > _HEAD_LIMIT:
-                return
-            head += chunk
-        head, _, rest = head.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        method, target = lines[0].split(" ")[:2]
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        request = Head.read(client)
+        if request is None:
+            return
+        method, target, headers, rest = request.method, request.target, request.headers, request.rest
         front = self.server.front
         if target.startswith("/sandbox/"):
             client.sendall(front.admin(method, target, headers, rest, client))
@@ -118,13 +112,9 @@ class _Handler(socketserver.BaseRequestHandler):
         if refusal is not None:
             client.sendall(refusal)
             return
-        upgrade = "upgrade" in headers.get("connection", "").lower()
-        if not upgrade:
-            lines = [line for line in lines if not line.lower().startswith(("connection:", "keep-alive:"))]
-            lines.append("Connection: close")
         upstream = front.connect()
         try:
-            upstream.sendall("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + rest)
+            upstream.sendall(request.closing())
             _splice(client, upstream)
         finally:
             upstream.close()

@@ -45,33 +45,12 @@ def _stage(name: str, kind: str, terms: list[dict], delay_s: float, next_: dict)
     return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
 
 
-_NODE_STATUS = """\
-{{ $now := Now }}
-conditions:
-- type: Ready
-  status: "True"
-  reason: KubeletReady
-  message: kwok node of the nrl-k8s sandbox
-  lastHeartbeatTime: {{ $now | Quote }}
-  lastTransitionTime: {{ $now | Quote }}
-- type: MemoryPressure
-  status: "False"
-  reason: KubeletHasSufficientMemory
-  message: kwok node of the nrl-k8s sandbox
-  lastHeartbeatTime: {{ $now | Quote }}
-  lastTransitionTime: {{ $now | Quote }}
-- type: DiskPressure
-  status: "False"
-  reason: KubeletHasNoDiskPressure
-  message: kwok node of the nrl-k8s sandbox
-  lastHeartbeatTime: {{ $now | Quote }}
-  lastTransitionTime: {{ $now | Quote }}
-- type: PIDPressure
-  status: "False"
-  reason: KubeletHasSufficientPID
-  message: kwok node of the nrl-k8s sandbox
-  lastHeartbeatTime: {{ $now | Quote }}
-  lastTransitionTime: {{ $now | Quote }}
+_NODE_CONDITIONS = (("Ready", "True", "KubeletReady"), ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                    ("DiskPressure", "False", "KubeletHasNoDiskPressure"), ("PIDPressure", "False", "KubeletHasSufficientPID"))
+_NODE_STATUS = "{{ $now := Now }}\nconditions:\n" + "".join(
+    f"- type: {kind}\n  status: \"{status}\"\n  reason: {reason}\n  message: kwok node of the nrl-k8s sandbox\n"
+    "  lastHeartbeatTime: {{ $now | Quote }}\n  lastTransitionTime: {{ $now | Quote }}\n"
+    for kind, status, reason in _NODE_CONDITIONS) + """\
 addresses:
 - type: InternalIP
   address: {{ NodeIP | Quote }}
@@ -101,18 +80,8 @@ phase: Running
 _POD_READY = """\
 {{ $now := Now }}
 conditions:
-- type: Initialized
-  status: "True"
-  lastTransitionTime: {{ $now | Quote }}
-- type: Ready
-  status: "True"
-  lastTransitionTime: {{ $now | Quote }}
-- type: ContainersReady
-  status: "True"
-  lastTransitionTime: {{ $now | Quote }}
-- type: PodScheduled
-  status: "True"
-  lastTransitionTime: {{ $now | Quote }}
+""" + "".join(f"- type: {kind}\n  status: \"True\"\n  lastTransitionTime: {{{{ $now | Quote }}}}\n"
+              for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")) + """\
 containerStatuses:
 {{ range .spec.containers }}
 - name: {{ .name | Quote }}

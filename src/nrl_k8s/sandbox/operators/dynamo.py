@@ -140,6 +140,11 @@ def graph_status(name: str, parts: list[Component], found: list[dict], generatio
         if ready < part.replicas:
             waiting[part.name] = (NO_CAPACITY if any(map(_unscheduled, mine)) else PODS_NOT_READY,
                                   f"{part.name}: {ready}/{part.replicas} replicas ready")
+    return verdict(waiting, counts, generation)
+
+
+def verdict(waiting: dict[str, tuple[str, str]], counts: dict, generation: int) -> dict:
+    """The DGD status from the components still waiting (name -> (reason, message))."""
     if not waiting:
         condition = _ready_condition("True", READY, "All resources are ready")
     else:
