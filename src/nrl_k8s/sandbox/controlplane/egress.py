@@ -58,7 +58,14 @@ class Head:
                 return None
             received += chunk
         head, _, rest = received.partition(b"\r\n\r\n")
-        return cls(head.decode("latin-1").split("\r\n"), rest)
+        request = cls(head.decode("latin-1").split("\r\n"), rest)
+        length = request.headers.get("content-length", "")
+        while length.isdigit() and len(request.rest) < int(length):  # the whole body, before it is forwarded
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            request.rest += chunk
+        return request
 
     def closing(self) -> bytes:
         """The request to forward: with ``Connection: close`` (one request per connection, so each

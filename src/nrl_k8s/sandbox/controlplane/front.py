@@ -105,7 +105,7 @@ class _Handler(socketserver.BaseRequestHandler):
         method, target, headers, rest = request.method, request.target, request.headers, request.rest
         front = self.server.front
         if target.startswith("/sandbox/"):
-            client.sendall(front.admin(method, target, headers, rest, client))
+            client.sendall(front.admin(method, target, headers, rest))
             return
         verb, resource = classify(method, target)
         refusal = front.gate(verb, resource)
@@ -167,7 +167,7 @@ class FrontProxy:
             return _status(code, f"{verb} {resource} failed (sandbox fault api-errors)")
         return None
 
-    def admin(self, method: str, target: str, headers: dict[str, str], rest: bytes, client: ssl.SSLSocket) -> bytes:
+    def admin(self, method: str, target: str, headers: dict[str, str], rest: bytes) -> bytes:
         if headers.get("authorization") != f"Bearer {self.operator_token}":
             return _status(401, "the sandbox's admin endpoints take the operator token")
         path = urllib.parse.urlsplit(target).path
@@ -180,10 +180,7 @@ class FrontProxy:
         if path == "/sandbox/faults" and method == "GET":
             return _reply(200, self.faults.active())
         if path == "/sandbox/faults" and method == "PUT":
-            body = rest
-            while len(body) < int(headers.get("content-length", "0")):
-                body += client.recv(65536)
-            change = json.loads(body or b"{}")
+            change = json.loads(rest or b"{}")
             try:
                 for name, value in (change.get("set") or {}).items():
                     self.faults.set(name, value)
