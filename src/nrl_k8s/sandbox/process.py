@@ -158,6 +158,10 @@ def up(
     paths = Paths.of(sandbox_dir)
     chosen = parse_faults(faults)
     if control_plane == "real":
+        if state is not None or speed != 1.0:
+            raise ConfigError("--state and --speed are the simulator's: the real control plane keeps its objects "
+                              "in etcd under --dir, and its delays are --delay",
+                              hint="add --control-plane simulated, or drop them")
         binaries.find()  # built, or one line saying how
     if speed <= 0:
         raise ConfigError(f"--speed must be > 0, got {speed}")

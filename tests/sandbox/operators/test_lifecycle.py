@@ -217,7 +217,8 @@ def test_a_failed_start_reports_why_and_leaves_nothing_running(tmp_path, content
     state = tmp_path / "state.json"
     state.write_text(content)
     directory = tmp_path / "box"
-    result = nrl_k8s("sandbox", "up", "--dir", str(directory), "--state", str(state), check=False)
+    result = nrl_k8s("sandbox", "up", "--control-plane", "simulated", "--dir", str(directory), "--state", str(state),
+                     check=False)
     assert (result.returncode, result.stdout) == (code, "")
     assert message in result.stderr
     assert state.read_text() == content
