@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import ctypes
-import os
 import signal
 import subprocess
 from dataclasses import dataclass, field
