@@ -1,16 +1,48 @@
-"""The dashboard client's protocol tests run against the session sandbox's real Ray head (a
-dashboard on 127.0.0.1 with the real Job REST API): no second head to start."""
+"""The dashboard client's protocol tests run against a real Ray head of their own: ``ray start
+--head`` (``nrl_k8s.sandbox.ray_head.RayHead``, as the control plane's kubelet starts one per
+RayCluster head pod), with its dashboard and real Job REST API on 127.0.0.1 and free ports. No
+Kubernetes: the head starts once, the first time a test asks for ``ray_dashboard_url``, and is
+stopped at the end of the session."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Iterator
+
 import pytest
+from sandbox_harness import DEADLINE_S
+
+from nrl_k8s.errors import SandboxError
+from nrl_k8s.sandbox.ray_head import RayHead, temp_dir_for
+
+START_ATTEMPTS = 3  # Ray aborts a head whose agents are slow to come up (a loaded machine): start it again
+
+
+def _environment() -> dict[str, str]:
+    """This session's environment, with this interpreter's bin dir first on PATH: ``python3`` in a
+    job's entrypoint is the one that has Ray."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
 
 
 @pytest.fixture(scope="session")
-def sandbox(simulated_sandbox):
-    return simulated_sandbox
-
-
-@pytest.fixture(scope="module")
-def ray_dashboard_url(simulated_sandbox) -> str:
-    return simulated_sandbox.dashboard_url
+def ray_dashboard_url(tmp_path_factory) -> Iterator[str]:
+    directory = tmp_path_factory.mktemp("ray-head")
+    head = RayHead(temp_dir=temp_dir_for(directory), log_path=directory / "ray.log", env=_environment())
+    try:
+        for attempt in range(1, START_ATTEMPTS + 1):
+            head.start()
+            try:
+                head.wait_ready(DEADLINE_S)
+                break
+            except SandboxError:
+                if head.process.poll() is None or attempt == START_ATTEMPTS:
+                    raise
+                head.stop()
+        yield head.dashboard_url
+    finally:
+        head.stop()
+        shutil.rmtree(head.temp_dir.parent, ignore_errors=True)
