@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import secrets
 import select
@@ -56,6 +57,13 @@ def cli(sandbox, sandbox_namespace):
     return invoke
 
 
+def answered(url: str):
+    """The JSON of a 200 answer to GET ``url`` through the relay; None for any other answer (the API
+    server answers 503 while the Service has no ready endpoint)."""
+    response = httpx.get(url, timeout=DEADLINE_S)
+    return response.json() if response.status_code == 200 else None
+
+
 def stopped(proc: subprocess.Popen) -> tuple[str, str]:
     """Ctrl-C the relay; (the rest of its stdout, its stderr) once it has exited 0 without a traceback."""
     proc.send_signal(signal.SIGINT)
@@ -91,11 +99,14 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def ws_read_all(sock: socket.socket) -> str:
-    """Every text frame until the server's close frame (answered), concatenated."""
-    text = []
+def ws_texts(sock: socket.socket) -> Iterator[str]:
+    """Each text frame, until the server's close frame (answered) or the end of the connection (a
+    RayJob's cluster is deleted as its job ends: its head may go before it has said goodbye)."""
     while True:
-        first, second = _exactly(sock, 2)
+        try:
+            first, second = _exactly(sock, 2)
+        except EOFError:
+            return
         size = second & 0x7F
         if size >= 126:
             size = int.from_bytes(_exactly(sock, 2 if size == 126 else 8), "big")
@@ -104,27 +115,28 @@ def ws_read_all(sock: socket.socket) -> str:
         if opcode == 0x8:
             mask = secrets.token_bytes(4)
             sock.sendall(bytes([0x88, 0x80 | len(payload[:2])]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload[:2])))
-            return "".join(text)
+            return
         if opcode in (0x0, 0x1):
-            text.append(payload.decode())
+            yield payload.decode()
 
 
-@pytest.mark.simulated(reason='failed on the real control plane; not yet diagnosed')
 def test_dashboard_relays_the_rayjob_clusters_dashboard_and_the_dgd_frontend(cli, tmp_path):
-    gate = Gate(tmp_path)
-    run = cli("run", "--no-wait", extra=(gate.override("echo relay-one; echo relay-two"),))
+    gate = Gate(tmp_path)  # the job logs two lines, then waits for the test: it runs while the test looks
+    entrypoint = f"echo relay-one; echo relay-two; {gate.entrypoint()}"
+    run = cli("run", "--no-wait", extra=("infra.launch.entrypoint=" + json.dumps(entrypoint),))
     assert run.returncode == 0, run.stderr
     job = cli.custom.get_namespaced_custom_object("ray.io", "v1", cli.ns, "rayjobs", cli.job)
     cluster, job_id = job["status"]["rayClusterName"], job["status"]["jobId"]
     assert cluster != cli.job  # the RayJob's suffixed cluster, found through the RayJob
 
     with cli.dashboard("--port", "0") as (url, proc):
-        with httpx.Client(base_url=url, timeout=DEADLINE_S) as http:
-            assert http.get("/api/version").json()["ray_version"]
-            jobs = eventually(lambda: [j for j in http.get("/api/jobs/").json() if j["submission_id"] == job_id],
-                              what=f"job {job_id} listed through the relay")
-            assert jobs[0]["status"] in ("PENDING", "RUNNING")
-            tail = ws_connect(url, f"/api/jobs/{job_id}/logs/tail")  # open while the job waits on the gate
+        # the RayJob has its job id before its cluster's head is up: wait for the dashboard to answer
+        version = eventually(lambda: answered(f"{url}api/version"), what="the Ray dashboard through the relay")
+        assert version["ray_version"]
+        jobs = eventually(lambda: [j for j in answered(f"{url}api/jobs/") or [] if j["submission_id"] == job_id],
+                          what=f"job {job_id} listed through the relay")
+        assert jobs[0]["status"] in ("PENDING", "RUNNING")
+        tail = ws_connect(url, f"/api/jobs/{job_id}/logs/tail")  # open while the job waits on the gate
         with tail:
             out, err = stopped(proc)
             while tail.recv(65536):  # Ctrl-C closed the relayed websocket too (else: a timeout)
@@ -136,7 +148,7 @@ def test_dashboard_relays_the_rayjob_clusters_dashboard_and_the_dgd_frontend(cli
     browser.write_text(f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(models_url)!r}).write_text(sys.argv[1])\n")
     browser.chmod(0o700)
     with cli.dashboard("--target", "dynamo.serving", "--port", "0", "--open", extra_env={"BROWSER": str(browser)}) as (url, proc):
-        models = httpx.get(url + "v1/models", timeout=DEADLINE_S).json()
+        models = eventually(lambda: answered(url + "v1/models"), what="the DGD frontend through the relay")
         assert eventually(models_url.is_file, what="the browser opened") and models_url.read_text() == url
         _, err = stopped(proc)
     assert models["object"] == "list" and models["data"][0]["object"] == "model"
@@ -144,10 +156,14 @@ def test_dashboard_relays_the_rayjob_clusters_dashboard_and_the_dgd_frontend(cli
 
     with cli.dashboard("--port", "0") as (url, proc):
         with ws_connect(url, f"/api/jobs/{job_id}/logs/tail") as tail:
+            texts, logged = ws_texts(tail), ""
+            while "relay-two\n" not in logged:  # printed before the gate: the job still runs (else: a timeout)
+                logged += next(texts)
+            assert "relay-one\nrelay-two\n" in logged
             gate.open()
-            logged = ws_read_all(tail)
+            for _ in texts:  # the stream ends with the job (else: a timeout)
+                pass
         stopped(proc)
-    assert "relay-one\n" in logged and "relay-two\n" in logged
     observe(cli.custom.list_namespaced_custom_object, "ray.io", "v1", cli.ns, "rayjobs",
             field_selector=f"metadata.name={cli.job}",
             until=lambda o: (o[cli.job].get("status") or {}).get("jobDeploymentStatus") == "Complete")
