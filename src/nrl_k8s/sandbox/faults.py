@@ -4,7 +4,9 @@ A fault is active when set; its value is ``""`` for plain switches. Values:
 
     miss-driver-submission, dgd-stuck-pending, proxy-forbidden, no-dgd-crd   no value
     rules-incomplete                  no value: SelfSubjectRulesReview answers incomplete, as behind a
-                                      webhook authorizer (EKS, GKE, AKS), listing only the self reviews
+                                      webhook authorizer (EKS, GKE, AKS): the simulator lists only the
+                                      self reviews, the real control plane's front proxy passes on
+                                      RBAC's rules marked incomplete, with the webhook's evaluation error
     old-rayjob-crd                    no value; like no-dgd-crd, read at start: KubeRay 1.5's RayJob CRD
     dgd-failed[=MESSAGE]              optional condition message
     frontend-unavailable=SECONDS      number >= 0

@@ -7,7 +7,9 @@ matching ``api-errors`` entry answers its code, as a Kubernetes ``Status`` with 
 forwarded. Otherwise the request goes to kube-apiserver unchanged (the user's own bearer token
 decides what RBAC allows) and the two connections are spliced, so watches, logs, exec and
 port-forward upgrades stream as they would. Every connection carries one request
-(``Connection: close`` upstream), so every request is seen.
+(``Connection: close`` upstream), so every request is seen. While ``rules-incomplete`` is on, a
+SelfSubjectRulesReview's answer is kube-apiserver's marked ``incomplete`` with a webhook
+authorizer's evaluation error, as a cluster whose authorizers include a webhook answers it.
 
 ``/sandbox/faults`` (GET, PUT ``{"set": {NAME: VALUE|null}, "clear": [NAME]}``) and
 ``/sandbox/stats`` (GET, DELETE) answer the operator token only.
@@ -15,6 +17,7 @@ port-forward upgrades stream as they would. Every connection carries one request
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import select
@@ -34,6 +37,8 @@ log = logging.getLogger("nrl_k8s.sandbox.front")
 _REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "AlreadyExists",
             410: "Expired", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
             504: "Timeout"}
+#: What kube-apiserver's Webhook authorizer says when asked for a user's rules (it cannot list them).
+WEBHOOK_RULES_ERROR = "webhook authorizer does not support user rule resolution"
 
 
 def classify(method: str, target: str) -> tuple[str, str]:
@@ -69,6 +74,23 @@ def _reply(code: int, data: object) -> bytes:
     body = json.dumps(data).encode()
     return (f"HTTP/1.1 {code} OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
             "Connection: close\r\n\r\n").encode() + body
+
+
+def _incomplete_rules(upstream: ssl.SSLSocket, request: Head) -> bytes:
+    """Forward a SelfSubjectRulesReview and return kube-apiserver's answer with ``incomplete: true``
+    and the webhook authorizer's ``evaluationError``; the rules RBAC granted are kept, as a union
+    with a webhook authorizer keeps them. The answer is asked for in JSON, so it can be changed."""
+    lines = [line for line in request.lines if not line.lower().startswith(("accept:", "accept-encoding:"))]
+    upstream.sendall(Head([*lines, "Accept: application/json"], request.rest).closing())
+    reply = http.client.HTTPResponse(upstream)
+    reply.begin()
+    body = reply.read()
+    if 200 <= reply.status < 300:
+        review = json.loads(body)
+        review["status"] = {**(review.get("status") or {}), "incomplete": True, "evaluationError": WEBHOOK_RULES_ERROR}
+        body = json.dumps(review).encode()
+    return (f"HTTP/1.1 {reply.status} {reply.reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
 
 
 def _splice(a: socket.socket, b: socket.socket) -> None:
@@ -114,6 +136,9 @@ class _Handler(socketserver.BaseRequestHandler):
             return
         upstream = front.connect()
         try:
+            if (verb, resource) == ("create", "selfsubjectrulesreviews") and front.faults.get("rules-incomplete") is not None:
+                client.sendall(_incomplete_rules(upstream, request))
+                return
             upstream.sendall(request.closing())
             _splice(client, upstream)
         finally:
