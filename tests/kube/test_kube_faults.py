@@ -1,4 +1,8 @@
-"""Retries on 429/5xx/connection errors only; 4xx (401/403/409/...) are typed and never retried."""
+"""Retries on 429/5xx/connection errors only; 4xx (401/403/409/...) are typed and never retried.
+
+The errors are the sandbox front proxy's answers (``api-errors``: a Kubernetes Status with that code,
+nothing forwarded) and real RBAC denials (``rbac-deny``); the counts are the front proxy's.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from nrl_k8s.kube import Kube, Tuning
 
 
 @pytest.mark.parametrize(
-    ("fault", "stat"),
+    ("errors", "stat"),
     [
         ("create:configmaps:500:2", "create configmaps"),
         ("create:configmaps:429:2", "create configmaps"),
@@ -22,39 +26,40 @@ from nrl_k8s.kube import Kube, Tuning
     ],
     ids=["500-twice", "429-twice-with-retry-after", "503-once"],
 )
-def test_transient_errors_are_retried_and_create_lands_once(kube, sandbox, fault, stat):
-    failures = int(fault.rsplit(":", 1)[1])
-    sandbox.server.faults.set("api-errors", fault)
+def test_transient_errors_are_retried_and_create_lands_once(kube, sandbox, fault, errors, stat):
+    failures = int(errors.rsplit(":", 1)[1])
+    fault("api-errors", errors)
     created = kube.create(CONFIGMAP, {"metadata": {"name": "survivor"}, "data": {"k": "v"}})
-    assert sandbox.stats()[stat] == failures + 1
-    assert [cm["metadata"]["uid"] for cm in kube.list(CONFIGMAP)] == [created["metadata"]["uid"]]
+    assert sandbox.request_counts()[stat] == failures + 1
+    found = kube.list(CONFIGMAP, field_selector="metadata.name=survivor")
+    assert [cm["metadata"]["uid"] for cm in found] == [created["metadata"]["uid"]]
 
 
-def test_reads_are_retried(kube, sandbox):
+def test_reads_are_retried(kube, sandbox, fault):
     kube.create(CONFIGMAP, {"metadata": {"name": "read-me"}})
-    sandbox.server.faults.set("api-errors", "get:configmaps:502:2")
+    fault("api-errors", "get:configmaps:502:2")
     assert kube.get(CONFIGMAP, "read-me")["metadata"]["name"] == "read-me"
-    assert sandbox.stats()["get configmaps"] == 3
+    assert sandbox.request_counts()["get configmaps"] == 3
 
 
-def test_retries_are_bounded_by_time(kubeconfig, kube, sandbox):
-    sandbox.server.faults.set("api-errors", "create:configmaps:500:100000")
+def test_retries_are_bounded_by_time(kubeconfig, kube, sandbox, fault):
+    fault("api-errors", "create:configmaps:500:100000")
     short = Tuning(backoff_s=0.01, backoff_cap_s=0.02, retry_budget_s=0.3)
     with Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=short) as client:
         with pytest.raises(ServerError) as caught:
             client.create(CONFIGMAP, {"metadata": {"name": "never"}})
     assert caught.value.status == 500
     assert caught.value.message.startswith(f'cannot create configmaps in namespace "{kube.namespace}"')
-    assert 2 <= sandbox.stats()["create configmaps"] < 100000
+    assert 2 <= sandbox.request_counts()["create configmaps"] < 100000
     assert kube.find(CONFIGMAP, "never") is None
 
 
-def test_retries_outlast_many_failures(kube, sandbox):
+def test_retries_outlast_many_failures(kube, sandbox, fault):
     """Far more than a handful of attempts: the budget is time, not a count."""
-    sandbox.server.faults.set("api-errors", "get:configmaps:503:12")
+    fault("api-errors", "get:configmaps:503:12")
     kube.create(CONFIGMAP, {"metadata": {"name": "patient"}})
     assert kube.get(CONFIGMAP, "patient")["metadata"]["name"] == "patient"
-    assert sandbox.stats()["get configmaps"] == 13
+    assert sandbox.request_counts()["get configmaps"] == 13
 
 
 @pytest.mark.parametrize(
@@ -65,14 +70,15 @@ def test_retries_outlast_many_failures(kube, sandbox):
     ],
     ids=["core-kind", "custom-kind"],
 )
-def test_forbidden_names_verb_and_resource_and_is_not_retried(kube, sandbox, kind, manifest, resource):
-    sandbox.server.faults.set("rbac-deny", f"create:{kind.plural}")
+def test_forbidden_names_verb_and_resource_and_is_not_retried(kube, sandbox, fault, kind, manifest, resource):
+    fault("rbac-deny", f"create:{kind.plural}")
+    sandbox.request_counts(reset=True)
     with pytest.raises(ForbiddenError) as caught:
         kube.create(kind, manifest)
     assert caught.value.message == f'forbidden: cannot create {resource} in namespace "{kube.namespace}"'
     assert f"kubectl auth can-i create {resource} -n {kube.namespace}" in caught.value.hint
     assert "Role" in caught.value.hint
-    assert sandbox.stats()[f"create {kind.plural}"] == 1
+    assert sandbox.request_counts()[f"create {kind.plural}"] == 1
 
 
 @pytest.mark.parametrize(
@@ -80,21 +86,21 @@ def test_forbidden_names_verb_and_resource_and_is_not_retried(kube, sandbox, kin
     [(400, ApiError), (404, NotFoundError), (409, ConflictError), (422, ApiError)],
     ids=["400", "404", "409", "422"],
 )
-def test_client_errors_are_not_retried(kube, sandbox, code, error):
-    sandbox.server.faults.set("api-errors", f"create:configmaps:{code}:3")
+def test_client_errors_are_not_retried(kube, sandbox, fault, code, error):
+    fault("api-errors", f"create:configmaps:{code}:3")
     with pytest.raises(error) as caught:
         kube.create(CONFIGMAP, {"metadata": {"name": "rejected"}})
     assert caught.value.status == code
-    assert sandbox.stats()["create configmaps"] == 1
+    assert sandbox.request_counts()["create configmaps"] == 1
 
 
-def test_unreachable_server_is_a_server_error_after_retries(tmp_path):
+def test_unreachable_server_is_a_server_error_after_retries(tmp_path, sandbox):
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind(("127.0.0.1", 0))  # bound, not listening: refused
         port = probe.getsockname()[1]
-    path = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{port}")
-    tuning = Tuning(backoff_s=0.01, backoff_cap_s=0.05, retry_budget_s=0.5)
-    with Kube.connect(kubeconfig=str(path), tuning=tuning) as kube, pytest.raises(ServerError) as caught:
-        kube.list(CONFIGMAP)
+        path = write_kubeconfig(tmp_path / "kubeconfig", sandbox, server=f"https://127.0.0.1:{port}")
+        tuning = Tuning(backoff_s=0.01, backoff_cap_s=0.05, retry_budget_s=0.5)
+        with Kube.connect(kubeconfig=str(path), tuning=tuning) as kube, pytest.raises(ServerError) as caught:
+            kube.list(CONFIGMAP)
     assert f"127.0.0.1:{port} did not answer" in caught.value.message
     assert "kubectl cluster-info" in caught.value.hint

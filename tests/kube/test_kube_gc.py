@@ -1,24 +1,27 @@
 """`nrl-k8s gc` over real HTTP: what a dead run left is deleted, a live run's is linked or kept,
-and nothing without our run label (or with an owner) is ever touched."""
+and nothing without our run label (or with an owner) is ever touched.
+
+The sandbox's controllers act on what the tests create: the Dynamo controller writes each DGD's
+status once (``settled`` waits for it, so a delete guarded by the version gc judged is not refused
+for that); the RayJobs and RayClusters are managed by MultiKueue (``spec.managedBy``), which
+KubeRay leaves alone, so their status is the test's to write and no Ray pod starts.
+"""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+from sandbox_harness import DEADLINE_S
 
 from nrl_k8s import gc
 from nrl_k8s.kinds import dgd, raycluster, rayjob, secret
-from nrl_k8s.kinds.base import MANAGED_BY, owned
-from nrl_k8s.sandbox.crds import DGD_CRD
+from nrl_k8s.kinds.base import MANAGED_BY, Pending, Ready, owned
 
 RUN = "train-0a1b2c3d"
 PAST, FUTURE = -3600, 3600
-
-
-@pytest.fixture(scope="module", autouse=True)
-def dgd_crd(sandbox):
-    sandbox.server.install_crd(DGD_CRD)
+NOT_KUBERAYS = "kueue.x-k8s.io/multikueue"
+HEAD = {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}}
 
 
 def labels(run_id: str | None = RUN) -> dict:
@@ -31,7 +34,20 @@ def make_dgd(kube, name: str, *, run_id: str | None = RUN, due: float | None = P
                 "spec": {"services": {}}}
     if due is not None:
         manifest = gc.with_deadline(manifest, due)
-    return kube.create(dgd.KIND, owned(manifest, owner) if owner else manifest)
+    kube.create(dgd.KIND, owned(manifest, owner) if owner else manifest)
+    return kube.wait(dgd.KIND, settled, name=name, timeout_s=DEADLINE_S)
+
+
+def settled(obj: dict | None):
+    """The Dynamo controller has written the status of this generation (a DGD without components: successful)."""
+    status = (obj or {}).get("status") or {}
+    done = status.get("state") == "successful" and status.get("observedGeneration") == obj["metadata"]["generation"]
+    return Ready() if done else Pending(f"state {status.get('state')}")
+
+
+def make_cluster(kube, name: str) -> dict:
+    return kube.create(raycluster.KIND, {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
+                                         "spec": {"headGroupSpec": HEAD, "managedBy": NOT_KUBERAYS}})
 
 
 def make_secret(kube, name: str, *, due: float = PAST):
@@ -42,7 +58,7 @@ def make_secret(kube, name: str, *, due: float = PAST):
 def make_rayjob(kube, name: str, *, run_id: str = RUN, status: dict | None = None):
     job = kube.create(rayjob.KIND, {"apiVersion": "ray.io/v1", "kind": "RayJob",
                                     "metadata": {"name": name, "labels": labels(run_id)},
-                                    "spec": {"entrypoint": "python x.py"}})
+                                    "spec": {"entrypoint": "python x.py", "managedBy": NOT_KUBERAYS}})
     if status:
         job = kube.patch_status(rayjob.KIND, name, {"status": status})
     return job
@@ -58,9 +74,7 @@ def test_a_dead_runs_unowned_objects_are_deleted_and_nothing_else(kube):
     make_dgd(kube, "starting-dgd", due=FUTURE)  # its run may still be starting
     make_dgd(kube, "users-dgd", run_id=None)  # no run label: not ours (cluster up, or the user's)
     make_dgd(kube, "no-deadline-dgd", due=None)  # labelled but never created unowned by a run
-    cluster = kube.create(raycluster.KIND, {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-                                            "metadata": {"name": "c1"}, "spec": {}})
-    make_dgd(kube, "owned-dgd", owner=cluster)  # GC's business
+    make_dgd(kube, "owned-dgd", owner=make_cluster(kube, "c1"))  # GC's business
 
     assert verdicts(kube) == {"left-dgd": "delete", RUN: "delete", "starting-dgd": "keep", "no-deadline-dgd": "keep"}
     done = {item.name: action for item, action in gc.collect(kube, kube.namespace, gc.find(kube, kube.namespace))}
@@ -86,8 +100,7 @@ def test_objects_of_a_run_whose_rayjob_ended_are_deleted(kube):
 
 def test_a_live_runs_unowned_objects_are_linked_to_its_rayjob_and_cluster(kube):
     job = make_rayjob(kube, "train", status={"jobDeploymentStatus": "Running", "rayClusterName": "train-bcd42"})
-    cluster = kube.create(raycluster.KIND, {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-                                            "metadata": {"name": "train-bcd42"}, "spec": {}})
+    cluster = make_cluster(kube, "train-bcd42")
     make_dgd(kube, "d1")
     make_secret(kube, RUN)
     assert verdicts(kube) == {"d1": "link", RUN: "link"}

@@ -17,13 +17,13 @@ def _add(key: str, value: str):
     return change
 
 
-def test_modify_rereads_and_retries_on_conflict(kube, sandbox):
+def test_modify_rereads_and_retries_on_conflict(kube, sandbox, fault):
     kube.create(CONFIGMAP, {"metadata": {"name": "shared"}, "data": {"a": "1"}})
-    sandbox.server.faults.set("api-errors", "patch:configmaps:409:2")
+    fault("api-errors", "patch:configmaps:409:2")
     updated = kube.modify(CONFIGMAP, "shared", _add("b", "2"))
     assert updated["data"] == {"a": "1", "b": "2"}
-    assert sandbox.stats()["patch configmaps"] == 3
-    assert sandbox.stats()["get configmaps"] == 3
+    counts = sandbox.request_counts()
+    assert (counts["patch configmaps"], counts["get configmaps"]) == (3, 3)
 
 
 def test_modify_sees_a_concurrent_writer(kube, sandbox):
@@ -37,13 +37,13 @@ def test_modify_sees_a_concurrent_writer(kube, sandbox):
         return {"data": {"mine": "y"}}
 
     assert kube.modify(CONFIGMAP, "raced", change)["data"] == {"a": "1", "other": "x", "mine": "y"}
-    assert sandbox.stats()["patch configmaps"] == 3  # the racing write, our refused patch, our retry
+    assert sandbox.request_counts()["patch configmaps"] == 3  # the racing write, our refused patch, our retry
 
 
 def test_modify_without_change_does_not_write(kube, sandbox):
     kube.create(CONFIGMAP, {"metadata": {"name": "same"}, "data": {"b": "2"}})
     assert kube.modify(CONFIGMAP, "same", _add("b", "2"))["data"] == {"b": "2"}
-    assert sandbox.stats().get("patch configmaps", 0) == 0
+    assert sandbox.request_counts().get("patch configmaps", 0) == 0
 
 
 def test_modify_from_a_given_object_reads_nothing(kube, sandbox):
@@ -51,8 +51,8 @@ def test_modify_from_a_given_object_reads_nothing(kube, sandbox):
     updated = kube.modify(CONFIGMAP, "given", _add("b", "2"), current=created)
     assert updated["data"] == {"a": "1", "b": "2"}
     assert kube.modify(CONFIGMAP, "given", _add("b", "2"), current=updated) == updated
-    assert sandbox.stats().get("get configmaps", 0) == 0
-    assert sandbox.stats()["patch configmaps"] == 1
+    counts = sandbox.request_counts()
+    assert (counts.get("get configmaps", 0), counts["patch configmaps"]) == (0, 1)
 
 
 def test_modify_from_a_stale_object_rereads_on_the_conflict(kube, sandbox):
@@ -60,7 +60,7 @@ def test_modify_from_a_stale_object_rereads_on_the_conflict(kube, sandbox):
     kube.patch(CONFIGMAP, "stale", {"data": {"other": "x"}})
     updated = kube.modify(CONFIGMAP, "stale", _add("b", "2"), current=stale)
     assert updated["data"] == {"a": "1", "other": "x", "b": "2"}
-    assert sandbox.stats()["get configmaps"] == 1
+    assert sandbox.request_counts()["get configmaps"] == 1
 
 
 def test_modify_of_a_missing_object_is_not_found(kube):

@@ -3,8 +3,8 @@ kubeconfig (CA, client certificate, token; a CONNECT proxy).
 
 The API server's service proxy is played by a loopback HTTPS server requiring client certificates
 (``ProxyLike``: it streams, redirects the way the API server rewrites redirects, echoes bodies and
-upgrades); the sandbox's own service proxy (an in-process ``ApiServer``, the ``sandbox`` fixture of
-this directory) relays websockets to a loopback backend.
+upgrades); the real API server's service proxy (the sandbox's) relays them to the session's
+``backend`` pod (``conftest.Backend``).
 """
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ import httpx
 import pytest
 import yaml
 from tls_pki import connect_proxy, make_pki
-from upgrade_backend import GREETING, UpgradeEcho, serving, upgrade_backend
+from sandbox_harness import unique
+from upgrade_backend import GREETING, UpgradeEcho, serving
 
 from nrl_k8s.connection import Connection, from_kubeconfig
 from nrl_k8s.errors import ConfigError
-from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.relay import Relay, Upstream
-from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION
 
 UPSTREAM = Upstream("team", "web", 80, "the test service")
 PREFIX = UPSTREAM.prefix
@@ -133,11 +132,13 @@ def relaying(conn: Connection, upstream: Upstream = UPSTREAM) -> Iterator[Relay]
         thread.join(WAIT_S)
 
 
-def upgrade(port: int, path: str, protocol: str = "echo") -> tuple[socket.socket, bytes]:
-    """A raw upgrade request to the relay; (the socket, what came back up to and with the blank line and beyond)."""
+def upgrade(port: int, path: str, protocol: str = "echo", mark: str = "") -> tuple[socket.socket, bytes]:
+    """A raw upgrade request to the relay (``mark``: its X-Test-Mark header); (the socket, what came
+    back up to and with the blank line and beyond)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+    marked = f"X-Test-Mark: {mark}\r\n" if mark else ""
     sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: {protocol}\r\n"
-                 f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+                 f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{marked}\r\n".encode())
     return sock, read_until(sock, b"\r\n\r\n")
 
 
@@ -290,22 +291,23 @@ def test_closing_the_relay_closes_its_connections(tmp_path, pki, api):
         socket.create_connection(("127.0.0.1", relay.port), timeout=WAIT_S)
 
 
-# -- the sandbox's service proxy relays upgrades like the API server --------------------------------
+# -- the real API server's service proxy relays upgrades ------------------------------------------
 
-def test_relayed_through_the_sandbox_service_proxy(sandbox, kube):
-    with upgrade_backend() as (backend, upgrades):
-        kube.create(SERVICE, {"metadata": {"name": "web", "annotations": {ENDPOINTS_ANNOTATION: json.dumps({"80": backend})}},
-                              "spec": {"ports": [{"port": 80}]}})
-        with relaying(kube.connection, Upstream(kube.namespace, "web", 80, "web")) as relay:
-            assert httpx.get(relay.url, timeout=WAIT_S).text == "ok"
-            sock, answer = upgrade(relay.port, "/ws?follow=1")
-            with sock:
-                assert answer.startswith(b"HTTP/1.1 101 ")
-                read_until(sock, GREETING, answer.split(b"\r\n\r\n", 1)[1])
-                sock.sendall(b"ping")
-                assert read_until(sock, b"PING").endswith(b"PING")
-            sock, answer = upgrade(relay.port, "/denied")
-            with sock:
-                assert read_until(sock, b"upgrade refused", answer).startswith(b"HTTP/1.1 403 ")
-    assert sandbox.stats()["get services/proxy"] == 3
-    assert upgrades[0]["path"] == "/ws?follow=1" and "Authorization" not in upgrades[0]["headers"]
+def test_relayed_through_the_api_servers_service_proxy(sandbox, kube, backend):
+    mark = unique("upgrade")
+    with relaying(kube.connection, Upstream(backend.namespace, backend.service, backend.port, "web")) as relay:
+        assert httpx.get(relay.url, timeout=WAIT_S).text == "ok"
+        sock, answer = upgrade(relay.port, "/ws?follow=1", mark=mark)
+        with sock:
+            assert answer.startswith(b"HTTP/1.1 101 ")
+            read_until(sock, GREETING, answer.split(b"\r\n\r\n", 1)[1])
+            sock.sendall(b"ping")
+            assert read_until(sock, b"PING").endswith(b"PING")
+        sock, answer = upgrade(relay.port, "/denied")
+        with sock:
+            assert read_until(sock, b"upgrade refused", answer).startswith(b"HTTP/1.1 403 ")
+    assert sandbox.request_counts() == {"get services/proxy": 3}
+    (seen,) = [r for r in backend.requests() if r["headers"].get("X-Test-Mark") == mark]
+    # kube-apiserver drops the query of an upgraded request it proxies (kubernetes/kubernetes#77142)
+    assert seen["path"].partition("?")[0] == "/ws"
+    assert seen["headers"]["Upgrade"] == "echo" and "Authorization" not in seen["headers"]
