@@ -136,7 +136,8 @@ def kwok(bin: Installed, admin: Path, config: Path, serving: Pair, ports: Ports)
             "--cidr=10.244.0.0/16"]
 
 
-def kuberay(bin: Installed, admin: Path) -> tuple[list[str], dict[str, str]]:
+def kuberay(bin: Installed, admin: Path, probe_port: int) -> tuple[list[str], dict[str, str]]:
     return ([bin.path("kuberay-operator"), "--use-kubernetes-proxy", "--enable-leader-election=false",
-             "--metrics-addr=0", "--health-probe-bind-address=0", "--log-stdout-encoder=console"],
+             "--metrics-addr=0", f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+             "--log-stdout-encoder=console"],
             {"KUBECONFIG": str(admin)})

@@ -11,8 +11,9 @@ port-forward upgrades stream as they would. Every connection carries one request
 SelfSubjectRulesReview's answer is kube-apiserver's marked ``incomplete`` with a webhook
 authorizer's evaluation error, as a cluster whose authorizers include a webhook answers it.
 
-``/sandbox/faults`` (GET, PUT ``{"set": {NAME: VALUE|null}, "clear": [NAME]}``) and
-``/sandbox/stats`` (GET, DELETE) answer the operator token only.
+``/sandbox/faults`` (GET, PUT ``{"set": {NAME: VALUE|null}, "clear": [NAME]}``),
+``/sandbox/stats`` (GET, DELETE) and ``/sandbox/objects`` (GET: object counts) answer the
+operator token only.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ class FrontProxy:
     """Listens on 127.0.0.1:``port`` (TLS with ``pair``) and forwards to kube-apiserver at ``upstream``."""
 
     def __init__(self, port: int, upstream: int, pair: Pair, ca: str, faults: Faults, operator_token: str,
-                 on_change: Callable[[dict[str, str]], None]):
+                 on_change: Callable[[dict[str, str]], None], objects: Callable[[], dict[str, int]]):
         self.serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.serving.set_alpn_protocols(["http/1.1"])
         self.serving.load_cert_chain(str(pair.cert), str(pair.key))
@@ -164,6 +165,7 @@ class FrontProxy:
         self.faults = faults
         self.operator_token = operator_token
         self.on_change = on_change
+        self.objects = objects
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", port), _Handler)
@@ -202,6 +204,8 @@ class FrontProxy:
                 if method == "DELETE":
                     self.counts.clear()
             return _reply(200, counts)
+        if path == "/sandbox/objects" and method == "GET":
+            return _reply(200, self.objects())
         if path == "/sandbox/faults" and method == "GET":
             return _reply(200, self.faults.active())
         if path == "/sandbox/faults" and method == "PUT":

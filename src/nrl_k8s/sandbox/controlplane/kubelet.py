@@ -45,11 +45,12 @@ from ..driver_env import DriverEnv
 from ..faults import Faults
 from ..pids import open_private, terminate
 from ..ray_head import RayHead, free_ports
-from .stages import LOCAL_PODS
+from .stages import LOCAL_PODS, delays_of, local_kind
 
 log = logging.getLogger("nrl_k8s.sandbox.kubelet")
 POD_CIDR = ipaddress.ip_network("10.250.0.0/16")
 RAY_READY_S = 120.0
+RAY_START_ATTEMPTS = 3
 MODEL_ANNOTATION = "sandbox.nrl-k8s.io/model"
 OPERATOR_AGENT = "kuberay-operator/"  # client-go's User-Agent: the binary's name
 #: Every pod shares this machine's network: a container port P of a Ray head is served on a free
@@ -253,6 +254,8 @@ class LocalKubelet:
             self._by_ip[ip] = local
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         labels = meta.get("labels") or {}
+        if self._stop.wait(delays_of(self.faults.active()).get(local_kind(pod), 0.0)):
+            return  # the ``delay`` and ``slow`` faults hold it Pending, as kwok's Stages hold the others
         try:
             if labels.get("ray.io/node-type") == "head":
                 self._ray_head(pod, local)
@@ -291,17 +294,24 @@ class LocalKubelet:
         local.head = head
         local.ports = {8265: head.dashboard_port, 6379: head.gcs_port, 10001: head.client_port, **extra}
         self._running(pod, local, ready=False)
-        with self._container_log(local) as out:
-            head.start(out)
-        local.process = head.process
         plain = {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env") or [] if "value" in e}
         self._kwok_objects(pod, local, {**plain, "RAY_ADDRESS": head.gcs_address, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
-        try:
-            head.wait_ready(RAY_READY_S)
-        except Exception as err:  # noqa: BLE001 - any failure to start is reported on the pod
-            log.warning("Ray head of %s/%s did not start: %s", local.namespace, local.name, err)
-            self._finished(local, head.process.poll() if head.process else 1)
-            return
+        for attempt in range(1, RAY_START_ATTEMPTS + 1):
+            with self._container_log(local) as out:
+                head.start(out)
+            local.process = head.process
+            try:
+                head.wait_ready(RAY_READY_S)
+                break
+            except Exception as err:  # noqa: BLE001 - any failure to start is reported on the pod
+                if head.process.poll() is None or attempt == RAY_START_ATTEMPTS or local.stopped:
+                    log.warning("the Ray head of %s/%s did not start: %s", local.namespace, local.name, err)
+                    self._finished(local, head.process.poll() or 1)
+                    return
+                # its raylet aborts when its agents take over 15 s to come up (a loaded machine)
+                log.warning("the Ray head of %s/%s exited during start-up (attempt %d of %d), starting it again",
+                            local.namespace, local.name, attempt, RAY_START_ATTEMPTS)
+                head.stop()
         self._ready(local)
         threading.Thread(target=self._await_exit, args=(local,), daemon=True).start()
 

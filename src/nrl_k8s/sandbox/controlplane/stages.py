@@ -129,6 +129,28 @@ def stages(delays: dict[str, float]) -> list[dict]:
     return result
 
 
+#: What ``slow=FACTOR`` adds to every pod's readiness, per unit of FACTOR above 1.
+SLOW_BASE_S = 1.0
+
+
 def delays_of(active: dict[str, str]) -> dict[str, float]:
-    """The per-kind delays the active faults ask for."""
-    return fault_rules.delays(active["delay"]) if active.get("delay") else {}
+    """The per-kind readiness delays the active faults ask for: ``delay``'s seconds, plus
+    ``(FACTOR - 1) * SLOW_BASE_S`` for every kind while ``slow=FACTOR`` is on."""
+    chosen = fault_rules.delays(active["delay"]) if active.get("delay") else {}
+    extra = (float(active["slow"]) - 1) * SLOW_BASE_S if active.get("slow") else 0.0
+    if extra <= 0:
+        return chosen
+    return {kind: chosen.get(kind, 0.0) + extra for kind in fault_rules.DELAY_KINDS}
+
+
+def local_kind(pod: dict) -> str:
+    """The ``delay`` kind of a pod the local kubelet runs: a Ray head's is its RayCluster's, a
+    submitter Job's pod is its RayJob's, a Dynamo frontend is its DGD's, others a Deployment's."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if "ray.io/cluster" in labels and labels.get("ray.io/node-type") == "head":
+        return "raycluster"
+    if any(o.get("kind") == "Job" for o in (pod.get("metadata") or {}).get("ownerReferences") or []):
+        return "rayjob"
+    if "nvidia.com/dynamo-graph-deployment-name" in labels:
+        return "dgd"
+    return "deployment"
