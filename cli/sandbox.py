@@ -1,8 +1,7 @@
-"""`nrl-k8s sandbox ...`: the local simulated control plane (see nrl_k8s.sandbox)."""
+"""`nrl-k8s sandbox ...`: a local real control plane to run nrl-k8s against (see nrl_k8s.sandbox)."""
 
 from __future__ import annotations
 
-import enum
 import json
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,7 +10,7 @@ import typer
 
 app = typer.Typer(
     rich_markup_mode=None,
-    help="Run a local simulated Kubernetes control plane with KubeRay, Dynamo and a real Ray head.",
+    help="Run a local Kubernetes control plane (kube-apiserver, the KubeRay operator, kwok GPU nodes, real Ray heads).",
     no_args_is_help=True,
 )
 fault_app = typer.Typer(rich_markup_mode=None, help="Turn faults on or off in the running sandbox.", no_args_is_help=True)
@@ -51,11 +50,6 @@ def _delay_fault(specs: list[str]) -> str:
     return "delay=" + ";".join(entries)
 
 
-class ControlPlane(str, enum.Enum):
-    real = "real"
-    simulated = "simulated"
-
-
 DirOption = Annotated[
     Optional[Path], typer.Option("--dir", help="Sandbox directory (default ~/.cache/nrl-k8s/sandbox).")
 ]
@@ -75,15 +69,9 @@ def build() -> None:
 @app.command()
 def up(
     dir: DirOption = None,  # noqa: A002 (the flag is --dir)
-    control_plane: Annotated[
-        ControlPlane, typer.Option("--control-plane", help="real: kube-apiserver, etcd, the real KubeRay operator and "
-                                   "kwok nodes (built by `sandbox build`); simulated: the Python simulator.")
-    ] = ControlPlane.real,
     fault: Annotated[
         Optional[list[str]], typer.Option("--fault", help="Start with a fault on: NAME or NAME=VALUE (repeatable).")
     ] = None,
-    speed: Annotated[float, typer.Option(help="Divide every simulated delay by this factor.")] = 1.0,
-    state: Annotated[Optional[Path], typer.Option(help="Keep the API server's objects in this file across restarts.")] = None,
     delay: Annotated[
         Optional[list[str]],
         typer.Option("--delay", metavar="KIND=SECONDS",
@@ -96,12 +84,9 @@ def up(
     faults = list(fault or [])
     if delay:
         faults.append(_delay_fault(delay))
-    info = process.up(dir, faults, speed, state, control_plane=control_plane.value)
-    if control_plane is ControlPlane.real:
-        _say(f"sandbox ready: API {info['api_url']} (Kubernetes {info['versions']['kubernetes']}, "
-             f"KubeRay {info['versions']['kuberay']})")
-    else:
-        _say(f"sandbox ready: API {info['api_url']}, Ray dashboard {info['dashboard_url']}")
+    info = process.up(dir, faults)
+    _say(f"sandbox ready: API {info['api_url']} (Kubernetes {info['versions']['kubernetes']}, "
+         f"KubeRay {info['versions']['kuberay']})")
     _data(f"export KUBECONFIG={info['kubeconfig']}")
 
 
@@ -139,15 +124,9 @@ def status(
     if not report["running"]:
         return
     _data(f"api:        {report['api_url']}")
-    if report.get("control_plane") == "real":
-        _data("versions:   " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
-        _data(f"kubeconfig: {report['kubeconfig']}")
-        _data("pids:       " + ", ".join(f"{k} {v}" for k, v in report["pids"].items()))
-        _data(f"faults:     {_faults(report['faults'])}")
-        return
-    _data(f"dashboard:  {report['dashboard_url']} ({'running' if report['ray_head_running'] else 'NOT running'})")
+    _data("versions:   " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
     _data(f"kubeconfig: {report['kubeconfig']}")
-    _data(f"pids:       daemon {report['pids']['daemon']}, Ray head {report['pids']['ray_head']}")
+    _data("pids:       " + ", ".join(f"{k} {v}" for k, v in report["pids"].items()))
     _data(f"faults:     {_faults(report['faults'])}")
     _data("objects:    " + ", ".join(f"{k} {v}" for k, v in report["objects"].items()))
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real ``nrl-k8s sandbox`` (API server + operators + real Ray head).
+"""Shared fixtures: a real ``nrl-k8s sandbox`` (kube-apiserver, the KubeRay operator, kwok nodes,
+real Ray heads).
 
 ``sandbox`` (session-scoped) runs the installed ``nrl-k8s sandbox up --dir <tmp>`` once for
 the whole test session and ``sandbox down`` at the end; tests share it, so give objects unique
@@ -8,8 +9,8 @@ fault or that stop or kill it. The harness itself is ``tests/sandbox_harness.py`
 
 ``NRL_K8S_TEST_SANDBOX_FAULTS`` (comma-separated ``NAME[=VALUE]``) starts the session sandbox
 with those faults, to prove the tests do not depend on its timing: e.g.
-``NRL_K8S_TEST_SANDBOX_FAULTS=slow=3 .venv/bin/pytest -q tests/integration`` makes every
-simulated delay three times longer. ``sandbox.fault(...)`` restores them after its block.
+``NRL_K8S_TEST_SANDBOX_FAULTS=slow=3 .venv/bin/pytest -q tests/integration`` holds every pod
+two seconds longer before it becomes Ready. ``sandbox.fault(...)`` restores them after its block.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def private_user_cache(tmp_path_factory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def real_sandbox(tmp_path_factory, private_user_cache) -> Iterator[Sandbox]:
-    """The session's sandbox on the real control plane (kube-apiserver, the real KubeRay operator)."""
+def sandbox(tmp_path_factory, private_user_cache) -> Iterator[Sandbox]:
+    """The session's sandbox."""
     faults = [f.strip() for f in os.environ.get("NRL_K8S_TEST_SANDBOX_FAULTS", "").split(",") if f.strip()]
     box = start_sandbox(tmp_path_factory.mktemp("sandbox"), *faults)
     try:
@@ -49,30 +50,16 @@ def real_sandbox(tmp_path_factory, private_user_cache) -> Iterator[Sandbox]:
         stop_sandbox(box)
 
 
-@pytest.fixture
-def sandbox(request) -> Sandbox:
-    """The real control plane; the simulator for a test marked ``simulated(reason)`` (not yet ported)."""
-    simulated = request.node.get_closest_marker("simulated") is not None
-    return request.getfixturevalue("simulated_sandbox" if simulated else "real_sandbox")
-
-
 @pytest.fixture(scope="session")
-def simulated_sandbox(tmp_path_factory) -> Iterator[Sandbox]:
-    """The Python simulator (one shared Ray head), for the simulator's own tests until it is retired."""
-    box = start_sandbox(tmp_path_factory.mktemp("simulated"), control_plane="simulated")
-    try:
-        yield box
-    finally:
-        stop_sandbox(box)
+def real_sandbox(sandbox) -> Sandbox:  # TODO(merge): the name a port in flight still uses; remove
+    return sandbox
 
 
 @pytest.fixture
-def separate_sandbox(request, tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
-    """``with separate_sandbox(*faults, state=None, env=None) as box:`` — a sandbox of its own, always stopped."""
+def separate_sandbox(tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
+    """``with separate_sandbox(*faults, env=None) as box:`` — a sandbox of its own, always stopped."""
     counter = iter(range(1000))
-    plane = "simulated" if request.node.get_closest_marker("simulated") is not None else "real"
-    return lambda *faults, state=None, env=None: _separate(Path(tmp_path) / f"sandbox-{next(counter)}", *faults,
-                                                           state=state, env=env, control_plane=plane)
+    return lambda *faults, env=None: _separate(Path(tmp_path) / f"sandbox-{next(counter)}", *faults, env=env)
 
 
 @pytest.fixture

@@ -78,17 +78,8 @@ class Sandbox:
         """The kubeconfig's server (https, self-signed CA in the kubeconfig)."""
         return self.info["api_url"]
 
-    @property
-    def real(self) -> bool:
-        return self.info.get("control_plane") == "real"
-
-    @property
-    def dashboard_url(self) -> str:
-        """The real Ray dashboard every simulated RayCluster shares (simulated control plane only)."""
-        return self.info["dashboard_url"]
-
     def api_client(self, admin: bool = False):
-        """A fresh official-client ApiClient: the user's kubeconfig, or the operators' (real control plane)."""
+        """A fresh official-client ApiClient: the user's kubeconfig, or the operators'."""
         from kubernetes import config
 
         path = self.info["admin_kubeconfig"] if admin else self.kubeconfig
@@ -127,36 +118,27 @@ class Sandbox:
                 self.clear_fault(name)
 
     def driver_log(self, job_id: str) -> str:
-        """A Ray job's log as its Ray head wrote it: on the real control plane from the head's own
-        log folder (kept after KubeRay deleted the cluster), else from the simulator's shared head."""
-        import httpx
-
-        if self.real:
-            found = sorted(Path(self.info["scratch"]).glob(f"*/ray/session_*/logs/job-driver-{job_id}.log"))
-            assert found, f"no Ray head of this sandbox ran job {job_id}"
-            return found[-1].read_text()
-        jobs = httpx.get(f"{self.dashboard_url}/api/jobs/", timeout=60, trust_env=False).json()
-        stored = next(j["submission_id"] for j in jobs if (j.get("submission_id") or "").endswith(f"--{job_id}"))
-        return httpx.get(f"{self.dashboard_url}/api/jobs/{stored}/logs", timeout=60, trust_env=False).json()["logs"]
+        """A Ray job's log as its Ray head wrote it, from the head's own log folder (kept after
+        KubeRay deleted the cluster)."""
+        found = sorted(Path(self.info["scratch"]).glob(f"*/ray/session_*/logs/job-driver-{job_id}.log"))
+        assert found, f"no Ray head of this sandbox ran job {job_id}"
+        return found[-1].read_text()
 
     def kubectl(self, *args: str, check: bool = True, timeout: float = DEADLINE_S,
                 stdin: str | None = None) -> subprocess.CompletedProcess:
-        """kubectl; on the real control plane the one built with it (its version matches the server's)."""
+        """The kubectl built with the sandbox (its version matches the server's)."""
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        kubectl = str(Path(self.info["bin"]) / "kubectl") if self.real else "kubectl"
+        kubectl = str(Path(self.info["bin"]) / "kubectl")
         result = subprocess.run([kubectl, *args], capture_output=True, text=True, env=env, timeout=timeout, input=stdin)
         if check and result.returncode != 0:
             pytest.fail(f"kubectl {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
         return result
 
 
-def start_sandbox(directory: Path, *faults: str, state: Path | None = None, env: dict[str, str] | None = None,
-                  control_plane: str = "real") -> Sandbox:
-    args = ["sandbox", "up", "--dir", str(directory), "--control-plane", control_plane]
+def start_sandbox(directory: Path, *faults: str, env: dict[str, str] | None = None) -> Sandbox:
+    args = ["sandbox", "up", "--dir", str(directory)]
     for fault in faults:
         args += ["--fault", fault]
-    if state is not None:
-        args += ["--state", str(state)]
     result = nrl_k8s(*args, env=env)
     assert result.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}", result.stdout
     info = json.loads((directory / "sandbox.json").read_text())
@@ -170,10 +152,9 @@ def stop_sandbox(box: Sandbox) -> subprocess.CompletedProcess:
 
 
 @contextlib.contextmanager
-def separate_sandbox(directory: Path, *faults: str, state: Path | None = None, env: dict[str, str] | None = None,
-                     control_plane: str = "real") -> Iterator[Sandbox]:
-    """Start a sandbox of its own in ``directory`` (with ``faults``, ``--state``, ``env``) and always stop it."""
-    box = start_sandbox(directory, *faults, state=state, env=env, control_plane=control_plane)
+def separate_sandbox(directory: Path, *faults: str, env: dict[str, str] | None = None) -> Iterator[Sandbox]:
+    """Start a sandbox of its own in ``directory`` (with ``faults`` and ``env``) and always stop it."""
+    box = start_sandbox(directory, *faults, env=env)
     try:
         yield box
     finally:

@@ -80,7 +80,7 @@ def test_every_dgd_manifest_renders_to_golden(manifest):
 def test_v1beta1_examples_are_their_v1alpha1_twins_converted(twin):
     """Each ``*_v1beta1.yaml`` is what the Dynamo operator's conversion makes of its v1alpha1 twin
     (the sandbox's webhook), so both versions of an example describe the same graph."""
-    from nrl_k8s.sandbox.conversion import BETA, convert
+    from nrl_k8s.sandbox.controlplane.conversion import BETA, convert
 
     alpha = yaml.safe_load((ROOT / "examples_dgd" / twin.replace("_v1beta1", "")).read_text())
     assert convert(alpha, BETA) == yaml.safe_load((ROOT / "examples_dgd" / twin).read_text())

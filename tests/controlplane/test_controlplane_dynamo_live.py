@@ -38,8 +38,8 @@ def graph(name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def api(real_sandbox) -> Iterator[client.ApiClient]:
-    with real_sandbox.api_client() as api:
+def api(sandbox) -> Iterator[client.ApiClient]:
+    with sandbox.api_client() as api:
         yield api
 
 

@@ -35,8 +35,7 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def namespace(real_sandbox):
-    sandbox = real_sandbox
+def namespace(sandbox):
     name = unique("kc")
     sandbox.kubectl("create", "namespace", name)
     yield name
@@ -44,9 +43,8 @@ def namespace(real_sandbox):
 
 
 @pytest.fixture(scope="module")
-def head(real_sandbox, namespace) -> str:
+def head(sandbox, namespace) -> str:
     """A RayCluster made by the real KubeRay operator; the name of its (Ready) head pod."""
-    sandbox = real_sandbox
     name = unique("rc")
     sandbox.kubectl("apply", "-f", "-", stdin=RAYCLUSTER.format(name=name, ns=namespace))
     with sandbox.api_client() as api:

@@ -111,10 +111,3 @@ def test_prebuilt_binaries_folder_must_hold_them_all(tmp_path):
                             text=True, env=env)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert binaries.ENV_BIN in result.stderr and "kube-apiserver" in result.stderr
-
-
-def test_simulator_only_flags_are_refused_on_the_real_control_plane(tmp_path):
-    result = subprocess.run([NRL_K8S, "sandbox", "up", "--dir", str(tmp_path / "box"), "--state", str(tmp_path / "s.json")],
-                            capture_output=True, text=True)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "--control-plane simulated" in result.stderr and not (tmp_path / "box" / "daemon.pid").exists()

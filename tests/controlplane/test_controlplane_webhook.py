@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nrl_k8s.sandbox.conversion import ALPHA, BETA
+from nrl_k8s.sandbox.controlplane.conversion import ALPHA, BETA
 from nrl_k8s.sandbox.controlplane.crds import COMPUTEDOMAIN_CRD, crds, dgd_crd
 from nrl_k8s.sandbox.controlplane.pki import Authority
 from nrl_k8s.sandbox.controlplane.webhook import ConversionWebhook

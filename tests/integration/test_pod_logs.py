@@ -58,8 +58,8 @@ class Session:
 
 
 @pytest.fixture(scope="module")
-def session(real_sandbox, tmp_path_factory):
-    run = Session(real_sandbox, tmp_path_factory.mktemp("logs"))
+def session(sandbox, tmp_path_factory):
+    run = Session(sandbox, tmp_path_factory.mktemp("logs"))
     run.core.create_namespace({"metadata": {"name": run.ns}})
     driver = f"echo step-$((2-1)) HF_TOKEN={SECRET}; " + run.gate.entrypoint("echo done")  # prints step-1
     started = run.cli("run", "--rayjob", "--no-wait", *PAIR, *run.overrides(), "infra.launch.entrypoint=" + json.dumps(driver))

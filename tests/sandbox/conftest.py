@@ -1,23 +1,23 @@
-"""The simulator's own tests run on the simulated sandbox (``simulated_sandbox``)."""
+"""The sandbox's own tests (``nrl-k8s sandbox ...`` on the real control plane): official-client
+fixtures on the session sandbox; helpers live in ``operator_helpers.py``."""
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
-from typing import Callable
-
 import pytest
-from sandbox_harness import Sandbox
-from sandbox_harness import separate_sandbox as _separate
+from kubernetes import client
 
 
-@pytest.fixture(scope="session")
-def sandbox(simulated_sandbox) -> Sandbox:
-    return simulated_sandbox
+@pytest.fixture(scope="module")
+def api(sandbox):
+    with sandbox.api_client() as api_client:
+        yield api_client
 
 
-@pytest.fixture
-def separate_sandbox(tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
-    counter = iter(range(1000))
-    return lambda *faults, state=None, env=None: _separate(Path(tmp_path) / f"sandbox-{next(counter)}", *faults,
-                                                           state=state, env=env, control_plane="simulated")
+@pytest.fixture(scope="module")
+def core(api) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture(scope="module")
+def custom(api) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)

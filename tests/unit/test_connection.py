@@ -20,10 +20,11 @@ from nrl_k8s import credentials
 from nrl_k8s.connection import from_kubeconfig, in_cluster
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kube_errors import NoClusterError
-from nrl_k8s.sandbox.tls import self_signed
+from tls_pki import issue, pem
 
-CERT, KEY = self_signed()  # a CA certificate for 127.0.0.1/localhost, also usable as a client certificate
-CA_SUBJECT = ((("commonName", "nrl-k8s-sandbox"),),)
+CERT, KEY = pem(*issue("nrl-k8s-test", None, ca=True, ip="127.0.0.1", dns="localhost"))  # a CA certificate for
+# 127.0.0.1/localhost, also usable as a client certificate
+CA_SUBJECT = ((("commonName", "nrl-k8s-test"),),)
 SERVER = "https://127.0.0.1:6443"
 EXEC_V1 = "client.authentication.k8s.io/v1"
 
@@ -107,7 +108,7 @@ ERRORS = {
     "ca-data-not-base64": ({"certificate-authority-data": "%%%"}, {}, "certificate-authority-data is not base64", None),
     "ca-not-pem": ({"certificate-authority-data": b64("hello")}, {}, "the certificate authority is not a PEM certificate", None),
     "cert-without-key": ({}, {"client-certificate": "ca.crt"}, "a client certificate needs both client-certificate and client-key", None),
-    "key-not-matching": ({}, {"client-certificate-data": b64(CERT), "client-key-data": b64(self_signed()[1])},
+    "key-not-matching": ({}, {"client-certificate-data": b64(CERT), "client-key-data": b64(pem(*issue("other", None))[1])},
                          r"the client certificate and key do not load \(KEY_VALUES_MISMATCH\)", None),
     "token-file-missing": ({}, {"tokenFile": "no-token"}, "cannot read the token file .*no-token", None),
     "gcp-auth-provider": ({}, {"auth-provider": {"name": "gcp", "config": {}}}, "auth-provider 'gcp' is not supported",

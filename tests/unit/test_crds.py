@@ -6,7 +6,6 @@ import pytest
 
 from nrl_k8s import crds
 from nrl_k8s.crds import Gaps, needed_versions, parallel_gaps, served_versions
-from nrl_k8s.sandbox.crds import RAYJOB_CRD, RAYJOB_CRD_1_5
 
 PRE_RUNNING = "spec.preRunningDeadlineSeconds"
 INTERACTIVE = "spec.submissionMode InteractiveMode"
@@ -47,8 +46,6 @@ PARALLEL_CASES = {
     "no-schema": ({"spec": {"versions": [{"name": "v1", "served": True}]}}, Gaps(unverified=(PRE_RUNNING, INTERACTIVE))),
     "only-v1alpha1": (rayjob_crd(spec_with(submissionMode=KUBERAY_MODE, preRunningDeadlineSeconds={}), version="v1alpha1"),
                       Gaps(unverified=(PRE_RUNNING, INTERACTIVE))),
-    "sandbox-current": (RAYJOB_CRD, Gaps()),
-    "sandbox-kuberay-1.5": (RAYJOB_CRD_1_5, Gaps(missing=(PRE_RUNNING,))),
 }
 
 

@@ -18,23 +18,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--dir", type=Path, required=True)
     serve.add_argument("--ready-fd", type=int, help="write 'ready' to this inherited fd once everything answers")
     serve.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]")
-    serve.add_argument("--speed", type=float, default=1.0)
-    serve.add_argument("--state", type=Path)
-    serve.add_argument("--control-plane", choices=("real", "simulated"), default="simulated")
     args = parser.parse_args(argv)
-    if args.control_plane == "real":
-        from .controlplane.serve import serve as run_real
-
-        try:
-            return run_real(args.dir, args.ready_fd, parse_faults(args.fault))
-        except NrlK8sError as err:
-            print(f"error: {err.message}" + (f"\nhint: {err.hint}" if err.hint else ""), file=sys.stderr)
-            return 1
-
-    from .daemon import serve as run
+    from .controlplane.serve import serve as run
 
     try:
-        return run(args.dir, args.ready_fd, parse_faults(args.fault), args.speed, args.state)
+        return run(args.dir, args.ready_fd, parse_faults(args.fault))
     except NrlK8sError as err:
         print(f"error: {err.message}" + (f"\nhint: {err.hint}" if err.hint else ""), file=sys.stderr)
         return 1

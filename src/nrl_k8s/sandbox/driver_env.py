@@ -1,37 +1,25 @@
-"""What a driver submitted for a simulated RayCluster sees of that cluster's head container.
+"""What a pod the local kubelet runs sees of its container: env values and Secret volumes.
 
-Every simulated RayCluster shares the one real Ray head, whose drivers run as local shell
-commands. On a real cluster a driver runs inside the head pod's Ray container (the first
-container of ``headGroupSpec``) and sees that container's env and its mounted Secret volumes.
-``DriverEnv.submission`` emulates both for a ``POST /api/jobs/`` body, for the two ways a job
-is submitted for a cluster: by the simulated KubeRay (HTTPMode) and through the API server's
-service proxy to ``<cluster>-head-svc`` (``head_proxy``: ``run --raycluster``, daemons, the
-driver rescue):
+On a cluster a Ray head (and every driver it runs) lives in the head container and sees that
+container's env and its mounted Secret volumes. The local kubelet runs the head's ``ray start``
+as a local process with ``DriverEnv.container_env``:
 
-- each Secret volume mounted in that container is written to
-  ``ROOT/<namespace>/<cluster>/<volume>/`` (directories 0700, files 0600), removed again
-  with the cluster (``forget``);
-- the container's env (``value``, and ``valueFrom.secretKeyRef`` read from the stored
-  Secret) is added to the job's ``runtime_env.env_vars``; the submitter's own env_vars win,
-  as a process's own environment wins over its container's. A value under a Secret volume's
-  ``mountPath`` is rewritten to where that volume was written: a sandbox limitation, the
-  driver sees a different path than the pod would;
-- the names it added are recorded in the job's metadata (``INJECTED_KEY``), and
-  ``head_proxy`` removes them, with their values, from job details returned through the
-  service proxy, so a client sees what a real dashboard shows.
+- each Secret volume mounted in the first container is written to
+  ``ROOT/<namespace>/<owner>/<volume>/`` (directories 0700, files 0600), removed again with the
+  pod's owner (``forget``);
+- the container's env (``value``, and ``valueFrom.secretKeyRef`` read from the stored Secret)
+  is returned. A value under a Secret volume's ``mountPath`` is rewritten to where that volume
+  was written: a sandbox limitation, the process sees a different path than the pod would.
 
 Not emulated: other ``valueFrom`` sources, ``envFrom``, ``$(VAR)`` expansion, ``subPath``,
 item modes. A missing Secret or key leaves the variable or file out (a real pod would not
-start). Unlike a container's env, a runtime_env is seen by Ray itself: the dashboard reached
-directly on loopback shows the added values in job details, Ray's state API (tasks, actors)
-shows them even through the proxy, and Ray's runtime-env agent logs them
-(``runtime_env_agent.log`` in the Ray temp dir), so that directory must stay owner-only.
+start). Ray's own logs show a job's env (``runtime_env_agent.log`` in the Ray temp dir), so that
+directory must stay owner-only.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
 import logging
 import os
 import re
@@ -42,29 +30,14 @@ from typing import Callable
 
 log = logging.getLogger("nrl_k8s.sandbox.driver_env")
 
-INJECTED_KEY = "sandbox.nrl-k8s.io/container-env"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
-ReadSecret = Callable[[str], "dict | None"]  # Secret name (in the cluster's namespace) -> object or None
+ReadSecret = Callable[[str], "dict | None"]  # Secret name (in the pod's namespace) -> object or None
 
 
 class DriverEnv:
     def __init__(self, root: Path):
         self.root = Path(root)
-
-    def submission(self, body: dict, cluster: dict, read_secret: ReadSecret) -> dict:
-        """``body`` plus what the cluster's head container would give its driver (see the module docstring)."""
-        pod = (((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
-        env = self.container_env(cluster["metadata"], pod, read_secret)
-        runtime_env = dict(body.get("runtime_env") or {})
-        own = runtime_env.get("env_vars") or {}
-        added = {name: value for name, value in env.items() if name not in own}
-        if not added:
-            return body
-        body = copy.deepcopy(body)
-        body["runtime_env"] = {**runtime_env, "env_vars": {**added, **own}}
-        body["metadata"] = {**(body.get("metadata") or {}), INJECTED_KEY: ",".join(added)}
-        return body
 
     def container_env(self, meta: dict, pod: dict, read_secret: ReadSecret) -> dict[str, str]:
         """The env of ``pod``'s first container, its Secret volumes written under ROOT/NAMESPACE/NAME."""
@@ -77,9 +50,9 @@ class DriverEnv:
                 env[item["name"]] = _relocate(value, mounts)
         return env
 
-    def forget(self, namespace: str, cluster: str) -> None:
-        """Remove the files written for a deleted cluster."""
-        shutil.rmtree(self.root / namespace / cluster, ignore_errors=True)
+    def forget(self, namespace: str, owner: str) -> None:
+        """Remove the files written for a deleted owner."""
+        shutil.rmtree(self.root / namespace / owner, ignore_errors=True)
 
     def _write_volumes(self, meta: dict, pod: dict, container: dict, read_secret: ReadSecret) -> dict[str, Path]:
         """Write each mounted Secret volume; mountPath -> the local directory."""

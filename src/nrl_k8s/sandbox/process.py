@@ -1,17 +1,17 @@
 """``sandbox up/down/status/fault``: the sandbox's lifecycle seen from the command line.
 
-``up`` starts the daemon (``python -m nrl_k8s.sandbox serve``) detached in its own session,
-logging to ``DIR/daemon.log``, and blocks on a pipe the daemon inherits: the daemon writes
-``ready`` once the API server, the CRDs, the operators and the Ray head all answer; EOF means
-it died during start-up. Files in DIR (created mode 0700): ``kubeconfig``, ``daemon.log``,
-``ray-head.log`` (kept), ``daemon.pid``, ``ray-head.pid``, ``sandbox.json`` (removed by ``down``),
-all mode 0600 like every file the sandbox writes. Stdlib only: the CLI imports this module for
-every command.
+``up`` starts the daemon (``python -m nrl_k8s.sandbox serve``, ``controlplane/serve.py``)
+detached in its own session, logging to ``DIR/daemon.log``, and blocks on a pipe the daemon
+inherits: the daemon writes ``ready`` once the API server, the CRDs and the operators all answer;
+EOF means it died during start-up. Files in DIR (created mode 0700): ``kubeconfig``,
+``daemon.log`` and ``logs/`` (kept), ``daemon.pid`` and ``sandbox.json`` (removed by ``down``),
+all mode 0600 like every file the sandbox writes. Every process the sandbox starts carries its
+marker in its environment (``pids.MARKER``), so ``down`` finds them all, even after a crash.
+Stdlib only: the CLI imports this module for every command.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import select
@@ -25,26 +25,18 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from nrl_k8s.errors import ConfigError, SandboxError
 
 from . import faults as fault_rules
 from .controlplane import binaries
 from .ray_head import temp_dir_for
-from .pids import MARKER, group_members, marked, open_private, read_pid, recorded, start_time, terminate, write_pid
+from .pids import MARKER, marked, open_private, read_pid, terminate, write_pid
 
 CONTEXT = "nrl-k8s-sandbox"
-START_TIMEOUT_S = 300.0  # a loaded machine may need several Ray head starts (daemon._wait_ray)
+START_TIMEOUT_S = 300.0  # the daemon's own start deadline (controlplane.serve.START_S), and some
 DAEMON_STOP_S = 30.0
 PROCESS_STOP_S = 5.0
-COUNTED = {
-    "pods": "/api/v1/pods",
-    "services": "/api/v1/services",
-    "rayclusters": "/apis/ray.io/v1/rayclusters",
-    "rayjobs": "/apis/ray.io/v1/rayjobs",
-    "dynamographdeployments": "/apis/nvidia.com/v1alpha1/dynamographdeployments",
-}
 
 
 def default_dir() -> Path:
@@ -63,37 +55,12 @@ class Paths:
 
     kubeconfig = property(lambda self: self.dir / "kubeconfig")
     daemon_pid = property(lambda self: self.dir / "daemon.pid")
-    ray_pid = property(lambda self: self.dir / "ray-head.pid")
     runtime = property(lambda self: self.dir / "sandbox.json")
     daemon_log = property(lambda self: self.dir / "daemon.log")
-    ray_log = property(lambda self: self.dir / "ray-head.log")
 
     def owned_files(self) -> tuple[Path, ...]:
         """The files ``down`` removes (everything else in DIR is kept)."""
-        return (self.daemon_pid, self.ray_pid, self.runtime)
-
-
-def write_kubeconfig(path: Path, server: str, token: str, ca_pem: bytes | None = None, namespace: str = "default") -> None:
-    """A kubeconfig with one context ``nrl-k8s-sandbox``: bearer token, and the CA for https."""
-    cluster: dict = {"server": server}
-    if ca_pem is not None:
-        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": CONTEXT, "cluster": cluster}],
-        "users": [{"name": CONTEXT, "user": {"token": token}}],
-        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": namespace}}],
-        "current-context": CONTEXT,
-        "preferences": {},
-    }
-    with open_private(path) as handle:
-        handle.write(yaml.safe_dump(config, sort_keys=False))
-
-
-def write_runtime(paths: Paths, info: dict) -> None:
-    with open_private(paths.runtime) as handle:
-        handle.write(json.dumps(info, indent=2))
+        return (self.daemon_pid, self.runtime)
 
 
 def parse_faults(specs: list[str] | tuple[str, ...]) -> dict[str, str]:
@@ -108,18 +75,6 @@ def parse_faults(specs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return parsed
 
 
-def _check_state_file(path: Path) -> None:
-    """An existing ``--state`` file must be one the sandbox wrote (a JSON object)."""
-    if not path.exists():
-        return
-    try:
-        valid = isinstance(json.loads(path.read_text()), dict)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        valid = False
-    if not valid:
-        raise ConfigError(f"--state {path} is not a sandbox state file", hint="pass a new path, or the file an earlier sandbox wrote")
-
-
 def _log_tail(path: Path, lines: int = 20) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -132,42 +87,20 @@ def _running_daemon(paths: Paths) -> int | None:
     return read_pid(paths.daemon_pid)
 
 
-def _ray_group(paths: Paths) -> list[int]:
-    """Live members of the recorded Ray head's process group (none if the group id was recycled)."""
-    ray = recorded(paths.ray_pid)
-    if ray is None:
-        return []
-    pgid, started = ray
-    return group_members(pgid, started_after=started) if start_time(pgid) in (None, started) else []
-
-
 def _leftovers(paths: Paths) -> list[int]:
-    return sorted(set(marked(paths.dir)) | set(_ray_group(paths)))
+    return sorted(marked(paths.dir))
 
 
 # -- up ------------------------------------------------------------------------------------
 def up(
     sandbox_dir: Path | str | None = None,
     faults: list[str] | tuple[str, ...] = (),
-    speed: float = 1.0,
-    state: Path | str | None = None,
     timeout: float = START_TIMEOUT_S,
-    control_plane: str = "real",
 ) -> dict:
     """Start the sandbox in the background and return its runtime info once it is ready."""
     paths = Paths.of(sandbox_dir)
     chosen = parse_faults(faults)
-    if control_plane == "real":
-        if state is not None or speed != 1.0:
-            raise ConfigError("--state and --speed are the simulator's: the real control plane keeps its objects "
-                              "in etcd under --dir, and its delays are --delay",
-                              hint="add --control-plane simulated, or drop them")
-        binaries.find()  # built, or one line saying how
-    if speed <= 0:
-        raise ConfigError(f"--speed must be > 0, got {speed}")
-    if state is not None:
-        state = Path(state).expanduser().resolve()
-        _check_state_file(state)
+    binaries.find()  # built, or one line saying how
     paths.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     running = _running_daemon(paths)
     if running is not None:
@@ -182,12 +115,9 @@ def up(
             hint=f"clean up first: nrl-k8s sandbox down --dir {paths.dir}",
         )
     read_end, write_end = os.pipe()
-    command = [sys.executable, "-m", "nrl_k8s.sandbox", "serve", "--dir", str(paths.dir),
-               "--ready-fd", str(write_end), "--speed", str(speed), "--control-plane", control_plane]  # fmt: skip
+    command = [sys.executable, "-m", "nrl_k8s.sandbox", "serve", "--dir", str(paths.dir), "--ready-fd", str(write_end)]
     for name, value in chosen.items():
         command += ["--fault", f"{name}={value}" if value else name]
-    if state is not None:
-        command += ["--state", str(state)]
     env = {**os.environ, MARKER: str(paths.dir)}
     try:
         with open_private(paths.daemon_log, "ab") as log:
@@ -248,14 +178,10 @@ def _cleanup(paths: Paths) -> list[str]:
     if daemon is not None:
         terminate([daemon], DAEMON_STOP_S)
         lines.append(f"sandbox daemon (pid {daemon})")
-    group = _ray_group(paths)
-    if group:
-        terminate(group, PROCESS_STOP_S)
-        lines.append(f"Ray head process group {recorded(paths.ray_pid)[0]} ({len(group)} processes)")
     rest = marked(paths.dir)
     if rest:
         terminate(rest, PROCESS_STOP_S)
-        lines.append(f"{len(rest)} other processes started by the sandbox (Ray workers, job drivers): {rest}")
+        lines.append(f"{len(rest)} other processes started by the sandbox (control plane, Ray heads, drivers): {rest}")
     for path in paths.owned_files():
         path.unlink(missing_ok=True)
     # Ray's logs and the drivers' Secret volumes hold secret values: nothing of them outlives the sandbox.
@@ -269,8 +195,8 @@ def _admin(paths: Paths, method: str, path: str, body: dict | None = None) -> ob
     if _running_daemon(paths) is None or not paths.runtime.exists():
         raise SandboxError(f"no sandbox is running in {paths.dir}", hint=f"start one: nrl-k8s sandbox up --dir {paths.dir}")
     info = json.loads(paths.runtime.read_text())
-    base = info.get("admin_url") or info["api_http_url"]
-    context = ssl.create_default_context(cafile=info["ca_file"]) if "ca_file" in info else None
+    base = info["admin_url"]
+    context = ssl.create_default_context(cafile=info["ca_file"])
     request = urllib.request.Request(
         base + path,
         method=method,
@@ -299,24 +225,9 @@ def status(sandbox_dir: Path | str | None = None) -> dict:
             report["leftover_pids"] = leftovers
         return report
     info = json.loads(paths.runtime.read_text())
-    if info.get("control_plane") == "real":
-        report.update(api_url=info["api_url"], control_plane="real", versions=info["versions"],
-                      pids={"daemon": daemon, **info["pids"]}, faults=_admin(paths, "GET", "/sandbox/faults"))
-        return report
-    ray_pid = read_pid(paths.ray_pid)
-    report.update(
-        api_url=info["api_url"],
-        dashboard_url=info["dashboard_url"],
-        pids={"daemon": daemon, "ray_head": info["ray_pid"]},
-        ray_head_running=ray_pid is not None,
-        speed=info["speed"],
-        faults=_admin(paths, "GET", "/sandbox/faults"),
-        objects={},
-    )
-    for name, path in COUNTED.items():
-        listing = _admin(paths, "GET", path)
-        if listing is not None:
-            report["objects"][name] = len(listing["items"])
+    report.update(api_url=info["api_url"], versions=info["versions"],
+                  pids={"daemon": daemon, **info["pids"]}, faults=_admin(paths, "GET", "/sandbox/faults"),
+                  objects=_admin(paths, "GET", "/sandbox/objects"))
     return report
 
 

@@ -1,7 +1,7 @@
 """Our CRDs for the real control plane: Dynamo's DynamoGraphDeployment and the NVIDIA DRA driver's
 ComputeDomain (KubeRay's and kwok's come from their own modules, see ``binaries``).
 
-Shaped like the simulator's (``sandbox.crds``: names, scope, short name, status subresource), with
+Names, scope, short names, columns and the status subresource as the operators' own, with
 structural schemas that type what ``REFERENCE.md`` lists and keep everything else
 (``x-kubernetes-preserve-unknown-fields``). The DGD is served in ``v1alpha1`` and ``v1beta1``
 (storage); the API server converts between them through our webhook (``webhook.py``).
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 
-from ..crds import _AGE, _column, _crd
 
 _OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 _STRING = {"type": "string"}
@@ -19,6 +18,44 @@ _INT32 = {"type": "integer", "format": "int32"}
 _COUNT = {**_INT32, "minimum": 0}
 MAX_COMPONENTS = 25
 _NAME_LENGTH = 63
+
+
+def _column(name: str, json_path: str, type_: str = "string", priority: int = 0) -> dict:
+    return {"name": name, "type": type_, "jsonPath": json_path, "priority": priority}
+
+
+_AGE = _column("Age", ".metadata.creationTimestamp", "date")
+
+
+def _crd(group: str, version: str, kind: str, plural: str, short: list[str], columns: list[dict],
+         schema: dict, categories: tuple[str, ...] = ("all",)) -> dict:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short,
+                "categories": list(categories),
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": schema,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                }
+            ],
+        },
+    }
 
 
 def _object(properties: dict, **extra: object) -> dict:

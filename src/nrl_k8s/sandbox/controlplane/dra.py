@@ -6,24 +6,26 @@ per node a ResourceSlice of RoCE NICs (``roce.nvidia.com``, 8 per node, as upstr
 have) and of IMEX channels (``compute-domain.nvidia.com``). So claims are really allocated, and a
 pod whose claims cannot be satisfied stays Pending with the scheduler's reason, as on a cluster.
 
-``ComputeDomains`` is the simulator's controller (``operators.dra``) through the real API server:
-a ComputeDomain gets the channel ResourceClaimTemplate its ``spec.channel.resourceClaimTemplate.name``
-names (controller-owned by it, so the real garbage collector deletes it with it), then ``Ready``.
-No IMEX daemon runs.
+``ComputeDomains`` stands in for the NVIDIA DRA driver's controller: a ComputeDomain
+(``resource.nvidia.com/v1beta1``) gets ``status.status: NotReady``, the channel
+ResourceClaimTemplate its ``spec.channel.resourceClaimTemplate.name`` names (controller-owned by
+it, so the real garbage collector deletes it with it), then ``Ready``. No IMEX daemon runs, and
+``status.nodes`` stays empty.
 """
 
 from __future__ import annotations
 
-import kubernetes
+from .controller import Controller, Resource, controller_ref
 
-from ..faults import Faults
-from ..operators import dra
-from ..operators.base import Timing
+COMPUTEDOMAIN = Resource("resource.nvidia.com", "v1beta1", "computedomains")
+RESOURCECLAIMTEMPLATE = Resource("resource.k8s.io", "v1", "resourceclaimtemplates")
+DRIVER = "compute-domain.nvidia.com"
+CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
 
 #: DeviceClass name -> (driver, devices per GPU node).
 DRIVERS = {
     "roce.nvidia.com": ("roce.nvidia.com", 8),
-    dra.CHANNEL_CLASS: ("compute-domain.nvidia.com", 8),
+    CHANNEL_CLASS: (DRIVER, 8),
 }
 
 
@@ -42,6 +44,65 @@ def devices(nodes: list[str]) -> list[dict]:
     return objects
 
 
-class ComputeDomains(dra.ComputeDomains):
-    def __init__(self, api_client: kubernetes.client.ApiClient, faults: Faults):
-        super().__init__(api_client, Timing(faults), faults)
+def channel_template(domain: dict) -> dict | None:
+    """The channel ResourceClaimTemplate the driver creates for ``domain`` (None: none named)."""
+    meta, channel = domain["metadata"], (domain.get("spec") or {}).get("channel") or {}
+    name = (channel.get("resourceClaimTemplate") or {}).get("name")
+    if not name:
+        return None
+    parameters = {
+        "apiVersion": COMPUTEDOMAIN.group + "/" + COMPUTEDOMAIN.version,
+        "kind": "ComputeDomainChannelConfig",
+        "domainID": meta["uid"],
+        "allocationMode": channel.get("allocationMode", "Single"),
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": {"resource.nvidia.com/computeDomain": meta["uid"]},
+            "ownerReferences": [controller_ref(domain)],
+        },
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "channel", "exactly": {"deviceClassName": CHANNEL_CLASS}}],
+                    "config": [{"requests": ["channel"], "opaque": {"driver": DRIVER, "parameters": parameters}}],
+                }
+            }
+        },
+    }
+
+
+class ComputeDomains(Controller):
+    name = "dra"
+
+    def watches(self):
+        return [(COMPUTEDOMAIN, self._on_domain)]
+
+    def _on_domain(self, kind: str, obj: dict) -> None:
+        if kind != "DELETED" and (obj.get("status") or {}).get("status") != "Ready":
+            self.enqueue("sync_domain", obj["metadata"]["namespace"], obj["metadata"]["name"])
+
+    def sync_domain(self, namespace: str, name: str) -> None:
+        domain = self.get(COMPUTEDOMAIN, namespace, name)
+        if domain is None or (domain.get("status") or {}).get("status") == "Ready":
+            return
+        template = channel_template(domain)
+        if template is not None:
+            self.create_core(
+                lambda ns, body: self.custom.create_namespaced_custom_object(
+                    RESOURCECLAIMTEMPLATE.group, RESOURCECLAIMTEMPLATE.version, ns, RESOURCECLAIMTEMPLATE.plural, body
+                ),
+                namespace,
+                template,
+            )
+        if not domain.get("status"):
+            self.patch_status(COMPUTEDOMAIN, namespace, name, {"status": "NotReady", "nodes": []})
+        self.enqueue("ready_domain", namespace, name)
+
+    def ready_domain(self, namespace: str, name: str) -> None:
+        if self.get(COMPUTEDOMAIN, namespace, name) is not None:
+            self.patch_status(COMPUTEDOMAIN, namespace, name, {"status": "Ready", "nodes": []})

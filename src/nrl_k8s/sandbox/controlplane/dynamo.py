@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -35,13 +36,96 @@ from typing import Callable
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
-from ..conversion import MAIN, _merge_env
+from .conversion import MAIN, _merge_env
 from ..faults import Faults
-from ..operators.base import Controller, Resource, Timing, controller_ref, json_body
-from ..operators.dynamo import (COMPONENT, DGD, FRONTEND_PORT, LABEL_COMPONENT, LABEL_DGD, LABEL_TYPE,
-                                NO_CAPACITY, PODS_NOT_READY, Component, _ready_condition, _unscheduled,
-                                components, model_id, verdict)
+from .controller import Controller, Resource, controller_ref, json_body, now
 from .kubelet import MODEL_ANNOTATION
+
+DGD = Resource("nvidia.com", "v1beta1", "dynamographdeployments")
+COMPONENT = "dynamographdeployment"  # the operator's event recorder
+FRONTEND_PORT = 8000
+LABEL_DGD = "nvidia.com/dynamo-graph-deployment-name"
+LABEL_COMPONENT = "nvidia.com/dynamo-component"
+LABEL_TYPE = "nvidia.com/dynamo-component-type"
+MODEL_FLAGS = ("--served-model-name", "--model", "--model-path")
+DEFAULT_IMAGE = "nvcr.io/nvidia/ai-dynamo/runtime"
+READY, PODS_NOT_READY, NO_CAPACITY, MIXED = (
+    "all_resources_are_ready", "pods_not_ready", "insufficient_capacity", "mixed_not_ready_reasons")
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    type: str
+    replicas: int
+    nodes: int
+    template: dict  # the pod template: metadata and spec (containers always set)
+
+    @property
+    def pod_spec(self) -> dict:
+        return self.template["spec"]
+
+    @property
+    def pods(self) -> int:
+        return self.replicas * self.nodes
+
+    @property
+    def hash(self) -> str:
+        """What makes this component's pods: a change replaces them (a replica change does not)."""
+        identity = json.dumps([self.template, self.type, self.nodes], sort_keys=True)
+        return hashlib.sha256(identity.encode()).hexdigest()[:10]
+
+
+def components(spec: dict) -> list[Component]:
+    """The graph's components, from a v1beta1 spec (``spec.components``)."""
+    found = []
+    for item in spec.get("components") or []:
+        template = dict(item.get("podTemplate") or {})
+        pod_spec = dict(template.get("spec") or {})
+        pod_spec.setdefault("containers", [{"name": "main", "image": DEFAULT_IMAGE}])
+        nodes = int((item.get("multinode") or {}).get("nodeCount") or 1)
+        found.append(Component(item["name"], item.get("type") or "worker", int(item.get("replicas", 1)), nodes,
+                               {**template, "spec": pod_spec}))
+    return found
+
+
+def model_id(dgd_name: str, parts: list[Component]) -> str:
+    """The served model: ``--served-model-name``, ``--model`` or ``--model-path`` in any
+    container's command/args, else the DGD name."""
+    tokens: list[str] = []
+    for part in parts:
+        for container in part.pod_spec.get("containers") or []:
+            for word in [*(container.get("command") or []), *(container.get("args") or [])]:
+                tokens += shlex.split(str(word))
+    for flag in MODEL_FLAGS:
+        for i, token in enumerate(tokens):
+            if token == flag and i + 1 < len(tokens):
+                return tokens[i + 1]
+            if token.startswith(flag + "="):
+                return token.split("=", 1)[1]
+    return dgd_name
+
+
+def _ready_condition(status: str, reason: str, message: str) -> dict:
+    return {"type": "Ready", "status": status, "reason": reason, "message": message, "lastTransitionTime": now()}
+
+
+def _unscheduled(pod: dict) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def verdict(waiting: dict[str, tuple[str, str]], counts: dict, generation: int) -> dict:
+    """The DGD status from the components still waiting (name -> (reason, message))."""
+    if not waiting:
+        condition = _ready_condition("True", READY, "All resources are ready")
+    else:
+        reasons = {reason for reason, _ in waiting.values()}
+        condition = _ready_condition("False", reasons.pop() if len(reasons) == 1 else MIXED,
+                                     "Resources not ready: " + "; ".join(message for _, message in waiting.values()))
+    return {"state": "pending" if waiting else "successful", "conditions": [condition], "components": counts,
+            "observedGeneration": generation}
+
 
 DEPLOYMENT = Resource("apps", "v1", "deployments")
 MANAGER = "dynamo-operator"  # the field manager of what it applies
@@ -172,7 +256,7 @@ class Dynamo(Controller):
     name = "dynamo"
 
     def __init__(self, api_client: kubernetes.client.ApiClient, faults: Faults):
-        super().__init__(api_client, Timing(faults), faults)
+        super().__init__(api_client, faults)
         self.apps = kubernetes.client.AppsV1Api(api_client)
         self._rollouts: dict[str, Rollout] = {}  # DGD uid -> this generation's decisions (worker thread only)
 

@@ -2,7 +2,7 @@
 
 The API server sends an ``apiextensions.k8s.io/v1`` ConversionReview whenever a DGD is read or
 written in a version other than the stored one; ``review`` answers it with every object converted
-by ``sandbox.conversion.convert`` (the mapping the Dynamo operator's webhook does). Each connection
+by ``conversion.convert`` (the mapping the Dynamo operator's webhook does). Each connection
 is served on a thread of its own, TLS handshake included.
 """
 
@@ -17,8 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..conversion import convert
-from ..tls import server_context
+from .conversion import convert
 
 log = logging.getLogger("nrl_k8s.sandbox.controlplane.webhook")
 REVIEW_VERSION = "apiextensions.k8s.io/v1"
@@ -104,7 +103,10 @@ class ConversionWebhook:
 
     def __init__(self, cert: Path, key: Path):
         self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.context = server_context(Path(cert).read_bytes(), Path(key).read_bytes())
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.set_alpn_protocols(["http/1.1"])
+        context.load_cert_chain(str(cert), str(key))
+        self._server.context = context
         self.url = f"https://127.0.0.1:{self._server.server_address[1]}{PATH}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="dgd-webhook", daemon=True)
 

@@ -153,3 +153,20 @@ class HeldJob:
                            field_selector=f"metadata.name={self.name}",
                            until=lambda o: field(o.get(self.name), "status", "jobStatus") in ("SUCCEEDED", "FAILED", "STOPPED"))  # fmt: skip
         return done[self.name]["status"]["jobStatus"]
+
+
+def served_deployment(api: client.ApiClient, namespace: str, port: int = 80) -> str:
+    """A Deployment whose pod the sandbox's local kubelet runs (an HTTP stub answering 200), and a
+    Service of the same name in front of it; returns the name once the service proxy reaches it."""
+    name = unique("web")
+    labels = {"app": name, "nrl-k8s.io/deployment": name}
+    client.AppsV1Api(api).create_namespaced_deployment(namespace, {
+        "metadata": {"name": name},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "web", "image": "example/web:1", "ports": [{"containerPort": port}]}]}}},
+    })  # fmt: skip
+    client.CoreV1Api(api).create_namespaced_service(namespace, {
+        "metadata": {"name": name}, "spec": {"selector": {"app": name}, "ports": [{"port": port, "targetPort": port}]}})
+    eventually(lambda: proxy(api, "GET", namespace, f"{name}:{port}", "")[0] == 200, what=f"Service {name} serving")
+    return name

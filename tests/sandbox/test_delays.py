@@ -7,61 +7,59 @@ at least ``DELAY_S`` seconds shows as at least ``DELAY_S``).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-import time
 
 import pytest
 from kubernetes import client
-from operator_helpers import condition, dgd, field, proxy, ray_cluster_spec, rayjob
-from sandbox_harness import eventually, nrl_k8s, observe, unique
+from operator_helpers import condition, dgd, field, ray_cluster_spec, rayjob
+from sandbox_harness import History, nrl_k8s, observe, unique
 
-from nrl_k8s.sandbox.operators.base import parse_time
-
-NS = "default"
 DELAY_S = 3
 
 
+def _stamp(value: str) -> float:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
 def _since_creation(obj: dict, stamp: str) -> float:
-    return parse_time(stamp) - parse_time(obj["metadata"]["creationTimestamp"])
+    return _stamp(stamp) - _stamp(obj["metadata"]["creationTimestamp"])
 
 
 def test_each_kind_becomes_ready_only_after_its_delay(sandbox, api, core, custom, sandbox_namespace):
-    apps = client.AppsV1Api(api)
+    """kwok holds the pods it plays (a RayCluster's workers, a DGD's workers, a Deployment's pods)
+    and the local kubelet the ones it runs (a Ray head, a DGD frontend, KubeRay's submitter)."""
+    ns, apps = sandbox_namespace, client.AppsV1Api(api)
     names = {kind: unique(f"slow{kind}") for kind in ("rc", "dgd", "job", "dep")}
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": names["dep"]},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": names["dep"]}}, "template": {
             "metadata": {"labels": {"app": names["dep"]}}, "spec": {"containers": [{"name": "c", "image": "example/c:1"}]}}},
     }  # fmt: skip
+    job = rayjob(names["job"], "true", submissionMode="K8sJobMode")
     delays = ";".join(f"{kind}:{DELAY_S}" for kind in ("raycluster", "dgd", "rayjob", "deployment"))
-    with sandbox.fault("delay", delays):
-        before = time.time()
-        custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", {
+    submitter = History(core.list_namespaced_pod, ns, label_selector=f"batch.kubernetes.io/job-name={names['job']}")
+    with submitter, sandbox.fault("delay", delays):
+        custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", {
             "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": names["rc"]}, "spec": ray_cluster_spec()})  # fmt: skip
-        custom.create_namespaced_custom_object("nvidia.com", "v1alpha1", NS, "dynamographdeployments", dgd(names["dgd"]))
-        custom.create_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", rayjob(names["job"], "true"))
-        apps.create_namespaced_deployment(sandbox_namespace, deployment)
-        served = eventually(lambda: proxy(api, "GET", NS, f"{names['dgd']}-frontend:8000", "v1/models")[0] == 200 and time.time(),
-                            what="the DGD's frontend serving")  # fmt: skip
-        cluster = observe(custom.list_namespaced_custom_object, "ray.io", "v1", NS, "rayclusters",
+        custom.create_namespaced_custom_object("nvidia.com", "v1alpha1", ns, "dynamographdeployments", dgd(names["dgd"]))
+        custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayjobs", job)
+        apps.create_namespaced_deployment(ns, deployment)
+        cluster = observe(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayclusters",
                           field_selector=f"metadata.name={names['rc']}",
-                          until=lambda o: field(o.get(names["rc"]), "status", "state") == "ready")[names["rc"]]
-        graph = observe(custom.list_namespaced_custom_object, "nvidia.com", "v1alpha1", NS, "dynamographdeployments",
+                          until=lambda o: condition(o.get(names["rc"]) or {}, "RayClusterProvisioned").get("status") == "True")[names["rc"]]
+        graph = observe(custom.list_namespaced_custom_object, "nvidia.com", "v1alpha1", ns, "dynamographdeployments",
                         field_selector=f"metadata.name={names['dgd']}",
                         until=lambda o: field(o.get(names["dgd"]), "status", "state") == "successful")[names["dgd"]]
-        job = observe(custom.list_namespaced_custom_object, "ray.io", "v1", NS, "rayjobs",
-                      field_selector=f"metadata.name={names['job']}",
-                      until=lambda o: bool(field(o.get(names["job"]), "status", "startTime")))[names["job"]]
-        ready = observe(apps.list_namespaced_deployment, sandbox_namespace, field_selector=f"metadata.name={names['dep']}",
+        ready = observe(apps.list_namespaced_deployment, ns, field_selector=f"metadata.name={names['dep']}",
                         until=lambda o: condition(o.get(names["dep"]) or {}, "Available").get("status") == "True")[names["dep"]]
-    assert served - before >= DELAY_S
+        started = submitter.wait(lambda h: any(field(o, "status", "startTime") for _, o in h.events()),
+                                 what="KubeRay's submitter pod started")
+        pod = next(o for _, o in started.events() if field(o, "status", "startTime"))
     assert _since_creation(cluster, condition(cluster, "RayClusterProvisioned")["lastTransitionTime"]) >= DELAY_S
     assert _since_creation(graph, condition(graph, "Ready")["lastTransitionTime"]) >= DELAY_S
-    assert _since_creation(job, job["status"]["startTime"]) >= DELAY_S  # KubeRay first reconciles it after the delay
     assert _since_creation(ready, condition(ready, "Available")["lastTransitionTime"]) >= DELAY_S
-    custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayclusters", names["rc"])
-    custom.delete_namespaced_custom_object("nvidia.com", "v1alpha1", NS, "dynamographdeployments", names["dgd"])
-    custom.delete_namespaced_custom_object("ray.io", "v1", NS, "rayjobs", names["job"])
+    assert _since_creation(pod, pod["status"]["startTime"]) >= DELAY_S
 
 
 BAD_DELAYS = {"unknown-kind": "pod=3", "not-a-number": "dgd=soon", "negative": "raycluster=-1", "no-seconds": "dgd"}

@@ -1,12 +1,12 @@
-"""What the simulated operators share: a watch-driven controller loop, timers, timing knobs, Events.
+"""What our controllers share (Dynamo's and the DRA driver's): a watch-driven loop, timers, Events.
 
 A ``Controller`` lists then watches its resources through the official ``kubernetes`` client
-(the operator token: exempt from faults), turns every event into a work item, and runs work
-items one at a time on its own thread, so a reconcile never races another one of the same
-operator. Reconciles are keyed ``(method, namespace, name)`` and de-duplicated; a failed one is
-retried a second later. Delays ("containers become Ready after a while") are timers that
-enqueue a key when due — never sleeps. ``record`` writes core/v1 Events as client-go's recorder
-does (``<object>.<hex nanoseconds>`` names, a repeat raises ``count`` and ``lastTimestamp``).
+(the operators' admin kubeconfig), turns every event into a work item, and runs work items one
+at a time on its own thread, so a reconcile never races another one of the same controller.
+Reconciles are keyed ``(method, namespace, name)`` and de-duplicated; a failed one is retried a
+second later. Timers enqueue a key when due (never sleeps). ``record`` writes core/v1 Events as
+client-go's recorder does (``<object>.<hex nanoseconds>`` names, a repeat raises ``count`` and
+``lastTimestamp``).
 """
 
 from __future__ import annotations
@@ -16,29 +16,24 @@ import heapq
 import json
 import logging
 import queue
-import random
 import threading
 import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
-import httpx
 import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from nrl_k8s.sandbox.faults import Faults, delays
-from nrl_k8s.sandbox.proxy import ENDPOINTS_ANNOTATION  # noqa: F401 (re-exported for the operators)
-from nrl_k8s.sandbox.store import GENERATE_ALPHABET
+from ..faults import Faults
 
-log = logging.getLogger("nrl_k8s.sandbox.operators")
+log = logging.getLogger("nrl_k8s.sandbox.controllers")
 
 MERGE_PATCH = "application/merge-patch+json"
 WATCH_TIMEOUT_S = 60
 RETRY_S = 1.0
-NODE = "sandbox"  # the one fake node every pod "runs" on (host IP 127.0.0.1)
 KEPT_EVENTS = 4096  # events remembered for aggregation, per controller
 
 
@@ -49,43 +44,9 @@ class Resource:
     plural: str
 
 
-class Timing:
-    """Simulated delays: ``base / speed``, times the ``slow=FACTOR`` fault when it is set; a
-    kind's readiness: the ``delay`` fault's seconds for that kind when it names it."""
-
-    def __init__(self, faults: Faults, speed: float = 1.0):
-        self.faults = faults
-        self.speed = speed
-
-    def delay(self, base: float) -> float:
-        slow = self.faults.get("slow")
-        return base / self.speed * (float(slow) if slow else 1.0)
-
-    def ready(self, kind: str, base: float) -> float:
-        """Seconds until a new object of ``kind`` (``faults.DELAY_KINDS``) is ready."""
-        value = self.faults.get("delay")
-        chosen = delays(value).get(kind) if value else None
-        return self.delay(base) if chosen is None else chosen
-
-
-def api_client(api_url: str, token: str) -> kubernetes.client.ApiClient:
-    config = kubernetes.client.Configuration(host=api_url, api_key={"authorization": f"Bearer {token}"})
-    return kubernetes.client.ApiClient(config)
-
-
 def now() -> str:
     """RFC 3339 UTC timestamp, second precision, as the API server writes them."""
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str) -> float:
-    return dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
-
-
-def suffix(length: int = 5) -> str:
-    """A random suffix from apimachinery's ``rand.String`` alphabet (no vowels, no 0, 1, 3), as
-    KubeRay's generated names and the API server's ``generateName`` use."""
-    return "".join(random.choices(GENERATE_ALPHABET, k=length))
 
 
 def controller_ref(owner: dict) -> dict:
@@ -107,10 +68,9 @@ class Controller:
 
     name = "controller"
 
-    def __init__(self, api: kubernetes.client.ApiClient, timing: Timing, faults: Faults):
+    def __init__(self, api: kubernetes.client.ApiClient, faults: Faults):
         self.custom = kubernetes.client.CustomObjectsApi(api)
         self.core = kubernetes.client.CoreV1Api(api)
-        self.timing = timing
         self.faults = faults
         self._queue: queue.Queue[Key | Callable[[], None] | None] = queue.Queue()
         self._queued: set[Key] = set()
@@ -196,11 +156,11 @@ class Controller:
     def _guard(self, fn: Callable[[], None], key: Key | None) -> None:
         try:
             fn()
-        except (ApiException, httpx.HTTPError, urllib3.exceptions.HTTPError, OSError) as err:
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as err:
             log.warning("%s: %s failed, retrying in %.0fs: %s", self.name, key or fn, RETRY_S, err)
             if key is not None:
                 self.later(RETRY_S, *key)
-        except Exception:  # an object no schema checked (the sandbox validates none): log it, keep the loop alive
+        except Exception:  # noqa: BLE001 - a reconcile's bug is logged; the loop must live on
             log.exception("%s: %s failed", self.name, key or fn)
 
     # -- watching --------------------------------------------------------------------------
@@ -329,36 +289,10 @@ class Controller:
             if err.status != 409:
                 raise
 
-    def ensure_service(self, service: dict) -> bool:
-        """Create a Service (True), or bring an existing one's annotations (its endpoints) up to date."""
-        meta = service["metadata"]
-        try:
-            self.core.create_namespaced_service(meta["namespace"], service, _preload_content=False)
-        except ApiException as err:
-            if err.status != 409:
-                raise
-            patch = {"metadata": {"annotations": meta["annotations"]}}
-            self.core.patch_namespaced_service(meta["name"], meta["namespace"], patch, _content_type=MERGE_PATCH)
-            return False
-        return True
 
     def list_pods(self, namespace: str, selector: str) -> list[dict]:
         response = self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
         return json_body(response)["items"]
-
-    def delete_pod(self, namespace: str, name: str) -> None:
-        try:
-            self.core.delete_namespaced_pod(name, namespace)
-        except ApiException as err:
-            if err.status != 404:
-                raise
-
-    def patch_pod_status(self, namespace: str, name: str, status: dict) -> None:
-        try:
-            self.core.patch_namespaced_pod_status(name, namespace, {"status": status}, _content_type=MERGE_PATCH)
-        except ApiException as err:
-            if err.status != 404:
-                raise
 
 
 def json_body(response: urllib3.BaseHTTPResponse) -> dict:

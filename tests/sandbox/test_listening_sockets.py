@@ -1,5 +1,6 @@
-"""Everything a running sandbox listens on is on loopback: the daemon, the Ray head's process group
-and every descendant, with a held RayJob so its driver, a task worker and an actor exist too."""
+"""Everything a running sandbox listens on is on loopback: the daemon, the control plane's
+processes, the Ray heads and every descendant, with a held RayJob so its driver, a task worker
+and an actor exist too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from operator_helpers import HeldJob
 
-from nrl_k8s.sandbox.pids import group_members, marked, read_pid
+from nrl_k8s.sandbox.pids import marked, read_pid
 
 LISTENING = {"tcp": "0A", "tcp6": "0A", "udp": "07", "udp6": "07"}  # TCP LISTEN; UDP unconnected
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -24,10 +25,10 @@ def _parent(pid: int) -> int | None:
 
 
 def sandbox_processes(box) -> set[int]:
-    """The daemon, the Ray head's process group, every marked process, and all their descendants."""
-    daemon, ray_head = read_pid(box.dir / "daemon.pid"), read_pid(box.dir / "ray-head.pid")
-    assert daemon and ray_head, "the sandbox is not running"
-    found = {daemon, ray_head, *group_members(ray_head), *marked(box.dir)}
+    """The daemon, every marked process (its children carry the marker), and all their descendants."""
+    daemon = read_pid(box.dir / "daemon.pid")
+    assert daemon, "the sandbox is not running"
+    found = {daemon, *marked(box.dir)}
     parents = {int(name): _parent(int(name)) for name in os.listdir("/proc") if name.isdigit()}
     while grown := {pid for pid, parent in parents.items() if parent in found} - found:
         found |= grown
@@ -80,6 +81,7 @@ def test_every_socket_the_sandbox_listens_on_is_on_loopback(sandbox, tmp_path):
     assert exposed == [], "listening beyond loopback:\n" + "\n".join(exposed)
     # The scan did see the sandbox's servers and the job's processes: it cannot pass by seeing nothing.
     ports = {port for found in sockets.values() for _, _, port in found}
-    assert {int(sandbox.api_url.rsplit(":", 1)[1]), int(sandbox.dashboard_url.rsplit(":", 1)[1])} <= ports
+    servers = (sandbox.api_url, sandbox.info["apiserver_url"])
+    assert {int(url.rsplit(":", 1)[1]) for url in servers} <= ports
     assert {role: sockets.get(pid) for role, pid in job.pids.items() if not sockets.get(pid)} == {}
     assert job.final_status() == "SUCCEEDED"
