@@ -106,7 +106,7 @@ def start_cluster(kubeconfig: Path, namespace: str, cluster: str) -> None:
             {"name": "ray-head", "image": "rayproject/ray"}]}}}}})
     core = client.CoreV1Api(api)
     deadline = time.monotonic() + 300
-    while True:  # the simulated KubeRay creates the head Service within seconds
+    while True:  # KubeRay creates the head Service within seconds
         try:
             core.read_namespaced_service(f"{cluster}-head-svc", namespace)
             return
