@@ -1,5 +1,6 @@
-"""The session's real sandbox (kube-apiserver behind the sandbox's front proxy), kubeconfigs for it,
-a namespace per test, faults turned on per test, and a backend pod reached through the service proxy.
+"""Kubeconfigs for the session's sandbox (``sandbox``: kube-apiserver behind the sandbox's front
+proxy), a namespace per test, faults turned on per test, and a backend pod reached through the
+service proxy.
 
 Every test talks to the real API server over HTTPS through ``nrl_k8s.kube.Kube`` (urllib3
 underneath), with the user's kubeconfig: its requests pass the front proxy, which counts them
@@ -22,7 +23,7 @@ import pytest
 import yaml
 from sandbox_harness import DEADLINE_S, Sandbox, eventually, unique
 
-from nrl_k8s.errors import ConflictError, ResourceFailed
+from nrl_k8s.errors import ConflictError
 from nrl_k8s.kinds import pod
 from nrl_k8s.kinds.core import NAMESPACE
 from nrl_k8s.kinds.service import KIND as SERVICE
@@ -65,11 +66,6 @@ def write_kubeconfig(path: Path, box: Sandbox, *, server: str | None = None, tok
     }
     path.write_text(yaml.safe_dump(doc))
     return path
-
-
-@pytest.fixture
-def sandbox(real_sandbox) -> Sandbox:
-    return real_sandbox
 
 
 @pytest.fixture
@@ -154,30 +150,37 @@ class Backend:
 HEAD_POD = {"metadata": {"name": "backend", "labels": {"ray.io/node-type": "head", "app": "backend"}},
             "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray",
                                      "ports": [{"containerPort": 8265}, {"containerPort": 8000}]}]}}
-HEAD_ATTEMPTS = 3
 
 
-def _start_head(kube: Kube, namespace: str) -> None:
-    """The backend pod, Ready. A Ray head can miss its own start-up deadlines on a loaded machine
-    (the pod ends Failed): it is made again, ``HEAD_ATTEMPTS`` times at most."""
-    for attempt in range(1, HEAD_ATTEMPTS + 1):
-        kube.create(pod.KIND, {**HEAD_POD, "metadata": {**HEAD_POD["metadata"], "namespace": namespace}})
-        try:
-            kube.wait(pod.KIND, pod.readiness, name="backend", namespace=namespace, timeout_s=DEADLINE_S)
-            return
-        except ResourceFailed:
-            if attempt == HEAD_ATTEMPTS:
-                raise
-            kube.delete(pod.KIND, "backend", namespace)
-            kube.wait_gone(pod.KIND, "backend", namespace, timeout_s=DEADLINE_S)
+def _serve(kube: Kube, namespace: str, entrypoint: str) -> None:
+    """Run ``entrypoint`` as a Ray job on the backend pod's head until port 8000 answers through
+    the service proxy. A submission the dashboard refuses (while the head's job agent starts, or
+    before the Service has its endpoint) is made again, and so is a job that ended."""
+    submitted: list[str] = []
+
+    def answering() -> bool:
+        if kube.proxy("GET", "backend", 8000, "/", namespace=namespace, timeout_s=60)[0] == 200:
+            return True
+        if submitted:
+            code, data = kube.proxy("GET", "backend", 8265, f"/api/jobs/{submitted[-1]}", namespace=namespace,
+                                    timeout_s=60)
+            if code == 200 and json.loads(data).get("status") in ("PENDING", "RUNNING"):
+                return False
+        code, data = kube.proxy("POST", "backend", 8265, "/api/jobs/", namespace=namespace,
+                                json={"entrypoint": entrypoint}, timeout_s=60)
+        if code == 200:
+            submitted.append(json.loads(data)["submission_id"])
+        return False
+
+    eventually(answering, what="the backend answering through the service proxy")
 
 
 @pytest.fixture(scope="session")
-def backend(real_sandbox, tmp_path_factory) -> Iterator[Backend]:
+def backend(sandbox, tmp_path_factory) -> Iterator[Backend]:
     """A Ray head pod (the sandbox's local kubelet runs a real ``ray start --head`` for it) whose
     container port 8000 is served by a Ray job running ``proxied_backend.py``, behind Service
     ``backend``: the API server proxies to the pod's IP, its egress to the job's loopback port."""
-    box = real_sandbox
+    box = sandbox
     namespace = make_namespace(box, "backend")
     record = tmp_path_factory.mktemp("backend") / "requests.jsonl"
     record.touch()
@@ -186,15 +189,9 @@ def backend(real_sandbox, tmp_path_factory) -> Iterator[Backend]:
         kube.create(SERVICE, {"metadata": {"name": "backend", "namespace": namespace},
                               "spec": {"selector": {"app": "backend"},
                                        "ports": [{"name": "dashboard", "port": 8265}, {"name": "web", "port": 8000}]}})
-        _start_head(kube, namespace)
-        eventually(lambda: kube.proxy("GET", "backend", 8265, "/api/version", namespace=namespace, timeout_s=60)[0] == 200,
-                   what="the Ray dashboard answering through the service proxy")  # once the Service has its endpoint
-        entrypoint = f"{sys.executable} {script} $NRL_K8S_SANDBOX_PORT_8000 {record}"
-        code, body = kube.proxy("POST", "backend", 8265, "/api/jobs/", namespace=namespace,
-                                json={"entrypoint": entrypoint}, timeout_s=DEADLINE_S)
-        assert code == 200, body
-        eventually(lambda: kube.proxy("GET", "backend", 8000, "/", namespace=namespace, timeout_s=60)[0] == 200,
-                   what="the backend answering through the service proxy")
+        kube.create(pod.KIND, {**HEAD_POD, "metadata": {**HEAD_POD["metadata"], "namespace": namespace}})
+        kube.wait(pod.KIND, pod.readiness, name="backend", namespace=namespace, timeout_s=DEADLINE_S)
+        _serve(kube, namespace, f"{sys.executable} {script} $NRL_K8S_SANDBOX_PORT_8000 {record}")
     try:
         yield Backend(namespace, "backend", 8000, record)
     finally:
