@@ -115,6 +115,21 @@ def test_exec_into_the_head_pod(sandbox, namespace, head):
     assert "alive 1" in result.stdout  # the driver reached the pod's own Ray head
 
 
+def test_exec_passes_stdin_and_its_end(sandbox, namespace, head):
+    """`kubectl exec -i` ends when its stdin does, as on a cluster: `kubectl cp` rests on it."""
+    result = sandbox.kubectl("exec", "-i", "-n", namespace, head, "--", "cat", stdin="through stdin\n")
+    assert result.stdout == "through stdin\n"
+
+
+def test_cp_a_file_into_the_head_pod_and_back(sandbox, namespace, head, tmp_path):
+    (tmp_path / "sent.txt").write_text("copied in\n")
+    folder = sandbox.kubectl("exec", "-n", namespace, head, "--", "mktemp", "-d").stdout.strip()
+    sandbox.kubectl("cp", "-n", namespace, str(tmp_path / "sent.txt"), f"{head}:{folder}/sent.txt")
+    sandbox.kubectl("cp", "-n", namespace, f"{head}:{folder}/sent.txt", str(tmp_path / "back.txt"))
+    assert (tmp_path / "back.txt").read_text() == "copied in\n"
+    sandbox.kubectl("exec", "-n", namespace, head, "--", "rm", "-r", folder)
+
+
 def test_logs_of_the_head_pod(sandbox, namespace, head):
     text = eventually(lambda: sandbox.kubectl("logs", "-n", namespace, head, check=False).stdout,
                       what="the head pod's log")

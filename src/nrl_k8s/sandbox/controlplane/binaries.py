@@ -69,6 +69,16 @@ TARGETS = (
     Target("kuberay", "github.com/ray-project/kuberay/ray-operator", "kuberay-operator"),
 )
 BINARIES = tuple(target.output for target in TARGETS)
+#: Fixes we carry on a published module's source, applied in a copy at build time:
+#: (our module folder, Go module@version, file in it, text, replacement).
+PATCHES = (
+    # kwok runs an exec's command with a stdin pipe it never closes: `echo a | kubectl exec -i POD
+    # -- cat` and `kubectl cp` into a pod hang. A kubelet's runtime closes it when the client's
+    # stdin ends (kubernetes#13322 and its e2e test).
+    ("kwok", f"sigs.k8s.io/kwok@{KWOK}", "pkg/utils/exec/exec.go", "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
+     "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n\t\t\t\t_ = inPipe.Close() // nrl-k8s: the command sees stdin end\n"),
+)
+PATCH_LEVEL = "p1"  # bump with PATCHES: builds are kept per key()
 #: (module folder, Go module path, CRD files inside it) copied into crds/.
 CRDS = (
     ("kuberay", "github.com/ray-project/kuberay/ray-operator",
@@ -80,7 +90,7 @@ CRDS = (
 
 
 def key() -> str:
-    return f"k8s-{KUBERNETES}_etcd-{ETCD}_kwok-{KWOK}_kuberay-{KUBERAY}"
+    return f"k8s-{KUBERNETES}_etcd-{ETCD}_kwok-{KWOK}_kuberay-{KUBERAY}_{PATCH_LEVEL}"
 
 
 def cache_root() -> Path:
@@ -145,15 +155,17 @@ def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.st
         shutil.rmtree(work, ignore_errors=True)
         (work / "bin").mkdir(parents=True)
         (work / "crds").mkdir()
+        folders = {module: _patched(go, module, work / "patched") for module in {t.module for t in TARGETS}}
         for number, target in enumerate(TARGETS, 1):
             progress(f"building {target.output} ({number}/{len(TARGETS)}, {time.monotonic() - started:.0f} s so far)")
-            _go(go, target.module, "build", "-trimpath", "-ldflags", f"-s -w {target.ldflags}".strip(),
+            _go(go, folders[target.module], "build", "-trimpath", "-ldflags", f"-s -w {target.ldflags}".strip(),
                 "-o", str(work / "bin" / target.output), target.package)
+        shutil.rmtree(work / "patched")
         for module, path, files in CRDS:
-            source = Path(_go(go, module, "list", "-m", "-f", "{{.Dir}}", path).strip())
+            source = Path(_go(go, GO_DIR / module, "list", "-m", "-f", "{{.Dir}}", path).strip())
             for name in files:
                 shutil.copyfile(source / name, work / "crds" / Path(name).name)
-        old = json.loads(_go(go, "kuberay", "mod", "download", "-json", f"{CRDS[0][1]}@{KUBERAY_OLD}"))["Dir"]
+        old = json.loads(_go(go, GO_DIR / "kuberay", "mod", "download", "-json", f"{CRDS[0][1]}@{KUBERAY_OLD}"))["Dir"]
         (work / "crds" / "old").mkdir()
         shutil.copyfile(Path(old) / "config/crd/bases/ray.io_rayjobs.yaml", work / "crds" / "old" / "ray.io_rayjobs.yaml")
         seconds = time.monotonic() - started
@@ -172,12 +184,33 @@ def recorded_build() -> dict | None:
         return None
 
 
-def _go(go: str, module: str, *args: str) -> str:
+def _patched(go: str, module: str, scratch: Path) -> Path:
+    """The folder to build ``module`` in: ours, or a copy whose dependencies carry ``PATCHES``."""
+    patches = [patch for patch in PATCHES if patch[0] == module]
+    if not patches:
+        return GO_DIR / module
+    folder = scratch / module
+    shutil.copytree(GO_DIR / module, folder)
+    for _, target, file, text, replacement in patches:
+        source = Path(json.loads(_go(go, folder, "mod", "download", "-json", target))["Dir"])
+        copy = scratch / "src" / target.replace("/", "_")
+        shutil.copytree(source, copy, copy_function=shutil.copyfile)  # module cache files are read-only
+        for path in [copy, *copy.rglob("*")]:
+            path.chmod(0o700 if path.is_dir() else 0o600)
+        original = (copy / file).read_text()
+        if original.count(text) != 1:
+            raise SandboxError(f"the patch of {target} no longer applies to {file}", hint="update PATCHES in binaries.py")
+        (copy / file).write_text(original.replace(text, replacement))
+        _go(go, folder, "mod", "edit", f"-replace={target.split('@')[0]}={copy}")
+    return folder
+
+
+def _go(go: str, folder: Path, *args: str) -> str:
     env = {**os.environ, "GOFLAGS": "-mod=readonly"}
-    result = subprocess.run([go, *args], cwd=GO_DIR / module, env=env, capture_output=True, text=True)
+    result = subprocess.run([go, *args], cwd=folder, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         tail = " | ".join(result.stderr.strip().splitlines()[-3:])
-        raise SandboxError(f"go {args[0]} in {module} failed: {tail}",
+        raise SandboxError(f"go {args[0]} in {folder.name} failed: {tail}",
                            hint="check that the Go module proxy is reachable (GOPROXY), then run it again")
     return result.stdout
 
