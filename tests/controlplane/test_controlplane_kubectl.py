@@ -1,6 +1,6 @@
-"""kubectl against the real control plane, as a user types it: the everyday commands the
-simulator could not serve (exec, port-forward, explain, auth, nodes, scale) and the refusals a
-real API server makes (strict field validation, a mistyped field)."""
+"""kubectl against the sandbox, as a user types it: the everyday commands a cluster serves (exec
+with stdin, cp, logs, port-forward, explain, auth, nodes, scale) and the refusals a real API
+server makes (strict field validation, a mistyped field)."""
 
 from __future__ import annotations
 

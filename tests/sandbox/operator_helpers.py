@@ -73,6 +73,9 @@ def rayjob(name: str, entrypoint: str, **spec) -> dict:
     }
 
 
+IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.0"  # a Deployment needs one: the API server refuses a container without
+
+
 def dgd(name: str, *, worker_replicas: int = 1, model: str = "Qwen/Qwen3-0.6B") -> dict:
     return {
         "apiVersion": "nvidia.com/v1alpha1",
@@ -84,13 +87,13 @@ def dgd(name: str, *, worker_replicas: int = 1, model: str = "Qwen/Qwen3-0.6B") 
                 "Frontend": {
                     "componentType": "frontend",
                     "replicas": 1,
-                    "extraPodSpec": {"mainContainer": {"command": ["python3", "-m", "dynamo.frontend"]}},
+                    "extraPodSpec": {"mainContainer": {"image": IMAGE, "command": ["python3", "-m", "dynamo.frontend"]}},
                 },
                 "VllmDecodeWorker": {
                     "componentType": "worker",
                     "replicas": worker_replicas,
                     "resources": {"limits": {"gpu": "1"}},
-                    "extraPodSpec": {"mainContainer": {"args": ["--model", model]}},
+                    "extraPodSpec": {"mainContainer": {"image": IMAGE, "args": ["--model", model]}},
                 },
             },
         },

@@ -1,16 +1,15 @@
-"""Named faults the sandbox can inject, shared by the API server and the simulated operators.
+"""Named faults the sandbox can inject: the front proxy, RBAC, kwok's Stages, the kubelet and our controllers read them.
 
 A fault is active when set; its value is ``""`` for plain switches. Values:
 
     miss-driver-submission, dgd-stuck-pending, proxy-forbidden, no-dgd-crd   no value
     rules-incomplete                  no value: SelfSubjectRulesReview answers incomplete, as behind a
-                                      webhook authorizer (EKS, GKE, AKS): the simulator lists only the
-                                      self reviews, the real control plane's front proxy passes on
+                                      webhook authorizer (EKS, GKE, AKS): the front proxy passes on
                                       RBAC's rules marked incomplete, with the webhook's evaluation error
     old-rayjob-crd                    no value; like no-dgd-crd, read at start: KubeRay 1.5's RayJob CRD
     dgd-failed[=MESSAGE]              optional condition message
     frontend-unavailable=SECONDS      number >= 0
-    slow=FACTOR                       number > 0
+    slow=FACTOR                       number > 0: every pod (FACTOR - 1) s later Ready
     api-outage=SECONDS                number > 0: every user request answers 503 for that long
     api-errors=VERB:RESOURCE:CODE:COUNT[;...]   the next COUNT matching calls fail with CODE
     rbac-deny=VERB:RESOURCE[;...]     matching calls are Forbidden
@@ -19,8 +18,8 @@ A fault is active when set; its value is ``""`` for plain switches. Values:
 
 VERB is one of get, list, watch, create, update, patch, delete or ``*``; RESOURCE is a plural
 (``rayjobs``, ``pods``) or ``*``. ``api-errors`` counts down as calls consume it and clears
-itself when every entry is used up; ``api-outage`` clears itself once its time is over. ``delay`` seconds are not scaled by
-``--speed`` or ``slow``: they are the time a benchmark asked for.
+itself when every entry is used up; ``api-outage`` clears itself once its time is over. ``slow``
+adds to ``delay``'s seconds, never scales them: they are the time a benchmark asked for.
 """
 
 from __future__ import annotations

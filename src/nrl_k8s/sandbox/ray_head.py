@@ -1,4 +1,4 @@
-"""The one real Ray head the sandbox owns, shared by every simulated RayCluster.
+"""A real Ray head: what the local kubelet runs for each RayCluster head pod.
 
 ``ray start --head --block`` runs as a child in its own process group, with every port chosen
 free up front (several sandboxes can run side by side) and a short ``--temp-dir`` (Ray's unix

@@ -16,7 +16,7 @@ changes: ``state`` ``initializing`` → ``pending`` → ``successful``, the ``Re
 ``mixed_not_ready_reasons`` while not), ``components.NAME`` counts from the Deployment's status
 (pods ÷ nodeCount) and ``observedGeneration``, the generation whose Deployments are applied. A
 new generation re-applies only the Deployments whose content changed (server-side apply; a hash
-of what was applied is kept on each). Events as the simulated operator records them.
+of what was applied is kept on each). Events as the operator's ``SyncResource`` records them.
 
 Faults, read once per generation (a generation rolled out before the controller started keeps
 what was decided then): ``dgd-failed`` (state failed, a Warning event, no Deployments) and
@@ -404,7 +404,7 @@ class Dynamo(Controller):
 
     def _create(self, dgd: dict, kind: str, create: Callable[[], dict]) -> dict:
         """``create()`` a child, with the events the operator's ``SyncResource`` records around it
-        (naming the namespace, not the child), as the simulated operator records them."""
+        (naming the namespace, not the child)."""
         namespace = dgd["metadata"]["namespace"]
         self.record(dgd, "Normal", f"Create{kind}", f"Creating a new {kind} {namespace}", component=COMPONENT)
         created = create()
