@@ -50,11 +50,6 @@ def sandbox(tmp_path_factory, private_user_cache) -> Iterator[Sandbox]:
         stop_sandbox(box)
 
 
-@pytest.fixture(scope="session")
-def real_sandbox(sandbox) -> Sandbox:  # TODO(merge): the name a port in flight still uses; remove
-    return sandbox
-
-
 @pytest.fixture
 def separate_sandbox(tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
     """``with separate_sandbox(*faults, env=None) as box:`` — a sandbox of its own, always stopped."""
