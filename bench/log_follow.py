@@ -96,24 +96,21 @@ def follow_new(dash, submission_id: str) -> str:
 
 
 def start_cluster(kubeconfig: Path, namespace: str, cluster: str) -> None:
-    from kubernetes import client, config
+    """Create the RayCluster and wait (a watch) until KubeRay reports it ready: its real Ray head
+    runs and its dashboard serves."""
+    from nrl_k8s.kinds import raycluster
+    from nrl_k8s.kinds.base import Pending
+    from nrl_k8s.kinds.core import NAMESPACE
+    from nrl_k8s.kube import Kube
 
-    api = config.new_client_from_config(config_file=str(kubeconfig))
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
-    client.CustomObjectsApi(api).create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", {
-        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": cluster},
-        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
-            {"name": "ray-head", "image": "rayproject/ray"}]}}}}})
-    core = client.CoreV1Api(api)
-    deadline = time.monotonic() + 300
-    while True:  # KubeRay creates the head Service within seconds
-        try:
-            core.read_namespaced_service(f"{cluster}-head-svc", namespace)
-            return
-        except client.ApiException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    with Kube.connect(kubeconfig=str(kubeconfig), namespace=namespace) as kube:
+        kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        kube.create(raycluster.KIND, {
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": cluster, "namespace": namespace},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                {"name": "ray-head", "image": "rayproject/ray"}]}}}}})
+        kube.wait(raycluster.KIND, lambda obj: raycluster.readiness(obj) if obj else Pending("absent"), name=cluster,
+                  timeout_s=300)
 
 
 def printer(mb: int, seconds: int) -> str:

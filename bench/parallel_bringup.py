@@ -6,12 +6,13 @@ Starts a sandbox with `--delay dgd=S --delay raycluster=S` (default 20 and 15 s:
 cluster that take that long to become ready), then per run and mode times the installed
 `nrl-k8s run --rayjob --no-wait` (a subprocess, as a user runs it) from its start until the
 command returned (the driver submitted) and until the driver started: the driver's first act
-prints the wall time, read from its log afterwards (Ray marks a job RUNNING right before it starts
-the entrypoint), so measuring costs the machine nothing while Ray starts it. Serial costs the DGD
-wait plus the cluster wait; parallel should cost the longer of the two. Target: parallel <=
+prints the wall time, read afterwards from its log file on the disk of its Ray head (the RayJob's
+``status.jobId`` names it; the file outlives the cluster, which KubeRay deletes once the job
+ends), so measuring costs the machine nothing while Ray starts it. Serial costs the DGD wait plus
+the cluster wait; parallel should cost the longer of the two. Target: parallel <=
 max(dgd, raycluster) + 1.5 s. Prints medians and the ratios, and each run's split: nrl-k8s from
-its start until the submission (Ray's own record of the job's start_time) and Ray alone from
-that submission until the driver started.
+its start until the submission (Ray's own record of the job's start_time, which KubeRay copies to
+``status.rayJobInfo.startTime``) and Ray alone from that submission until the driver started.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
-import httpx
-
 from nrl_k8s.kinds import rayjob
+from nrl_k8s.kinds.base import Pending, Readiness, Ready
 from nrl_k8s.kube import Kube
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,36 +42,56 @@ MARGIN_S = 1.5
 
 STAMP = "date +driver-started=%s.%N"  # the driver's first act: the wall time it started
 STARTED = re.compile(r"driver-started=([0-9.]+)")
+DEADLINE_S = 120.0
 
 
-def started_at(dashboard: httpx.Client, submission_id: str) -> float:
-    """The wall time the job's driver started, read from its log once it is there (every 0.5 s:
-    the stamp is exact whenever it is read)."""
-    deadline = time.monotonic() + 120
+def ray_job(kube: Kube, name: str) -> dict:
+    """The RayJob once KubeRay has named its Ray job (``status.jobId``) and recorded Ray's own
+    submission time (``status.rayJobInfo.startTime``): KubeRay's submitter may do so after the
+    command returned. A watch, not a poll; the RayJob outlives the cluster KubeRay deletes."""
+
+    def recorded(job: dict | None) -> Readiness:
+        status = (job or {}).get("status") or {}
+        if status.get("jobId") and (status.get("rayJobInfo") or {}).get("startTime"):
+            return Ready()
+        return Pending(f"jobDeploymentStatus {status.get('jobDeploymentStatus') or 'unset'}")
+
+    return kube.wait(rayjob.KIND, recorded, name=name, timeout_s=DEADLINE_S, what=f'RayJob "{name}"\'s Ray job')
+
+
+def started_at(scratch: Path, job_id: str) -> float:
+    """The wall time the job's driver started: the stamp it printed first, read from the driver's
+    log file as its Ray head wrote it (``<scratch>/<pod>/ray/session_*/logs/``, kept on disk after
+    KubeRay deleted the cluster). A file has no watch: read every 0.2 s; the stamp is exact
+    whenever it is read."""
+    deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
-        response = dashboard.get(f"/api/jobs/{submission_id}/logs")
-        found = STARTED.search(response.json().get("logs", "")) if response.status_code == 200 else None
+        for log in sorted(scratch.glob(f"*/ray/session_*/logs/job-driver-{job_id}.log")):
+            found = STARTED.search(log.read_text(errors="replace"))
+            if found:
+                return float(found.group(1))
+        time.sleep(0.2)
+    raise SystemExit(f"Ray job {job_id} printed no start stamp in {scratch} within {DEADLINE_S:.0f} s")
+
+
+def submitted_at(scratch: Path, job: dict) -> float:
+    """Ray's own record of when it got the job (its start_time). KubeRay copies it to
+    ``status.rayJobInfo.startTime`` in whole seconds; Ray's job manager logs the same moment to
+    the millisecond ("Starting job with submission_id: ID", in the head's dashboard_agent.log on
+    disk, local time), used when it lies within that second."""
+    whole = datetime.fromisoformat(job["status"]["rayJobInfo"]["startTime"].replace("Z", "+00:00")).timestamp()
+    logged = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}).*Starting job with submission_id: "
+                        + re.escape(job["status"]["jobId"]) + "$", re.MULTILINE)
+    for log in scratch.glob("*/ray/session_*/logs/dashboard_agent.log"):
+        found = logged.search(log.read_text(errors="replace"))
         if found:
-            return float(found.group(1))
-        time.sleep(0.5)
-    raise SystemExit(f"job {submission_id} printed no start stamp within 120 s")
+            fine = time.mktime(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")) + int(found.group(2)) / 1000
+            if whole <= fine < whole + 1:
+                return fine
+    return whole
 
 
-def submission_of(dashboard: httpx.Client, kube, name: str) -> str:
-    """The shared head's submission id of the RayJob's driver (stored scoped to its cluster), once
-    the RayJob names it (KubeRay's submitter may do so after the command returned)."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        job = kube.find(rayjob.KIND, name) or {}
-        job_id = (job.get("status") or {}).get("jobId") or job.get("spec", {}).get("jobId")
-        for ray_job in dashboard.get("/api/jobs/").json() if job_id else []:
-            if (ray_job.get("submission_id") or "").endswith(f"--{job_id}"):
-                return ray_job["submission_id"]
-        time.sleep(0.5)
-    raise SystemExit(f"RayJob {name}'s driver never showed on the Ray head")
-
-
-def one(kube, dashboard: httpx.Client, env: dict, *flags: str) -> tuple[float, float, float]:
+def one(kube: Kube, scratch: Path, env: dict, *flags: str) -> tuple[float, float, float]:
     """(seconds to the driver's start, seconds until the command returned, seconds Ray took from
     the submission to the driver's start) of one run."""
     name = f"bench-{uuid.uuid4().hex[:6]}"
@@ -82,10 +103,9 @@ def one(kube, dashboard: httpx.Client, env: dict, *flags: str) -> tuple[float, f
     returned = time.time() - start
     if done.returncode != 0:
         raise SystemExit(f"run {' '.join(flags)} failed:\n{done.stderr}")
-    submission_id = submission_of(dashboard, kube, name)
-    started = started_at(dashboard, submission_id)
-    submitted = dashboard.get(f"/api/jobs/{submission_id}").json()["start_time"] / 1000  # set when Ray got it
-    return started - start, returned, started - submitted
+    job = ray_job(kube, name)
+    started = started_at(scratch, job["status"]["jobId"])
+    return started - start, returned, started - submitted_at(scratch, job)
 
 
 def main() -> None:
@@ -100,11 +120,10 @@ def main() -> None:
                         "--delay", f"raycluster={args.raycluster:g}"], check=True, capture_output=True)
         try:
             env = {**os.environ, "KUBECONFIG": str(sandbox / "kubeconfig"), "NRL_K8S_USER": "bench"}
-            url = json.loads((sandbox / "sandbox.json").read_text())["dashboard_url"]
-            with Kube.connect(kubeconfig=str(sandbox / "kubeconfig")) as kube, \
-                    httpx.Client(base_url=url, timeout=30) as dashboard:
-                serial = [one(kube, dashboard, env) for _ in range(args.runs)]
-                parallel = [one(kube, dashboard, env, "--parallel") for _ in range(args.runs)]
+            scratch = Path(json.loads((sandbox / "sandbox.json").read_text())["scratch"])
+            with Kube.connect(kubeconfig=str(sandbox / "kubeconfig")) as kube:
+                serial = [one(kube, scratch, env) for _ in range(args.runs)]
+                parallel = [one(kube, scratch, env, "--parallel") for _ in range(args.runs)]
         finally:
             subprocess.run([NRL_K8S, "sandbox", "down", "--dir", str(sandbox)], capture_output=True)
     target = max(args.dgd, args.raycluster) + MARGIN_S
