@@ -45,8 +45,10 @@ def end_to_end(sandbox: Path, env: dict) -> tuple[float, int]:
     _admin(sandbox, "DELETE", "/sandbox/stats")
     name = f"bench-{uuid.uuid4().hex[:6]}"
     start = time.perf_counter()
-    subprocess.run([NRL_K8S, "run", "--rayjob", "--wait", *PAIR, f"infra.kuberay.training.name={name}",
-                    f"infra.dynamo.serving.name={name}-dgd"], env=env, check=True, capture_output=True)
+    done = subprocess.run([NRL_K8S, "run", "--rayjob", "--wait", *PAIR, f"infra.kuberay.training.name={name}",
+                           f"infra.dynamo.serving.name={name}-dgd"], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"run --rayjob --wait failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return time.perf_counter() - start, _requests(sandbox)
 
 
