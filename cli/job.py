@@ -47,18 +47,32 @@ def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follo
 
 def _echo_or_saved(chunks, infra: dict, job_id: str | None, *, saved: bool) -> None:
     """Print ``chunks`` redacted; when they fail before any text because the cluster or its
-    dashboard is gone, print the driver log `run --wait` saved instead (``saved``: the training role's)."""
-    from nrl_k8s.errors import DashboardError, NotFoundError
-    from nrl_k8s.redact import redact_lines
+    dashboard is gone, print the driver log `run --wait` saved instead (``saved``: the training role's).
+    A followed job whose Ray head went away after its log was printed (KubeRay deleted the cluster
+    as the job ended) ends the output with a warning, not an error."""
+    from nrl_k8s.errors import DashboardError, JobGone, NotFoundError
+    from nrl_k8s.redact import LineRedactor
 
-    printed = False
+    from ._console import print_warning
+
+    redactor, printed = LineRedactor(), False
+
+    def echo(text: str) -> None:
+        if text:
+            typer.echo(text, nl=False)
+
     try:
-        for chunk in redact_lines(chunks):
-            printed = True
-            typer.echo(chunk, nl=False)
+        for chunk in chunks:
+            printed = printed or bool(chunk)
+            echo(redactor.feed(chunk))
     except (NotFoundError, DashboardError) as err:
+        if printed and isinstance(err, JobGone):
+            echo(redactor.flush())
+            print_warning(err.message, err.hint)
+            return
         if printed or not saved or not _print_saved_log(infra, job_id, err):
             raise
+    echo(redactor.flush())
 
 
 def _print_saved_log(infra: dict, job_id: str | None, why) -> bool:

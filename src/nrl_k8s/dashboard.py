@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from nrl_k8s import _websocket
 from nrl_k8s._httpx import httpx
-from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
+from nrl_k8s.errors import DashboardError, JobGone, SubmissionExists, WaitTimeout
 from nrl_k8s.package import Package
 
 if TYPE_CHECKING:
@@ -240,10 +240,14 @@ class Dashboard:
         ``idle_s`` seconds without a frame the job's status is read; a stream still silent
         ``idle_s`` after the job ended is dropped.
         Raises WaitTimeout (with the last status) once ``deadline_s`` seconds have passed,
-        DashboardError when the job is unknown or the dashboard stays unreachable.
+        DashboardError when the job is unknown or the dashboard stays unreachable, and JobGone
+        when the dashboard no longer knows a job whose log it had opened once the stream broke
+        or closed uncleanly: its Ray head went away (KubeRay deletes a RayJob's cluster as the
+        job ends, which can come before Ray closes the stream), so the log's last lines may be lost.
         """
         deadline = _Deadline(deadline_s)
         yielded = attempt = 0
+        opened = False  # a connection to the job's log was accepted
         while True:
             try:
                 for text in self._tail(submission_id, yielded, deadline, idle_s):
@@ -251,7 +255,8 @@ class Dashboard:
                     yield text
                 return
             except _Broken as broken:
-                self._unless_late(submission_id, deadline)
+                opened = opened or broken.opened
+                self._unless_late(submission_id, deadline, opened=opened)
                 if attempt >= self.retries:
                     raise DashboardError(
                         f"could not follow the log of job {submission_id}: the stream from {self.base_url} failed "
@@ -265,18 +270,20 @@ class Dashboard:
         closes it at the job's end; _Broken when it breaks in a way worth reconnecting."""
         operation = f"follow the log of job {submission_id}"
         received = 0  # characters of this connection's replay of the log
+        opened = False
         try:
             with _websocket.connect(self._client, f"/api/jobs/{submission_id}/logs/tail") as ws:
+                opened = True
                 ended_before = False  # the job was over at the previous silent check
                 while True:
                     if deadline.passed():
-                        self._unless_late(submission_id, deadline)
+                        self._unless_late(submission_id, deadline, opened=True)
                         deadline.at = None  # the job ended in time: read the rest
                     text = ws.receive(deadline.wait(idle_s))
                     if text is None:
-                        if self._unless_late(submission_id, deadline).terminal:
+                        if self._unless_late(submission_id, deadline, opened=True).terminal:
                             if ended_before:
-                                raise _Broken(f"silent for {idle_s:g}s after the job ended")
+                                raise _Broken(f"silent for {idle_s:g}s after the job ended", opened=True)
                             ended_before = True
                         continue
                     fresh, received = text[max(0, skip - received):], received + len(text)
@@ -285,9 +292,9 @@ class Dashboard:
         except _websocket.Closed as closed:
             job = self._status_now(submission_id)
             if job is None and closed.code != 1000:
-                raise DashboardError(f"no job {submission_id} at {self.base_url}") from None
+                raise self._gone(submission_id) from None
             if job is not None and not job.terminal:
-                raise _Broken(f"the dashboard closed the log while the job is {job.status}") from None
+                raise _Broken(f"the dashboard closed the log while the job is {job.status}", opened=True) from None
             # over, or gone with its cluster after a clean close by Ray: all of it was read
         except _websocket.Refused as exc:
             response = exc.response
@@ -299,11 +306,11 @@ class Dashboard:
             raise DashboardError(f"could not {operation}: {response.request.url} answered {response.status_code} "
                                  "instead of switching to a websocket") from None
         except _websocket.Dropped as exc:
-            raise _Broken(str(exc)) from None
+            raise _Broken(str(exc), opened=opened) from None
         except RETRY_ERRORS as exc:
             if _tls_failure(exc):
                 raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
-            raise _Broken(f"{type(exc).__name__}: {exc}") from None
+            raise _Broken(f"{type(exc).__name__}: {exc}", opened=opened) from None
         except httpx.HTTPError as exc:
             raise DashboardError(f"could not {operation} at {self.base_url}: {exc}") from exc
 
@@ -316,15 +323,23 @@ class Dashboard:
         except DashboardError:
             return None
 
-    def _unless_late(self, submission_id: str, deadline: _Deadline) -> JobInfo:
-        """The job; WaitTimeout (with its status) when it still runs past ``deadline``."""
+    def _unless_late(self, submission_id: str, deadline: _Deadline, *, opened: bool) -> JobInfo:
+        """The job; WaitTimeout (with its status) when it still runs past ``deadline``. A job
+        the dashboard does not know is JobGone when its log was ``opened`` before."""
         job = self.get_job(submission_id)
         if job is None:
+            if opened:
+                raise self._gone(submission_id)
             raise DashboardError(f"no job {submission_id} at {self.base_url}")
         if deadline.passed() and not job.terminal:
             raise WaitTimeout(f"job {submission_id} is still {job.status} after {deadline.seconds:g}s"
                               + (f" ({job.message})" if job.message else ""))
         return job
+
+    def _gone(self, submission_id: str) -> JobGone:
+        return JobGone(f"no job {submission_id} at {self.base_url} any more: its Ray head went away before "
+                       "the log stream ended (KubeRay deletes a RayJob's cluster as soon as its job ends)",
+                       hint="the log may lack its last lines; `nrl-k8s status` tells how the job ended")
 
     # -- the package API (working_dir uploads) ---------------------------------------------------
 
@@ -403,7 +418,12 @@ class Dashboard:
 
 
 class _Broken(Exception):
-    """A log stream that broke in a way worth opening again (dropped, refused by a gateway, closed early)."""
+    """A log stream that broke in a way worth opening again (dropped, refused by a gateway, closed
+    early); ``opened``: after the dashboard had accepted the connection."""
+
+    def __init__(self, reason: str, *, opened: bool = False):
+        super().__init__(reason)
+        self.opened = opened
 
 
 class _Deadline:

@@ -106,5 +106,10 @@ class SubmissionExists(DashboardError):
     """Ray never reuses a submission id: the job was already submitted (by us or the operator)."""
 
 
+class JobGone(DashboardError):
+    """The dashboard lost a job while its log was followed: the Ray head went away (KubeRay deletes
+    a RayJob's cluster as soon as its job ends, often before Ray closes the log stream)."""
+
+
 class SandboxError(NrlK8sError):
     pass
