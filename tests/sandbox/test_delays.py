@@ -26,10 +26,17 @@ def _since_creation(obj: dict, stamp: str) -> float:
     return _stamp(stamp) - _stamp(obj["metadata"]["creationTimestamp"])
 
 
-def test_each_kind_becomes_ready_only_after_its_delay(sandbox, api, core, custom, sandbox_namespace):
+def test_each_kind_becomes_ready_only_after_its_delay(separate_sandbox):
     """kwok holds the pods it plays (a RayCluster's workers, a DGD's workers, a Deployment's pods)
-    and the local kubelet the ones it runs (a Ray head, a DGD frontend, KubeRay's submitter)."""
-    ns, apps = sandbox_namespace, client.AppsV1Api(api)
+    and the local kubelet the ones it runs (a Ray head, a DGD frontend, KubeRay's submitter).
+    The delays are set at start: a change at run time reaches kwok's Stages a moment later."""
+    delays = ";".join(f"{kind}:{DELAY_S}" for kind in ("raycluster", "dgd", "rayjob", "deployment"))
+    with separate_sandbox(f"delay={delays}") as box, box.api_client() as api:
+        _each_kind_waits(api, client.CoreV1Api(api), client.CustomObjectsApi(api))
+
+
+def _each_kind_waits(api, core, custom) -> None:
+    ns, apps = "default", client.AppsV1Api(api)
     names = {kind: unique(f"slow{kind}") for kind in ("rc", "dgd", "job", "dep")}
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": names["dep"]},
@@ -37,9 +44,8 @@ def test_each_kind_becomes_ready_only_after_its_delay(sandbox, api, core, custom
             "metadata": {"labels": {"app": names["dep"]}}, "spec": {"containers": [{"name": "c", "image": "example/c:1"}]}}},
     }  # fmt: skip
     job = rayjob(names["job"], "true", submissionMode="K8sJobMode")
-    delays = ";".join(f"{kind}:{DELAY_S}" for kind in ("raycluster", "dgd", "rayjob", "deployment"))
     submitter = History(core.list_namespaced_pod, ns, label_selector=f"batch.kubernetes.io/job-name={names['job']}")
-    with submitter, sandbox.fault("delay", delays):
+    with submitter:
         custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", {
             "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": names["rc"]}, "spec": ray_cluster_spec()})  # fmt: skip
         custom.create_namespaced_custom_object("nvidia.com", "v1alpha1", ns, "dynamographdeployments", dgd(names["dgd"]))

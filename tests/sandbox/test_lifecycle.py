@@ -202,3 +202,20 @@ def test_a_failed_start_reports_why_and_leaves_nothing_running(tmp_path, binary)
     assert "exited during start-up" in result.stderr and binary in result.stderr
     assert marked(directory.resolve()) == []
     assert not (directory / "daemon.pid").exists()
+
+
+def test_up_again_in_the_same_dir_starts_a_fresh_cluster(tmp_path):
+    """Certificates, ports and kwok's kubelet port are new on every `up`: nothing of an earlier
+    sandbox's etcd may outlive it (its nodes would point at a kubelet port no longer served)."""
+    from sandbox_harness import start_sandbox, stop_sandbox
+
+    box = start_sandbox(tmp_path / "box")
+    try:
+        box.kubectl("create", "configmap", "from-before", "-n", "default")
+    finally:
+        stop_sandbox(box)
+    box = start_sandbox(tmp_path / "box")
+    try:
+        assert box.kubectl("get", "configmap", "from-before", "-n", "default", check=False).returncode != 0
+    finally:
+        stop_sandbox(box)

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from kubernetes import client
 from operator_helpers import condition, dgd, field, proxy, ray_cluster_spec, rayjob
 from sandbox_harness import History, eventually, observe, unique
 
@@ -79,10 +80,16 @@ def test_frontend_unavailable_makes_the_frontend_answer_503(sandbox, api, custom
     assert (code, json.loads(body)["error"]["message"]) == (503, "frontend is starting (sandbox: not serving yet)")
 
 
-def test_slow_holds_the_pods_back(sandbox, core, custom, sandbox_namespace):
-    ns, name = sandbox_namespace, unique("slow")
+def test_slow_holds_the_pods_back(separate_sandbox):
+    """Set at start: a change at run time reaches kwok's Stages a moment later."""
+    with separate_sandbox("slow=1000") as box, box.api_client() as api:
+        _held_back(client.CoreV1Api(api), client.CustomObjectsApi(api))
+
+
+def _held_back(core, custom) -> None:
+    ns, name = "default", unique("slow")
     dgds = History(custom.list_namespaced_custom_object, *DGD, ns, "dynamographdeployments", field_selector=f"metadata.name={name}")
-    with sandbox.fault("slow", "1000"), dgds:
+    with dgds:
         custom.create_namespaced_custom_object(*DGD, ns, "dynamographdeployments", dgd(name))
         dgds.wait(lambda h: condition(h.objects().get(name) or {}, "Ready").get("reason") == "pods_not_ready",
                   what="the DGD waiting for its pods")

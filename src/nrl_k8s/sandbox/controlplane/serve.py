@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import ssl
 import sys
@@ -187,6 +188,8 @@ def api_server(plane: Plane) -> None:
         lambda *request: kubelet().inspect(*request),
         lambda host, port: kubelet() is not None and kubelet().is_dashboard(host, port)))
     egress_file = components.write_private(plane.dir / "egress.yaml", egress_config(socket_path))
+    # a fresh cluster every time: an earlier sandbox's objects (its nodes' kubelet port) would mislead
+    shutil.rmtree(plane.dir / "etcd", ignore_errors=True)
     plane.processes.start("etcd", components.etcd(plane.installed, plane.dir / "etcd", plane.ports))
     plane.processes.start("kube-apiserver", components.apiserver(
         plane.installed, plane.ca, plane.serving, plane.admin, plane.sa, plane.ports, plane.tokens, egress_file))
