@@ -181,7 +181,6 @@ def test_timeout_exits_1_naming_what_still_runs_and_deletes_nothing(user, tmp_pa
     assert user.wait_for("rayjobs", user.job, _status("jobDeploymentStatus", "Complete"))["status"]["jobStatus"] == "SUCCEEDED"
 
 
-@pytest.mark.simulated(reason='failed on the real control plane; not yet diagnosed')
 def test_two_runs_from_one_infra_side_by_side_with_rayjob_name(user, tmp_path):
     gate = Gate(tmp_path)
     names = [f"{user.job}-a", f"{user.job}-b"]
