@@ -11,7 +11,7 @@ import httpx
 import pytest
 import yaml
 from kubernetes import client
-from operator_helpers import condition, dgd, field, proxy, ray_cluster_spec, rayjob
+from operator_helpers import IMAGE, condition, dgd, field, proxy, ray_cluster_spec, rayjob
 from sandbox_harness import History, eventually, observe, unique
 
 from nrl_k8s.sandbox.controlplane.stub import FrontendStub
@@ -121,23 +121,32 @@ def test_a_deleted_dgd_stops_its_frontend_process(api, core, custom, sandbox_nam
     eventually(lambda: not _listening(port), what="the frontend's process stopped")
 
 
-def test_kubectl_apply_of_an_example_dgd_reaches_successful(sandbox, sandbox_namespace):
-    name = yaml.safe_load(EXAMPLE_DGD.read_text())["metadata"]["name"]
+def test_kubectl_apply_of_an_example_dgd_reaches_successful(sandbox, sandbox_namespace, tmp_path):
+    """The example as nrl-k8s renders it, which fills in the image its main containers leave unset
+    (the operator requires one); applied with kubectl."""
+    example = yaml.safe_load(EXAMPLE_DGD.read_text())
+    for service in example["spec"]["services"].values():
+        service["extraPodSpec"]["mainContainer"].setdefault("image", IMAGE)
+    manifest = tmp_path / "dgd.yaml"
+    manifest.write_text(yaml.safe_dump(example))
+    name = example["metadata"]["name"]
     ns = ["-n", sandbox_namespace]
-    applied = sandbox.kubectl("apply", *ns, "-f", str(EXAMPLE_DGD))
+    applied = sandbox.kubectl("apply", *ns, "-f", str(manifest))
     assert f"dynamographdeployment.nvidia.com/{name} created" in applied.stdout
     sandbox.kubectl("wait", *ns, "--for=jsonpath={.status.state}=successful", f"dgd/{name}", "--timeout=240s")
     pods = sandbox.kubectl("get", *ns, "pods", "-l", f"{LABEL}={name}", "-o", "name")
     assert len(pods.stdout.split()) == 2
     assert sandbox.kubectl("get", *ns, "service", f"{name}-frontend", "-o", "jsonpath={.spec.ports[0].port}").stdout == "8000"
-    sandbox.kubectl("delete", *ns, "-f", str(EXAMPLE_DGD), "--wait=true")
+    sandbox.kubectl("delete", *ns, "-f", str(manifest), "--wait=true")
 
 
 def test_a_kubectl_applied_rayjob_runs_on_a_real_ray_head_and_its_cluster_is_deleted(sandbox, sandbox_namespace, tmp_path):
     """Real KubeRay, K8sJobMode (its default): its submitter Job's pod runs `ray job submit`."""
     name, proof = unique("kubectl"), tmp_path / "ran.txt"
     manifest = tmp_path / "rayjob.yaml"
-    body = rayjob(name, f"echo applied-with-kubectl > {proof}")
+    script = tmp_path / "ran.sh"  # KubeRay puts the entrypoint into its submitter's shell command line, unquoted
+    script.write_text(f"echo applied-with-kubectl > {proof}\n")
+    body = rayjob(name, f"sh {script}")
     del body["spec"]["submissionMode"]
     manifest.write_text(yaml.safe_dump(body))
     ns = ["-n", sandbox_namespace]
