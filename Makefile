@@ -19,7 +19,7 @@ setup: $(STAMP)
 	$(BIN)/nrl-k8s sandbox build
 
 test: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh

@@ -179,11 +179,18 @@ def test_a_package_of_almost_100_mib_passes_the_proxy(api, clusters):
 def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_raycluster(connection, api, core, custom, clusters, tmp_path):
     ns, _, _ = clusters
     name, (port,) = unique("daemon"), free_ports(1)
-    create_ready(custom, ns, raycluster(name, {"ports": [{"containerPort": 6379, "name": "gcs"}, {"containerPort": port, "name": "web"}]}))
+    # KubeRay's head Service carries the ports the head container declares (Ray's own only when
+    # none are) and its metrics port: declare Ray's with the daemon's, as nrl-k8s's rendering does
+    ports = {"dashboard": 8265, "client": 10001, "gcs-server": 6379, "web": port}
+    create_ready(custom, ns, raycluster(name, {"ports": [{"containerPort": n, "name": k} for k, n in ports.items()]}))
     service = core.read_namespaced_service(f"{name}-head-svc", ns)
-    assert {p.name: p.port for p in service.spec.ports} == {"dashboard": 8265, "client": 10001, "gcs-server": 6379, "web": port}
+    assert ports.items() <= {p.name: p.port for p in service.spec.ports}.items()
     (tmp_path / "index.html").write_text("served by the daemon\n")
-    server = shlex.join([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)])
+    # pods share this machine's network: the sandbox serves the head's port on a free one it names
+    served = f"$NRL_K8S_SANDBOX_PORT_{port}"
+    server = (f"echo {served} > {shlex.quote(str(tmp_path / 'port'))}; exec "
+              + shlex.join([sys.executable, "-m", "http.server", "PORT", "--bind", "127.0.0.1", "--directory", str(tmp_path)])
+              .replace("PORT", served))
     with dashboard(connection, ns, name) as dash:
         daemon = dash.submit(server, submission_id=unique("daemon"))
         body = eventually(lambda: (reply := proxy(api, "GET", ns, f"{name}-head-svc:web", "index.html"))[0] == 200 and reply[1],
@@ -193,7 +200,8 @@ def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_ray
 
     custom.delete_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", name)
     # its head went with the RayCluster's pod, and took the daemon with it
-    eventually(lambda: not _listening(port), what="the daemon stopped with its RayCluster")
+    local = int((tmp_path / "port").read_text())
+    eventually(lambda: not _listening(local), what="the daemon stopped with its RayCluster")
 
 
 def _listening(port: int) -> bool:
