@@ -160,7 +160,9 @@ class BringUp:
         self.cluster: str | None = None  # the training RayCluster, once known
 
     # -- preflight -------------------------------------------------------------------------
-    def check_permissions(self, needed: list[Permission]) -> None:
+    def check_permissions(self, needed: list[Permission], *, dashboard_url_helps: bool = False) -> None:
+        """Refuse when the API server denies one of ``needed``; ``dashboard_url_helps``: the run
+        needs services/proxy only for what --dashboard-url replaces (the hint says so)."""
         try:
             missing = missing_permissions(self.kube, needed, self.ns)
         except UnauthorizedError:
@@ -169,10 +171,14 @@ class BringUp:
             self.emit(Warning(f"cannot verify permissions before starting ({err.message}); going ahead"))
             return
         if missing:
+            proxy = dashboard_url_helps and any(p.resource == "services/proxy" for p in missing)
             raise ForbiddenError(
                 f"missing permissions in namespace {self.ns}: {', '.join(map(str, missing))}; nothing was created",
                 hint="ask your cluster admin for a Role (and RoleBinding) granting them; "
-                "`nrl-k8s check` lists every permission a run needs",
+                "`nrl-k8s check` lists every permission a run needs"
+                + ("; without services/proxy, pass --dashboard-url to reach the Ray dashboard directly (e.g. "
+                   "through `kubectl port-forward`): the DGD frontends are then gated on pod readiness"
+                   if proxy else ""),
             )
 
     def check_dgd_versions(self, dgds: dict[str, dict]) -> None:

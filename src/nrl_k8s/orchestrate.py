@@ -82,7 +82,7 @@ class RayJobRun(BringUp):
     def preflight(self) -> dict[str, dict | None]:
         """Refuse before creating anything: missing permissions, a taken name we cannot reuse."""
         proxy = not self.kube.in_cluster and not self.options.dashboard_url
-        self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy))
+        self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy), dashboard_url_helps=proxy)
         head_services.check_live(self.kube, self.ns, [self.plan.rayjob], self.emit)
         existing = self.check_dgds(self.plan.dgds)
         job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
