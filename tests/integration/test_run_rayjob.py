@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
 import uuid
 from pathlib import Path
 
@@ -179,12 +181,80 @@ def test_transient_api_errors_are_survived(run, code):
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.simulated(reason='real RBAC refuses services/proxy in the preflight reviews already; the fallback needs an authorizer whose reviews allow what its calls refuse (a webhook authorizer)')
-def test_proxy_forbidden_falls_back_with_a_hint(run):
+def test_proxy_forbidden_falls_back_with_a_hint(run, tmp_path):
+    """RBAC denies services/proxy: the run needs it for the Ray dashboard and refuses before
+    creating anything, pointing at --dashboard-url; with that (a kubectl port-forward to the
+    head, as the hint says) it goes ahead, gates the DGD on pod readiness alone, saying so, and
+    streams the driver's log through the URL."""
+    env = {**os.environ, "KUBECONFIG": str(run.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+    port = _free_port()
+    # The driver prints a line, then waits until the test saw it (`run --wait` streams through the
+    # port-forward), then runs the example and waits again until the test saw its last line: the
+    # real KubeRay deletes the cluster, and the forwarded head, the moment the job ends.
+    gate, last = Gate(tmp_path), Gate(tmp_path)
+    entrypoint = "echo started; " + gate.entrypoint(f"{EXAMPLE_ENTRYPOINT}; " + last.entrypoint())
     with run.sandbox.fault("proxy-forbidden"):
-        result = run.run("--wait")
-    assert result.returncode == 0, result.stderr
-    assert "cannot probe the frontend" in result.stderr
+        refused = run.run("--wait")
+        assert refused.returncode == 1, refused.stderr
+        assert "get services/proxy" in refused.stderr and "nothing was created" in refused.stderr
+        assert "--dashboard-url" in refused.stderr and "Traceback" not in refused.stderr
+        assert run.get(RAY, "rayjobs", run.job) is None and run.get(NVIDIA, "dynamographdeployments", run.dgd) is None
+
+        argv = [NRL_K8S, "run", "--rayjob", "--wait", "--dashboard-url", f"http://127.0.0.1:{port}", *PAIR,
+                *run.overrides("infra.launch.entrypoint=" + json.dumps(entrypoint))]
+        proc = subprocess.Popen(argv, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        watchdog = threading.Timer(DEADLINE_S, proc.kill)  # a hung run ends the reads below
+        watchdog.start()
+        forward = None
+        try:
+            head = _ready_head(run)
+            forward = subprocess.Popen([str(Path(run.sandbox.info["bin"]) / "kubectl"), "port-forward", "-n", run.ns,
+                                        f"pod/{head}", f"{port}:8265"], env=env,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            streamed = _read_until(proc, "started\n", "")
+            gate.open()
+            streamed = _read_until(proc, "step 3/3", streamed)
+            last.open()
+            stdout = streamed + proc.stdout.read()
+            stderr = proc.stderr.read()
+            proc.wait(timeout=DEADLINE_S)
+        finally:
+            watchdog.cancel()
+            gate.open()
+            last.open()
+            proc.kill()
+            if forward is not None:
+                forward.kill()
+                forward.wait()
+    assert proc.returncode == 0, stderr
+    assert "cannot probe the frontend" in stderr and "relying on pod readiness" in stderr
+    assert f"dgd_name: {run.dgd}" in stdout  # the driver's log, through --dashboard-url
+    assert run.get(RAY, "rayjobs", run.job)["status"]["jobStatus"] == "SUCCEEDED"
+
+
+def _read_until(proc: subprocess.Popen, text: str, seen: str) -> str:
+    """``seen`` and the lines of ``proc``'s stdout up to one with ``text``; fail if it ends first."""
+    while text not in seen:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        seen += line
+    return seen
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ready_head(run) -> str:
+    """The name of the run's Ray head pod once it is Ready (the RayJob's cluster has only one)."""
+    def ready(pod: dict) -> bool:
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+    heads = observe(client.CoreV1Api(run.api).list_namespaced_pod, run.ns, label_selector="ray.io/node-type=head",
+                    until=lambda pods: any(ready(p) for p in pods.values()))
+    return next(name for name, pod in heads.items() if ready(pod))
 
 
 def test_ctrl_c_during_dgd_wait_rolls_back(run):
