@@ -20,7 +20,7 @@ import secrets
 import ssl
 import string
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -194,7 +194,9 @@ class Dashboard:
         """Submit a job; return its submission_id.
 
         Without ``submission_id`` one is generated here, so a retried POST cannot start a second job.
-        Raises SubmissionExists when a job with that id already exists (Ray never reuses ids).
+        Raises SubmissionExists when a job with that id already exists (Ray never reuses ids),
+        unless this POST was sent again (a timeout or a gateway error: the first may have landed)
+        and the job that exists is the one it asked for (same entrypoint and metadata).
         """
         generated = submission_id is None
         submission_id = submission_id or "raysubmit_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(16))
@@ -208,15 +210,25 @@ class Dashboard:
             "entrypoint_resources": entrypoint_resources,
         }
         operation = f"submit job {submission_id}"
-        response = self._send("POST", "/api/jobs/", operation, json={k: v for k, v in body.items() if v is not None})
+        resent: list[bool] = []
+        response = self._send("POST", "/api/jobs/", operation, json={k: v for k, v in body.items() if v is not None},
+                              on_retry=lambda: resent.append(True))
         if response.is_error and EXISTS_TEXT in response.text:
             if generated:  # a random id can only exist because an earlier attempt of ours landed
+                return submission_id
+            if resent and self._is_submission(submission_id, entrypoint, metadata):
                 return submission_id
             raise SubmissionExists(
                 f"a Ray job with submission_id {submission_id} already exists at {self.base_url}",
                 hint="Ray never reuses a submission id; pick another one or follow the existing job",
             )
         return _json(self._check(response, operation))["submission_id"]
+
+    def _is_submission(self, submission_id: str, entrypoint: str, metadata: dict[str, str] | None) -> bool:
+        """Whether job ``submission_id`` runs ``entrypoint`` with (at least) ``metadata``."""
+        job = self.get_job(submission_id)
+        return (job is not None and job.entrypoint == entrypoint
+                and all(job.metadata.get(k) == v for k, v in (metadata or {}).items()))
 
     def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job; True if it was running and is being stopped."""
@@ -382,8 +394,10 @@ class Dashboard:
     def _call(self, method: str, path: str, operation: str, **kwargs: Any) -> httpx.Response:
         return self._check(self._send(method, path, operation, **kwargs), operation)
 
-    def _send(self, method: str, path: str, operation: str, *, retries: int | None = None, **kwargs: Any) -> httpx.Response:
-        """Send with retries (default ``self.retries``) on transient failures; return the last response (errors included)."""
+    def _send(self, method: str, path: str, operation: str, *, retries: int | None = None,
+              on_retry: Callable[[], None] | None = None, **kwargs: Any) -> httpx.Response:
+        """Send with retries (default ``self.retries``) on transient failures; return the last response
+        (errors included). ``on_retry`` is called before each send after the first."""
         retries = self.retries if retries is None else retries
         attempt = 0
         while True:
@@ -406,6 +420,8 @@ class Dashboard:
                     return response
             time.sleep(self.backoff_s * 2**attempt)
             attempt += 1
+            if on_retry is not None:
+                on_retry()
 
     def _check(self, response: httpx.Response, operation: str) -> httpx.Response:
         if not response.is_error:
