@@ -8,14 +8,11 @@ before the run; drivers that must still run when the test looks wait for its ``G
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 import socket
 import subprocess
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -30,8 +27,10 @@ DRA = [("resource.nvidia.com", "v1beta1", "computedomains"), ("resource.k8s.io",
 # The driver: prints the DGD name from the recipe nrl-k8s staged and an uploaded file's content.
 READ_RECIPE = ("grep -E 'dgd_name: ' nrl_k8s_run.yaml && cat code/hello.txt && "
                'echo "run=$NRL_K8S_RUN_ID recipe=$NRL_K8S_RECIPE mode=$MODE"')
-# A gym daemon: an HTTP server on the port the gym head container declares.
-DAEMON = "python3 -m http.server {port} --bind 127.0.0.1"
+# A gym daemon: an HTTP server on the port the gym head container declares. The sandbox runs
+# every pod on this machine's one network and serves a Ray head's container port P on a free
+# port of its own, which it names to the head and its jobs in NRL_K8S_SANDBOX_PORT_P.
+DAEMON = "python3 -m http.server $NRL_K8S_SANDBOX_PORT_{port} --bind 127.0.0.1"
 
 
 def _free_port() -> int:
@@ -40,34 +39,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
-def _machine_lock(name: str):
-    """Held by one test on this machine at a time: the example's gym daemon binds the fixed port
-    127.0.0.1:18431, which every sandbox on the machine shares (two suites running at once)."""
-    fd = os.open(os.path.join(tempfile.gettempdir(), f"nrl-k8s-test-{name}.lock"),
-                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def _pod(name: str, ports: list[dict] | None = None, claims: bool = False) -> dict:
     container = {"name": name, **({"ports": ports} if ports else {})}
     spec = {"containers": [container]}
     if claims:
+        # The RoCE claim names the DeviceClass the sandbox's RoCE driver publishes (a real
+        # scheduler leaves a pod whose claim asks for a DeviceClass nobody publishes Pending).
         spec["resourceClaims"] = [{"name": "compute-domain-channel", "resourceClaimTemplateName": "cd-template"},
-                                  {"name": "roce-channel", "resourceClaimTemplateName": "roce-template"}]
+                                  {"name": "roce-channel", "resourceClaimTemplateName": "roce.nvidia.com"}]
         container["resources"] = {"claims": [{"name": "compute-domain-channel"}, {"name": "roce-channel"}]}
     return {"spec": spec}
 
@@ -152,7 +131,6 @@ def ll(sandbox, sandbox_namespace, tmp_path):
     run.api.close()
 
 
-@pytest.mark.simulated(reason="run --raycluster with this test's infra did not finish within the deadline on the real control plane; not yet diagnosed (the example pair runs there by hand and in make demo)")
 def test_long_lived_run_then_warm_rerun_then_cluster_down(ll):
     with ll.history(NVIDIA, "dynamographdeployments") as dgds:
         first = ll.run("--wait")
@@ -208,7 +186,6 @@ def test_long_lived_run_then_warm_rerun_then_cluster_down(ll):
                what="GC of the DGD and the DRA objects")
 
 
-@pytest.mark.simulated(reason="run --raycluster with this test's infra did not finish within the deadline on the real control plane; not yet diagnosed (the example pair runs there by hand and in make demo)")
 def test_running_driver_needs_replace(ll, tmp_path):
     gate = Gate(tmp_path)
     ll.infra["launch"]["entrypoint"] = gate.entrypoint(READ_RECIPE)
@@ -226,7 +203,6 @@ def test_running_driver_needs_replace(ll, tmp_path):
     gate.open()
 
 
-@pytest.mark.simulated(reason="run --raycluster with this test's infra did not finish within the deadline on the real control plane; not yet diagnosed (the example pair runs there by hand and in make demo)")
 def test_failed_daemon_is_an_error_until_replace(ll):
     ll.infra["kuberay"]["gym"]["daemon"].update(entrypoint="exit 3", healthCheckUrl=None)
     ll.write()
@@ -256,7 +232,6 @@ def test_failure_before_the_driver_rolls_back_what_the_run_created(ll):
     eventually(lambda: not ll.dra_names(), what="the DRA objects deleted")
 
 
-@pytest.mark.simulated(reason="run --raycluster with this test's infra did not finish within the deadline on the real control plane; not yet diagnosed (the example pair runs there by hand and in make demo)")
 def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbox_namespace, tmp_path):
     """examples/sandbox_longlived.* as the README shows it, from the project checkout."""
     user = f"u{uuid.uuid4().hex[:6]}"  # every name in the example derives from ${user:}
@@ -267,12 +242,8 @@ def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbo
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=env, timeout=DEADLINE_S, cwd=ROOT)
 
-    with _machine_lock("port-18431"):
-        _run_the_example_pair(cli, pair, user, sandbox, sandbox_namespace)
-
-
-def _run_the_example_pair(cli, pair, user, sandbox, sandbox_namespace) -> None:
-    eventually(lambda: _port_free(18431), what="port 18431 free (another run of the example's gym daemon ended)")
+    # The example's gym daemon serves the head's container port 18431 on the free port the
+    # sandbox gives it (NRL_K8S_SANDBOX_PORT_18431): no two runs of it share a port.
     try:
         run = cli("run", "--raycluster", "--wait", *pair)
         assert run.returncode == 0, run.stderr
@@ -290,7 +261,6 @@ def _run_the_example_pair(cli, pair, user, sandbox, sandbox_namespace) -> None:
         assert [d["name"] for d in json.loads(status.stdout)["dynamo"]] == [f"{user}-ll-dgd"], status.stdout
         # The gym cluster again from scratch: cluster up brings it up and submits its daemon.
         assert cli("cluster", "down", "-t", "kuberay.gym", *pair).returncode == 0
-        eventually(lambda: _port_free(18431), what="the old gym daemon stopped (sandbox heads share 127.0.0.1)")
         up = cli("cluster", "up", "-t", "kuberay.gym", *pair)
         assert up.returncode == 0, up.stderr
         assert f"{user}-ll-gym-server" in up.stderr and "submitted" in up.stderr
