@@ -25,15 +25,6 @@ from sandbox_harness import Sandbox, eventually, start_sandbox, stop_sandbox, un
 from sandbox_harness import separate_sandbox as _separate
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test marked ``simulated(reason)`` passed only on the retired simulator: it is skipped, with
-    its reason, until it is ported to the real control plane (each is listed in the issue's notes)."""
-    for item in items:
-        marker = item.get_closest_marker("simulated")
-        if marker is not None:
-            item.add_marker(pytest.mark.skip(reason=f"not yet on the real control plane: {marker.kwargs.get('reason', '')}"))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def private_user_cache(tmp_path_factory) -> Iterator[Path]:
     """Every test (and every CLI it starts) uses a cache of its own, never the user's ``~/.cache``;
