@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 from pathlib import Path
 
 from kubernetes import client
@@ -173,3 +174,12 @@ def served_deployment(api: client.ApiClient, namespace: str, port: int = 80) -> 
         "metadata": {"name": name}, "spec": {"selector": {"app": name}, "ports": [{"port": port, "targetPort": port}]}})
     eventually(lambda: proxy(api, "GET", namespace, f"{name}:{port}", "")[0] == 200, what=f"Service {name} serving")
     return name
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return True
+    except OSError:
+        return False

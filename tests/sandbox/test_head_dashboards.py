@@ -9,12 +9,11 @@ import hashlib
 import io
 import json
 import shlex
-import socket
 import sys
 import zipfile
 
 import pytest
-from operator_helpers import field, proxy, ray_cluster_spec
+from operator_helpers import field, listening, proxy, ray_cluster_spec
 from sandbox_harness import DEADLINE_S, Gate, eventually, observe, unique
 
 from nrl_k8s.connection import Connection, from_kubeconfig
@@ -201,12 +200,5 @@ def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_ray
     custom.delete_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", name)
     # its head went with the RayCluster's pod, and took the daemon with it
     local = int((tmp_path / "port").read_text())
-    eventually(lambda: not _listening(local), what="the daemon stopped with its RayCluster")
+    eventually(lambda: not listening(local), what="the daemon stopped with its RayCluster")
 
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=5).close()
-        return True
-    except OSError:
-        return False

@@ -4,14 +4,13 @@ their garbage collection, the Dynamo frontend's faults and stub, kubectl on DGDs
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 from kubernetes import client
-from operator_helpers import IMAGE, condition, dgd, field, proxy, ray_cluster_spec, rayjob
+from operator_helpers import IMAGE, condition, dgd, field, listening, proxy, ray_cluster_spec, rayjob
 from sandbox_harness import History, eventually, observe, unique
 
 from nrl_k8s.sandbox.controlplane.stub import FrontendStub
@@ -100,13 +99,6 @@ def _held_back(core, custom) -> None:
     assert [p.status.phase for p in pods] == ["Pending", "Pending"]
 
 
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=5).close()
-        return True
-    except OSError:
-        return False
-
 
 def test_a_deleted_dgd_stops_its_frontend_process(api, core, custom, sandbox_namespace):
     ns, name = sandbox_namespace, unique("gone")
@@ -116,10 +108,10 @@ def test_a_deleted_dgd_stops_its_frontend_process(api, core, custom, sandbox_nam
     frontend = core.list_namespaced_pod(ns, label_selector=f"{LABEL}={name},nvidia.com/dynamo-component-type=frontend").items[0]
     forward = custom.get_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", ns, "portforwards", frontend.metadata.name)
     port = forward["spec"]["forwards"][0]["target"]["port"]
-    assert _listening(port)
+    assert listening(port)
 
     custom.delete_namespaced_custom_object(*DGD, ns, "dynamographdeployments", name)
-    eventually(lambda: not _listening(port), what="the frontend's process stopped")
+    eventually(lambda: not listening(port), what="the frontend's process stopped")
 
 
 def test_kubectl_apply_of_an_example_dgd_reaches_successful(sandbox, sandbox_namespace, tmp_path):
