@@ -42,11 +42,24 @@ DEADLINE_S = 300.0
 GATE_LIMIT_S = 900
 
 
+def run_cli(args: list[str], *, env: dict[str, str], timeout: float = DEADLINE_S,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the installed ``nrl-k8s`` CLI with exactly ``env``; past ``timeout`` fail the test with
+    everything it printed (a TimeoutExpired's own message shows only the command)."""
+    try:
+        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    except subprocess.TimeoutExpired as exc:
+        printed = {name: (data.decode(errors="replace") if isinstance(data, bytes) else data or "")
+                   for name, data in (("stdout", exc.stdout), ("stderr", exc.stderr))}
+        pytest.fail(f"nrl-k8s {' '.join(args)} still ran after {timeout:.0f} s\n"
+                    f"stdout:\n{printed['stdout']}\nstderr:\n{printed['stderr']}")
+
+
 def nrl_k8s(*args: str, check: bool = True, timeout: float = DEADLINE_S, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the installed ``nrl-k8s`` CLI (``env`` added to this process's); fail the test with
     its output when ``check`` fails."""
     env = {**os.environ, INHERITED_ENV[0]: INHERITED_ENV[1], **(env or {})}
-    result = subprocess.run([NRL_K8S, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    result = run_cli(list(args), env=env, timeout=timeout)
     if check and result.returncode != 0:
         pytest.fail(f"nrl-k8s {' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
     return result

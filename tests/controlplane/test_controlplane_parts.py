@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from sandbox_harness import NRL_K8S
+from sandbox_harness import NRL_K8S, run_cli
 
 from nrl_k8s.sandbox.controlplane import binaries, kubelet, stages
 from nrl_k8s.sandbox.controlplane.egress import EgressProxy
@@ -100,14 +99,13 @@ def test_delays_go_to_the_stage_of_their_kind():
 
 def test_build_without_go_says_how_to_get_it(tmp_path):
     env = {"PATH": str(Path(NRL_K8S).parent), "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    result = subprocess.run([NRL_K8S, "sandbox", "build"], capture_output=True, text=True, env=env)
+    result = run_cli(["sandbox", "build"], env=env)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "needs Go" in result.stderr and binaries.ENV_BIN in result.stderr
 
 
 def test_prebuilt_binaries_folder_must_hold_them_all(tmp_path):
     env = {**os.environ, binaries.ENV_BIN: str(tmp_path)}
-    result = subprocess.run([NRL_K8S, "sandbox", "up", "--dir", str(tmp_path / "box")], capture_output=True,
-                            text=True, env=env)
+    result = run_cli(["sandbox", "up", "--dir", str(tmp_path / "box")], env=env)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert binaries.ENV_BIN in result.stderr and "kube-apiserver" in result.stderr

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S
+from sandbox_harness import DEADLINE_S, NRL_K8S, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -15,7 +15,7 @@ PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/san
 
 def check(box) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-    return subprocess.run([NRL_K8S, "check", *PAIR], capture_output=True, text=True, env=env, timeout=DEADLINE_S)
+    return run_cli(["check", *PAIR], env=env, timeout=DEADLINE_S)
 
 
 def test_check_warns_that_kuberay_1_5_lacks_what_parallel_needs(separate_sandbox):
@@ -43,8 +43,7 @@ def test_check_passes_the_parallel_fields_on_the_current_sandbox(sandbox):
 def test_run_refuses_a_dgd_version_the_cluster_does_not_serve_before_creating_anything(separate_sandbox):
     with separate_sandbox("no-dgd-crd") as box:
         env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-        result = subprocess.run([NRL_K8S, "run", "--rayjob", "--no-wait", *PAIR], capture_output=True, text=True,
-                                env=env, timeout=DEADLINE_S)
+        result = run_cli(["run", "--rayjob", "--no-wait", *PAIR], env=env, timeout=DEADLINE_S)
         with box.api_client() as api:
             jobs = client.CustomObjectsApi(api).list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")
             secrets = client.CoreV1Api(api).list_namespaced_secret("default")

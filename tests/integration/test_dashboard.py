@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible, observe
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible, observe, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -35,7 +35,7 @@ def cli(sandbox, sandbox_namespace):
              f"infra.dynamo.serving.name={job}-dgd"]
 
     def invoke(*args: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-        return subprocess.run([NRL_K8S, *args, *PAIR, *names, *extra], capture_output=True, text=True, env=env,
+        return run_cli([*args, *PAIR, *names, *extra], env=env,
                               timeout=DEADLINE_S)
 
     @contextlib.contextmanager

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from kubernetes import client
 from nrl_k8s.sandbox.controlplane.kubelet import PLAYED
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible, observe
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible, observe, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -48,7 +48,7 @@ class Session:
                 f"infra.dynamo.serving.name={self.dgd}"]
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=self.env, timeout=DEADLINE_S)
+        return run_cli(list(args), env=self.env, timeout=DEADLINE_S)
 
     def logs(self, *flags: str) -> subprocess.CompletedProcess:
         return self.cli("logs", *PAIR, *self.overrides(), *flags)

@@ -21,7 +21,7 @@ from typing import Iterator
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, find_custom, observe
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, find_custom, observe, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -67,7 +67,7 @@ class User:
                 "XDG_CACHE_HOME": str(self.cache)}
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=self.env(), timeout=DEADLINE_S)
+        return run_cli(list(args), env=self.env(), timeout=DEADLINE_S)
 
     def run_args(self, *flags: str, entrypoint: str) -> list[str]:
         return ["run", "--rayjob", *flags, *PAIR, f"infra.namespace={self.ns}", f"infra.kuberay.training.name={self.job}",

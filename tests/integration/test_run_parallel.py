@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually, interruptible
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually, interruptible, run_cli
 from test_run_rayjob import EXAMPLE_ENTRYPOINT, NVIDIA, PAIR, RAY, Run
 
 APPS = ("apps", "v1")
@@ -72,7 +72,7 @@ def test_parallel_creates_every_dgd_owned_and_submits_the_driver_once_it_serves(
 def test_parallel_is_refused_when_kuberay_lacks_interactive_mode(separate_sandbox, tmp_path):
     with separate_sandbox("old-rayjob-crd") as box:
         env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-        result = subprocess.run([NRL_K8S, "run", "--parallel", *PAIR], capture_output=True, text=True, env=env,
+        result = run_cli(["run", "--parallel", *PAIR], env=env,
                                 timeout=DEADLINE_S)
         assert result.returncode == 2, result.stderr
         assert "--parallel needs spec.preRunningDeadlineSeconds" in result.stderr and "nothing was created" in result.stderr

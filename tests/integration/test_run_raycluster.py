@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY, NVIDIA = ("ray.io", "v1"), ("nvidia.com", "v1alpha1")
@@ -95,7 +95,7 @@ class LongLived:
     def cli(self, *args: str, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": str(self.sandbox.kubeconfig), "NRL_K8S_USER": "it",
                "XDG_CACHE_HOME": str(self.dir / "cache")}
-        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=self.dir)
+        return run_cli(list(args), env=env, timeout=timeout, cwd=self.dir)
 
     def run(self, *flags: str) -> subprocess.CompletedProcess:
         return self.cli("run", "--raycluster", *flags, "recipe.yaml", "--infra", "infra.yaml")
@@ -240,7 +240,7 @@ def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbo
             f"infra.namespace={sandbox_namespace}"]
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=env, timeout=DEADLINE_S, cwd=ROOT)
+        return run_cli(list(args), env=env, timeout=DEADLINE_S, cwd=ROOT)
 
     # The example's gym daemon serves the head's container port 18431 on the free port the
     # sandbox gives it (NRL_K8S_SANDBOX_PORT_18431): no two runs of it share a port.

@@ -21,7 +21,7 @@ import httpx
 import pytest
 import yaml
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, observe
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, observe, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -46,7 +46,7 @@ class Run:
 
     def cli(self, *args: str, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": str(self.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
-        return subprocess.run([NRL_K8S, *args], capture_output=True, text=True, env=env, timeout=timeout)
+        return run_cli(list(args), env=env, timeout=timeout)
 
     def run(self, *flags: str, extra: tuple[str, ...] = (), timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
         return self.cli("run", "--rayjob", *flags, *PAIR, *self.overrides(*extra), timeout=timeout)
@@ -292,7 +292,7 @@ def test_status_shows_dynamo_section(run, tmp_path):
 def test_check_reports_missing_dgd_crd(separate_sandbox):
     with separate_sandbox("no-dgd-crd") as box:
         env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-        result = subprocess.run([NRL_K8S, "check", *PAIR], capture_output=True, text=True, env=env, timeout=DEADLINE_S)
+        result = run_cli(["check", *PAIR], env=env, timeout=DEADLINE_S)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL CRD dynamographdeployments.nvidia.com" in result.stdout
     assert "helmfile -f helm/helmfile.yaml.gotmpl -e prod apply" in result.stdout
