@@ -20,13 +20,15 @@ from nrl_k8s_cli._common import dump_yaml_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests/golden"
+EXAMPLES, SHAPES = "examples", "tests/upstream_shapes"  # the project's examples; upstream-shaped pairs
 PAIRS = {
-    "qwen3_0.6b_dynamo": ("qwen3_0.6b_dynamo.yaml", "qwen3_0.6b_dynamo.kind.infra.yaml"),
-    "grpo_qwen3_30b_dynamo": ("grpo_qwen3_30b_dynamo.yaml", "grpo_qwen3_30b_dynamo.gb300.infra.yaml"),
-    "grpo_two_dgds": ("grpo_two_dgds.yaml", "grpo_two_dgds.kind.infra.yaml"),
-    "bundled_qwen3_0.6b": ("bundled_qwen3_0.6b.yaml", None),
-    "sandbox": ("sandbox.yaml", "sandbox.infra.yaml"),
-    "sandbox_longlived": ("sandbox_longlived.yaml", "sandbox_longlived.infra.yaml"),
+    "qwen3_0.6b_dynamo": (EXAMPLES, "qwen3_0.6b_dynamo.yaml", "qwen3_0.6b_dynamo.kind.infra.yaml"),
+    "grpo_qwen3_30b_dynamo": (EXAMPLES, "grpo_qwen3_30b_dynamo.yaml", "grpo_qwen3_30b_dynamo.gb300.infra.yaml"),
+    "grpo_two_dgds": (EXAMPLES, "grpo_two_dgds.yaml", "grpo_two_dgds.kind.infra.yaml"),
+    "bundled_qwen3_0.6b": (EXAMPLES, "bundled_qwen3_0.6b.yaml", None),
+    "sandbox": (EXAMPLES, "sandbox.yaml", "sandbox.infra.yaml"),
+    "sandbox_longlived": (EXAMPLES, "sandbox_longlived.yaml", "sandbox_longlived.infra.yaml"),
+    **{f"upstream.{shape}": (SHAPES, "recipe.yaml", f"{shape}.infra.yaml") for shape in ("dgd_file", "inline_spec", "segments")},
 }
 PARENTS = {"grpo_base.yaml"}  # recipes only used through `defaults:`
 DGDS = sorted(p.name for p in (ROOT / "examples_dgd").glob("*.yaml"))
@@ -34,7 +36,7 @@ DGDS = sorted(p.name for p in (ROOT / "examples_dgd").glob("*.yaml"))
 
 @pytest.fixture(autouse=True)
 def fixed_env(monkeypatch):
-    for name in ("HF_TOKEN", "WANDB_API_KEY", "NRL_K8S_DEFAULTS"):
+    for name in ("HF_TOKEN", "WANDB_API_KEY", "NRL_K8S_DEFAULTS", "NRL_SHAPES_MODEL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NRL_K8S_USER", "golden")
     monkeypatch.setenv("HOME", "/nonexistent")
@@ -48,8 +50,8 @@ def _compare(name: str, text: str) -> None:
     assert text == path.read_text(), f"{name} differs from its golden file; run with UPDATE_GOLDEN=1 and review"
 
 
-def _load(recipe: str, infra: str | None):
-    return load_config(ROOT / "examples" / recipe, (), infra and ROOT / "examples" / infra)
+def _load(folder: str, recipe: str, infra: str | None):
+    return load_config(ROOT / folder / recipe, (), infra and ROOT / folder / infra)
 
 
 @pytest.mark.parametrize("name", PAIRS, ids=PAIRS)
@@ -87,8 +89,10 @@ def test_v1beta1_examples_are_their_v1alpha1_twins_converted(twin):
 
 
 def test_every_example_file_is_covered():
-    covered = {f for pair in PAIRS.values() for f in pair if f} | PARENTS
-    assert {p.name for p in (ROOT / "examples").glob("*.yaml")} == covered
+    for folder in (EXAMPLES, SHAPES):
+        covered = {f for where, *pair in PAIRS.values() if where == folder for f in pair if f}
+        covered |= PARENTS if folder == EXAMPLES else {p.name for p in (ROOT / SHAPES).glob("*.dgd.yaml")}
+        assert {p.name for p in (ROOT / folder).glob("*.yaml")} == covered
 
 
 def test_rendering_does_not_depend_on_the_checkout_location(tmp_path):
@@ -96,7 +100,7 @@ def test_rendering_does_not_depend_on_the_checkout_location(tmp_path):
 
     for folder in ("examples", "examples_dgd"):
         shutil.copytree(ROOT / folder, tmp_path / folder)
-    recipe, infra = PAIRS["qwen3_0.6b_dynamo"]
-    here = plan_run(_load(recipe, infra)).manifests()
+    _, recipe, infra = PAIRS["qwen3_0.6b_dynamo"]
+    here = plan_run(_load(EXAMPLES, recipe, infra)).manifests()
     there = plan_run(load_config(tmp_path / "examples" / recipe, (), tmp_path / "examples" / infra)).manifests()
     assert there == here

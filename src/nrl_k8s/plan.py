@@ -97,7 +97,8 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
         pre_running_deadline_seconds=pre_running,
     )
     # every object the run creates carries its run id (`nrl-k8s gc` finds what a dead run left)
-    dgds = {key: labelled(dgd.with_user(manifest, job["metadata"]["name"]), rayjob.RUN_ID_LABEL, run_id)
+    dgds = {key: labelled(dgd.with_user(dgd.wire_claims(manifest, key, dra, job["metadata"]["name"]),
+                                        job["metadata"]["name"]), rayjob.RUN_ID_LABEL, run_id)
             for key, manifest in dgds.items()}
     dra = [labelled(obj, rayjob.RUN_ID_LABEL, run_id) for obj in dra]
     deployments, health = _deployments(cfg.infra)
@@ -222,6 +223,7 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
                 else Code("image", None, None),
                 health=health_check(daemon),
             )
+    dgds = {key: dgd.wire_claims(manifest, key, dra.get("training", []), training) for key, manifest in dgds.items()}
     launch = infra.get("launch") or {}
     source = launch.get("codeSource") or "upload"
     upload = source == "upload"  # else the driver starts in codePath; only the recipe travels

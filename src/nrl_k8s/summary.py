@@ -113,7 +113,7 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
                 "key": key,
                 "name": manifest["metadata"]["name"],
                 "namespace": manifest["metadata"]["namespace"],
-                "manifest": _display(entry["manifest"]),
+                "manifest": _display(entry["manifest"]) if entry.get("manifest") else "inline (infra spec)",
                 "api_version": manifest["apiVersion"],
                 "ready_timeout_s": entry["readyTimeoutS"],
                 "services": [vars(s) for s in dgd.services(manifest)],
@@ -136,7 +136,8 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
         "dynamo": dynamo,
         "recipe_injection": _injection(plan),
         "unused": unused_fields(infra),
-        "warnings": [{"message": message, "hint": hint} for message, hint in unstaged_recipe_reads(infra)],
+        "warnings": [{"message": message, "hint": hint}
+                     for message, hint in [*unstaged_recipe_reads(infra), *raycluster.foreign_images(infra)]],
     }
     return summary if show_secrets else redact(summary)
 

@@ -71,5 +71,7 @@ def render_all(infra: dict, target: Target) -> list[dict]:
         cluster, dra = raycluster.render_with_dra(infra, target.key)
         return [cluster, *dra]
     if target.kind == "dynamo":
-        return [dgd.render(infra, target.key)]
+        training = raycluster.render_with_dra(infra, "training") if "training" in (infra.get("kuberay") or {}) else None
+        owner, objects = (training[0]["metadata"]["name"], training[1]) if training else ("", [])
+        return [dgd.wire_claims(dgd.render(infra, target.key), target.key, objects, owner)]
     return deployment.render_with_service(infra, target.key)

@@ -39,8 +39,9 @@ resources
 ) + """
 deployments deployments.KEY.name deployments.KEY.spec deployments.KEY.labels deployments.KEY.annotations
 deployments.KEY.healthCheckUrl deployments.KEY.healthCheckTimeoutS
-dynamo dynamo.KEY.manifest dynamo.KEY.name dynamo.KEY.namespace dynamo.KEY.overrides dynamo.KEY.labels
-dynamo.KEY.annotations dynamo.KEY.readyTimeoutS
+dynamo dynamo.KEY.manifest dynamo.KEY.spec dynamo.KEY.apiVersion dynamo.KEY.name dynamo.KEY.namespace
+dynamo.KEY.overrides dynamo.KEY.labels dynamo.KEY.annotations dynamo.KEY.readyTimeoutS
+dra dra.roce dra.roce.deviceClassName dra.roce.count dra.computeDomain dra.computeDomain.numNodes
 """
 
 POD = {"cpu": "4", "memory": "16Gi", "gpu": 1}
@@ -422,3 +423,15 @@ def test_upstream_value_errors(path, value, message):
     with pytest.raises(ConfigError) as err:
         check(with_value(path, value))
     assert message in err.value.message
+
+
+@pytest.mark.parametrize(("entry", "key", "problem"), [
+    ({"manifest": "m.yaml", "spec": {"services": {}}, "name": "x"}, "dynamo.gen.spec", "is set together with 'dynamo.gen.manifest'"),
+    ({"spec": {"services": {}}}, "dynamo.gen.spec", "spec requires 'dynamo.gen.name' to be set"),
+    ({"name": "x"}, "dynamo.gen.manifest", "is required"),
+], ids=["manifest-and-spec", "inline-spec-without-name", "neither"])
+def test_a_dgd_entry_has_a_manifest_or_an_inline_spec(entry, key, problem):
+    with pytest.raises(ConfigError) as caught:
+        check({"dynamo": {"gen": entry}})
+    assert caught.value.message.endswith(f"infra key '{key}': {problem}")
+    assert caught.value.hint

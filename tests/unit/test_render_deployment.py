@@ -33,7 +33,9 @@ def test_render_defaults():
     }
     spec = obj["spec"]
     assert spec["selector"] == {"matchLabels": {"nrl-k8s.io/deployment": "reward"}}
-    assert spec["template"]["metadata"]["labels"] == {"nrl-k8s.io/deployment": "reward"}
+    # the object's labels go onto its pods too (upstream does the same); the selector's stay
+    assert spec["template"]["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "nrl-k8s", "team": "reward",
+                                                      "nrl-k8s.io/deployment": "reward"}
     assert [c["image"] for c in spec["template"]["spec"]["containers"]] == ["nemo-rl:1", "envoy:1"]
 
 
@@ -42,8 +44,8 @@ CASES = [
     (
         "explicit selector copied to template",
         {"spec": {**SPEC, "selector": {"matchLabels": {"app": "rm"}}}},
-        lambda o: (o["spec"]["selector"], o["spec"]["template"]["metadata"]["labels"]),
-        ({"matchLabels": {"app": "rm"}}, {"app": "rm"}),
+        lambda o: (o["spec"]["selector"], o["spec"]["template"]["metadata"]["labels"]["app"]),
+        ({"matchLabels": {"app": "rm"}}, "rm"),
     ),
     (
         "matchExpressions left alone",
@@ -138,7 +140,7 @@ SELECTORS = [
     (
         "expressions only: the template labels",
         {"selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "template": {"metadata": {"labels": {"app": "x"}}}},
-        {"app": "x"},
+        {"app.kubernetes.io/managed-by": "nrl-k8s", "team": "rl", "app": "x"},
     ),
 ]
 

@@ -362,3 +362,63 @@ READINESS_CASES = [
 @pytest.mark.parametrize("obj, expected", [c[1:] for c in READINESS_CASES], ids=[c[0] for c in READINESS_CASES])
 def test_readiness(obj, expected, version):
     assert dgd.readiness({**obj, "apiVersion": f"nvidia.com/{version}"}) == expected
+
+
+# -- interpolation inside a DGD file, and inline specs (upstream 2990 / tk/pr-2429 shapes) ----------------
+INTERPOLATED = """\
+apiVersion: nvidia.com/v1alpha1
+kind: DynamoGraphDeployment
+metadata:
+  name: ${user:}-graph
+spec:
+  envs: [{name: HF_HOME, value: "/mnt/ws/${user:}/hf"}, {name: SHELL_VAR, value: "\\\\${HOME}"}]
+  services:
+    Worker:
+      componentType: worker
+      replicas: ${oc.decode:${oc.env:REPLICAS,1}}
+      envFromSecret: ${user:}-secrets
+      extraPodSpec:
+        mainContainer: {args: ["--tp=${services.Worker.replicas}"]}
+"""
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "graph.dgd.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_dgd_files_interpolations_are_resolved(tmp_path, monkeypatch):
+    monkeypatch.setenv("NRL_K8S_USER", "Ann_B")
+    monkeypatch.setenv("REPLICAS", "3")
+    obj = render({"namespace": "rl", "image": "img", "dynamo": {"gen": {"manifest": write(tmp_path, INTERPOLATED)}}})
+    worker = svc(obj, "Worker")
+    assert obj["metadata"]["name"] == "ann-b-graph"
+    assert obj["spec"]["envs"] == [{"name": "HF_HOME", "value": "/mnt/ws/ann-b/hf"}, {"name": "SHELL_VAR", "value": "${HOME}"}]
+    assert (worker["envFromSecret"], worker["replicas"]) == ("ann-b-secrets", 3)
+    assert worker["extraPodSpec"]["mainContainer"]["args"] == ["--tp=3"]
+
+
+def test_a_bad_interpolation_in_a_dgd_file_names_the_file_and_key(tmp_path):
+    path = write(tmp_path, INTERPOLATED.replace("${user:}-secrets", "${nope.there}"))
+    with pytest.raises(ConfigError, match=r"graph\.dgd\.yaml \(spec\): services\.Worker\.envFromSecret: .*missing key"):
+        render({"namespace": "rl", "image": "img", "dynamo": {"gen": {"manifest": path}}})
+
+
+INLINE = {"services": {"Worker": {"componentType": "worker", "replicas": 1,
+                                  "extraPodSpec": {"mainContainer": {"command": ["serve"]}}}}}
+
+
+def test_an_inline_spec_renders_like_a_manifest():
+    obj = render({"namespace": "rl", "image": "img", "labels": {"team": "a"},
+                  "dynamo": {"gen": {"name": "smoke", "spec": copy.deepcopy(INLINE), "readyTimeoutS": 600}}})
+    assert (obj["apiVersion"], obj["metadata"]["name"], obj["metadata"]["namespace"]) == ("nvidia.com/v1alpha1", "smoke", "rl")
+    assert obj["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "nrl-k8s", "team": "a"}
+    assert svc(obj, "Worker")["extraPodSpec"]["mainContainer"] == {"command": ["serve"], "image": "img"}
+
+
+def test_an_inline_spec_problem_names_the_infra_key():
+    bad = copy.deepcopy(INLINE)
+    bad["services"]["Worker"]["replicas"] = "two"
+    with pytest.raises(ConfigError, match=r"infra\.dynamo\.gen\.spec\.services\.Worker\.replicas"):
+        render({"namespace": "rl", "image": "img", "dynamo": {"gen": {"name": "smoke", "spec": bad}}})

@@ -36,9 +36,10 @@ def cluster(name: str, head: dict, *groups: dict, **entry) -> dict:
     return {"name": name, "spec": spec, **entry}
 
 
-def make_infra(**roles) -> dict:
-    return {"namespace": "ns", "image": "img:0", "labels": {"team": "rl"}, "launch": {"entrypoint": "python run.py"},
-            "kuberay": copy.deepcopy(roles)}
+def make_infra(dra_settings: dict | None = None, **roles) -> dict:
+    infra = {"namespace": "ns", "image": "img:0", "labels": {"team": "rl"}, "launch": {"entrypoint": "python run.py"},
+             "kuberay": copy.deepcopy(roles)}
+    return {**infra, "dra": dra_settings} if dra_settings else infra
 
 
 def claims(obj: dict) -> list[list[dict]]:
@@ -79,10 +80,17 @@ CASES = [
         None,
     ),
     (
-        "roce: device class from the claim's template name, one NIC per GPU",
+        "roce: the default class (an authored template name is replaced, not a class), one NIC per GPU",
         make_infra(training=cluster("train", pod(), group("a", 2, pod(CD, ROCE, gpus=4)))),
         2,
-        {"name": "roce", "exactly": {"deviceClassName": "roce.example.com", "count": 4}},
+        {"name": "roce", "exactly": {"deviceClassName": dra.DEFAULT_ROCE_DEVICE_CLASS, "count": 4}},
+    ),
+    (
+        "roce and numNodes set in the infra (upstream's GB300 values)",
+        make_infra({"roce": {"deviceClassName": "roce.networking.k8s.aws", "count": 8}, "computeDomain": {"numNodes": 0}},
+                   training=cluster("train", pod(), group("a", 2, pod(CD, ROCE, gpus=4)))),
+        0,
+        {"name": "roce", "exactly": {"deviceClassName": "roce.networking.k8s.aws", "count": 8}},
     ),
     (
         "roce: defaults without a template name or GPUs",
@@ -94,7 +102,7 @@ CASES = [
         "roce: count is the most GPUs of any claiming pod",
         make_infra(training=cluster("train", pod(), group("a", 1, pod(ROCE, gpus=2)), group("b", 1, pod(ROCE, gpus=8)))),
         None,
-        {"name": "roce", "exactly": {"deviceClassName": "roce.example.com", "count": 8}},
+        {"name": "roce", "exactly": {"deviceClassName": dra.DEFAULT_ROCE_DEVICE_CLASS, "count": 8}},
     ),
 ]
 
@@ -154,11 +162,31 @@ def test_rayjob_objects_are_named_after_the_rayjob():
     assert {c["resourceClaimTemplateName"] for c in claims(job)[1]} == {"train-job-cd-channel", "train-job-roce"}
 
 
-def test_roce_claims_naming_different_classes_are_refused():
+def test_claims_naming_other_templates_all_get_the_owners_template():
     infra = make_infra(training=cluster("t", pod(), group("a", 1, pod(ROCE)),
-                                        group("b", 1, pod({**ROCE, "resourceClaimTemplateName": "other.example.com"}))))
-    with pytest.raises(ConfigError, match="name different templates"):
-        raycluster.render_with_dra(infra, "training")
+                                        group("b", 1, pod({**ROCE, "resourceClaimTemplateName": "other"}))))
+    manifest, objects = raycluster.render_with_dra(infra, "training")
+    assert [o["metadata"]["name"] for o in objects] == ["t-roce"]
+    assert {c["resourceClaimTemplateName"] for group in claims(manifest) for c in group} == {"t-roce"}
+
+
+def dgd_pods(*claim_sets: tuple[dict, ...]) -> list[dict]:
+    return [{"resourceClaims": [copy.deepcopy(c) for c in claim_set]} for claim_set in claim_sets]
+
+
+def test_dgd_claims_are_wired_to_the_training_clusters_templates():
+    _, objects = raycluster.render_with_dra(make_infra(training=cluster("t", pod(), group("a", 1, pod(CD, ROCE)))), "training")
+    pods = dgd_pods((ROCE, {"name": "scratch", "resourceClaimTemplateName": "mine"}), (CD,))
+    dra.wire_claims(pods, objects, "t", "dynamo.serving")
+    assert [[(c["name"], c["resourceClaimTemplateName"]) for c in p["resourceClaims"]] for p in pods] == [
+        [("roce-channel", "t-roce"), ("scratch", "mine")], [("compute-domain-channel", "t-cd-channel")]]
+
+
+def test_a_dgd_claim_the_training_does_not_make_is_refused():
+    _, objects = raycluster.render_with_dra(make_infra(training=cluster("t", pod(), group("a", 1, pod(CD)))), "training")
+    with pytest.raises(ConfigError, match="dynamo.serving: a pod claims roce-channel") as caught:
+        dra.wire_claims(dgd_pods((ROCE,)), objects, "t", "dynamo.serving")
+    assert "kuberay.training" in caught.value.hint
 
 
 def test_rendering_is_repeatable():

@@ -103,10 +103,23 @@ FIELD_CASES = [
         [("research", "kai-scheduler")] * 2,
     ),
     (
-        "kueue scheduler: nothing on pods",
+        "kueue scheduler: no schedulerName or queue label on pods (Kueue would admit each pod)",
         {"scheduler": {"kind": "kueue", "queue": "lq"}},
-        lambda s: [("schedulerName" in p, "metadata" in t) for p, t in zip(pods(s), [s["headGroupSpec"]["template"]])],
+        lambda s: [("schedulerName" in p, "kueue.x-k8s.io/queue-name" in t["metadata"]["labels"])
+                   for p, t in zip(pods(s), [s["headGroupSpec"]["template"]])],
         [(False, False)],
+    ),
+    (
+        "infra and role labels on every pod template; the template's own label wins",
+        {"labels": {"team": "rl", "nrl-k8s/owner": "alice", "tier": "infra"},
+         "kuberay": {"training": {"labels": {"disagg.nemo-rl/run": "r1"}, "spec": {
+             "headGroupSpec": {"template": {"metadata": {"labels": {"tier": "head"}}, "spec": {"containers": [{"name": "ray"}]}}},
+             "workerGroupSpecs": [{"groupName": "g", "replicas": 1, "template": {"spec": {"containers": [{"name": "ray"}]}}}]}}}},
+        lambda s: [t["metadata"]["labels"] for t in [s["headGroupSpec"]["template"], s["workerGroupSpecs"][0]["template"]]],
+        [{"app.kubernetes.io/managed-by": "nrl-k8s", "team": "rl", "nrl-k8s/owner": "alice", "tier": "head",
+          "disagg.nemo-rl/run": "r1", "nrl-k8s.io/role": "training"},
+         {"app.kubernetes.io/managed-by": "nrl-k8s", "team": "rl", "nrl-k8s/owner": "alice", "tier": "infra",
+          "disagg.nemo-rl/run": "r1", "nrl-k8s.io/role": "training"}],
     ),
     (
         "hostNetwork with its dnsPolicy",
@@ -324,7 +337,9 @@ def test_explicit_ray_version_kept():
 def test_minimal_spec_gets_a_head():
     infra = {"namespace": "ns", "image": "img", "kuberay": {"gym": {"name": "gym", "spec": {}}}}
     assert raycluster.render_spec(infra, "gym") == {
-        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "img"}]}}}
+        "headGroupSpec": {"rayStartParams": {}, "template": {
+            "metadata": {"labels": {"app.kubernetes.io/managed-by": "nrl-k8s", "nrl-k8s.io/role": "gym"}},
+            "spec": {"containers": [{"name": "ray-head", "image": "img"}]}}}
     }
 
 

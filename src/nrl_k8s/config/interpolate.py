@@ -94,6 +94,16 @@ def interpolate(infra: dict, env: Mapping[str, str], provenance: Provenance) -> 
     return {key: resolver.resolve((key,)) for key in infra if not (isinstance(key, str) and key.startswith("_"))}
 
 
+def interpolate_document(document: dict, env: Mapping[str, str], source: str) -> dict:
+    """``document`` (a file other than the infra: a DGD manifest's spec or metadata) with every
+    interpolation resolved as the infra's are; references are relative to its top, and errors
+    name ``source``."""
+    provenance = Provenance()
+    provenance.record(document, source)
+    resolver = _Resolver(document, env, provenance)
+    return {key: resolver.resolve((key,)) for key in document}
+
+
 class _Resolver:
     """Resolves keys of one infra mapping, each once (``done``), refusing cycles and excess."""
 

@@ -153,6 +153,8 @@ def _unique(paths: list[Path]) -> tuple[Path, ...]:
 def _absolute_manifests(infra: dict, provenance: Provenance) -> None:
     """Make each `dynamo.KEY.manifest` absolute: relative to the file that declared it (cwd for overrides)."""
     for key, graph in (infra.get("dynamo") or {}).items():
+        if not graph.get("manifest"):
+            continue  # an inline spec
         manifest = Path(graph["manifest"]).expanduser()
         if manifest.is_absolute():
             continue

@@ -146,21 +146,42 @@ class SecretName:
         return _subdomain("Secret name").validate(value, path, ctx)
 
 
+_UNSET = (None, "", {}, [])
+
+
 @dataclass(frozen=True)
 class Requires:
-    """Cross-field rule: when `key` is one of `values`, `needed` must be set (non-empty)."""
+    """Cross-field rule: when `key` is one of `values` (None: set at all), `needed` must be set (non-empty)."""
 
     key: str
-    values: tuple[Any, ...]
+    values: tuple[Any, ...] | None
     needed: str
 
     def check(self, value: dict, path: tuple, ctx: _Context) -> None:
-        if value.get(self.key) in self.values and value.get(self.needed) in (None, "", {}, []):
+        applies = value.get(self.key) not in _UNSET if self.values is None else value.get(self.key) in self.values
+        if applies and value.get(self.needed) in _UNSET:
+            shown = self.key if self.values is None else repr(value[self.key])
             raise ctx.error(
                 (*path, self.key),
-                f"{value[self.key]!r} requires '{dotted((*path, self.needed))}' to be set",
+                f"{shown} requires '{dotted((*path, self.needed))}' to be set",
                 f"set {dotted((*path, self.needed))}",
             )
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Cross-field rule: exactly one of `keys` is set."""
+
+    keys: tuple[str, ...]
+
+    def check(self, value: dict, path: tuple, ctx: _Context) -> None:
+        given = [key for key in self.keys if value.get(key) not in _UNSET]
+        if len(given) == 1:
+            return
+        hint = f"set exactly one of {', '.join(dotted((*path, key)) for key in self.keys)}"
+        if not given:
+            raise ctx.error((*path, self.keys[0]), "is required", hint)
+        raise ctx.error((*path, given[1]), f"is set together with '{dotted((*path, given[0]))}'", hint)
 
 
 @dataclass(frozen=True)
@@ -170,7 +191,7 @@ class Struct:
     fields: Mapping[str, Any]
     required: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
-    rules: tuple[Requires, ...] = ()
+    rules: tuple[Requires | OneOf, ...] = ()
 
     def validate(self, value: Any, path: tuple, ctx: _Context) -> dict:
         if not isinstance(value, dict):
@@ -282,6 +303,9 @@ _DEPLOYMENT = Struct({
 _DYNAMO_GRAPH = Struct(
     {
         "manifest": STR,
+        # inline instead of a manifest file (upstream tk/pr-2429): the DGD's .spec, with `name`
+        "spec": Free(dict),
+        "apiVersion": Scalar(choices=("nvidia.com/v1alpha1", "nvidia.com/v1beta1")),
         "name": STR,
         "namespace": Scalar(dns_label=True),
         "overrides": Free(dict),
@@ -289,7 +313,7 @@ _DYNAMO_GRAPH = Struct(
         "annotations": ANNOTATIONS,
         "readyTimeoutS": TIMEOUT_S,
     },
-    required=("manifest",),
+    rules=(OneOf(("manifest", "spec")), Requires("spec", None, "name")),
     defaults={"readyTimeoutS": 600},
 )
 
@@ -347,6 +371,11 @@ INFRA_SCHEMA = Struct({
     "kuberay": Struct({role: _KUBERAY_ROLE for role in _ROLES}),
     "deployments": DictOf(_DEPLOYMENT),
     "dynamo": DictOf(_DYNAMO_GRAPH),
+    # DRA objects the special claims make (kinds/dra.py says the defaults)
+    "dra": Struct({
+        "roce": Struct({"deviceClassName": _subdomain("DeviceClass name"), "count": POSITIVE_INT}),
+        "computeDomain": Struct({"numNodes": Scalar((int,), minimum=0, maximum=k8s_rules.INT32_MAX)}),
+    }),
 })
 
 

@@ -126,6 +126,13 @@ def object_metadata(
     return metadata
 
 
+def label_template(template: dict, layers: list[dict | None]) -> None:
+    """Give a pod template the label layers of its object (managed-by, infra, scheduler queue,
+    the entry's own: ``nrl-k8s/owner``, ``disagg.*``...); a label the template sets wins."""
+    metadata = template.setdefault("metadata", {})
+    metadata["labels"] = str_map({**_merge(layers), **(metadata.get("labels") or {})})
+
+
 def _merge(layers: list[dict | None]) -> dict:
     out: dict = {}
     for layer in layers:

@@ -14,7 +14,7 @@ from ..errors import InfraError
 from ..k8s_rules import Invalid
 from ..names import validate_name
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
-from .base import without_nulls
+from .base import label_template, without_nulls
 from . import service
 from .pod_schema import check_pod_template
 from .raycluster import apply_identity
@@ -30,14 +30,16 @@ def render(infra: dict, key: str) -> dict:
         raise InfraError(("deployments", key), "is not set", hint="declare it with a name and a Deployment spec")
     name = validate_name(entry.get("name") or key, what="Deployment name", key=("deployments", key, "name"),
                          letter_first=True)
+    labels = [MANAGED_BY, infra.get("labels"), entry.get("labels")]
     try:
         spec = _render_spec(infra, entry, name)
     except Invalid as bad:
         raise InfraError(("deployments", key, "spec", *bad.path), bad.problem, bad.hint) from None
+    label_template(spec["template"], labels)
     metadata = object_metadata(
         name,
         infra["namespace"],
-        [MANAGED_BY, infra.get("labels"), entry.get("labels")],
+        labels,
         [infra.get("annotations"), entry.get("annotations")],
         key=("deployments", key),
     )

@@ -7,7 +7,11 @@ a ``podTemplate`` whose container ``main`` is the workload). Flows never ask whi
 ``kind_of(manifest)`` for the descriptor (the live object is read in the manifest's version, so
 drift compares like with like) and the functions below for everything else.
 
-``render`` builds the object from ``infra.dynamo.KEY`` in four steps:
+``render`` builds the object from ``infra.dynamo.KEY``: a manifest file, whose ``${...}``
+interpolations are resolved as the infra's are (``${user:}``, ``${oc.env:...}``..., references
+relative to the file's ``spec``, or its ``metadata``) before anything reads it, as upstream
+does; or an inline ``spec`` (with ``name`` and an optional ``apiVersion``, v1alpha1 by default),
+part of the infra and so resolved with it. Then four steps:
 
 1. merge ``overrides`` onto the manifest's ``.spec`` (dicts merge, lists replace; v1beta1
    components and pod-template containers merge by name);
@@ -29,13 +33,15 @@ import copy
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from .. import k8s_rules as rules
 from .. import safe_yaml
+from ..config.interpolate import interpolate_document
 from ..errors import ConfigError, InfraError, dotted
 from ..k8s_rules import Invalid
 from ..names import validate_name
-from . import dgd_v1alpha1, dgd_v1beta1
+from . import dgd_v1alpha1, dgd_v1beta1, dra
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
 from .base import without_nulls
 
@@ -81,8 +87,9 @@ def kind_of(obj: dict) -> Kind:
     return _version(obj).KIND
 
 
-def load_manifest(path: str | Path, *, where: str) -> dict:
-    """The first DynamoGraphDeployment document of ``path``, without server-assigned fields.
+def load_manifest(path: str | Path, *, where: str, env: Mapping[str, str] | None = None) -> dict:
+    """The first DynamoGraphDeployment document of ``path``, interpolated (with ``env``, by
+    default this process's), without server-assigned fields.
 
     ``where`` names the config key that points at the file (``infra.dynamo.KEY.manifest``).
     The fields nrl-k8s reads or renders are checked by type (the version's ``check_spec``);
@@ -109,8 +116,12 @@ def load_manifest(path: str | Path, *, where: str) -> dict:
             f"{where}: {path} uses apiVersion {api_version!r}, which nrl-k8s does not support",
             hint=f"use apiVersion: {' or '.join(reversed(SUPPORTED_API_VERSIONS))}",
         )
-    version = _VERSIONS[api_version]
     manifest = {k: v for k, v in found.items() if k != "status"}
+    env = os.environ if env is None else env
+    for part in ("metadata", "spec"):
+        if isinstance(manifest.get(part), dict):
+            manifest[part] = interpolate_document(manifest[part], env, f"{path} ({part})")
+    version = _VERSIONS[api_version]
     try:
         metadata = without_nulls(rules.expect(manifest.get("metadata") or {}, dict, ("metadata",)))
         for field, rule in (("labels", rules.labels), ("annotations", rules.annotations)):
@@ -132,9 +143,7 @@ def render(infra: dict, key: str) -> dict:
     entry = (infra.get("dynamo") or {}).get(key)
     if not entry:
         raise InfraError(("dynamo", key), "is not set", hint="declare it with a manifest path")
-    if not entry.get("manifest"):
-        raise InfraError(("dynamo", key, "manifest"), "is not set", hint="point it at a DGD YAML file")
-    manifest = load_manifest(entry["manifest"], where=f"infra.dynamo.{key}.manifest")
+    manifest = _source(entry, key)
     version = _version(manifest)
     meta = manifest["metadata"]
     overrides = entry.get("overrides") or {}
@@ -162,6 +171,21 @@ def render(infra: dict, key: str) -> dict:
     return {"apiVersion": manifest["apiVersion"], "kind": KIND.kind, "metadata": metadata, "spec": spec}
 
 
+def _source(entry: dict, key: str) -> dict:
+    """The DGD an entry declares: its manifest file loaded, or its inline ``spec`` wrapped."""
+    if entry.get("manifest"):
+        return load_manifest(entry["manifest"], where=f"infra.dynamo.{key}.manifest")
+    if not entry.get("spec"):
+        raise InfraError(("dynamo", key, "manifest"), "is not set", hint="point it at a DGD YAML file, or give an inline spec")
+    manifest = {"apiVersion": entry.get("apiVersion") or KIND.api_version, "kind": KIND.kind, "metadata": {},
+                "spec": copy.deepcopy(entry["spec"])}
+    try:
+        manifest["spec"] = _VERSIONS[manifest["apiVersion"]].check_spec(manifest["spec"])
+    except Invalid as bad:  # paths start at the object: spec.services...
+        raise InfraError(("dynamo", key, *bad.path), bad.problem, bad.hint) from None
+    return manifest
+
+
 def _merged_spec(version, spec: dict, overrides: dict, key: str) -> dict:
     """``overrides`` merged onto the manifest's spec by the version's rules, then checked."""
     where = ("dynamo", key, "overrides")
@@ -182,6 +206,8 @@ def _blame(bad: Invalid, overrides: dict, spec: dict, key: str, entry: dict) -> 
     reached = _depth(overrides, parts)
     if reached == len(parts) or reached > _depth(spec, parts):
         return InfraError(("dynamo", key, "overrides", *parts), bad.problem, bad.hint)
+    if not entry.get("manifest"):
+        return InfraError(("dynamo", key, "spec", *parts), bad.problem, bad.hint)
     return ConfigError(f"{entry['manifest']}: {dotted(bad.path)}: {bad.problem}", hint=bad.hint)
 
 
@@ -194,6 +220,15 @@ def _depth(node: object, parts: tuple) -> int:
             return depth
         node = node[part]
     return len(parts)
+
+
+def wire_claims(manifest: dict, key: str, training_dra: list[dict], training_owner: str) -> dict:
+    """``manifest`` with its pods' ``roce-channel`` / ``compute-domain-channel`` claims pointed at
+    the training cluster's DRA objects (``training_dra``, owned by ``training_owner``), as upstream
+    does: the DGD's workers share the training's RoCE template and IMEX domain."""
+    wired = copy.deepcopy(manifest)
+    dra.wire_claims(_version(wired).pod_specs(wired["spec"]), training_dra, training_owner, f"infra.dynamo.{key}")
+    return wired
 
 
 def services(dgd: dict) -> list[ServiceInfo]:

@@ -94,6 +94,11 @@ def apply_pod_defaults(spec: dict, image: str | None, pull_secrets: list) -> Non
                 raise bad.within(("spec", "services", name, "extraPodSpec")) from None
 
 
+def pod_specs(spec: dict) -> list[dict]:
+    """Each service's pod spec (``extraPodSpec``) that the manifest declares."""
+    return [service["extraPodSpec"] for service in spec["services"].values() if service.get("extraPodSpec")]
+
+
 def parts(spec: dict) -> list[tuple[str, str | None, int, int, int]]:
     """Per service: (name, component type, replicas, nodes per replica, GPUs per node)."""
     out = []

@@ -197,6 +197,12 @@ def apply_pod_defaults(spec: dict, image: str | None, pull_secrets: list) -> Non
         _check_template(component["podTemplate"], path, rendered=True)
 
 
+def pod_specs(spec: dict) -> list[dict]:
+    """Each component's pod spec (``podTemplate.spec``)."""
+    return [component["podTemplate"]["spec"] for component in spec["components"]
+            if (component.get("podTemplate") or {}).get("spec")]
+
+
 def parts(spec: dict) -> list[tuple[str, str | None, int, int, int]]:
     """Per component: (name, type, replicas, nodes per replica, GPUs per node: every container's
     ``nvidia.com/gpu`` limit, else request)."""

@@ -5,17 +5,23 @@ Two claim names are special; each gets an object of its owner's own (the RayClus
 RayJob whose cluster is made later), so two clusters never share one:
 
 - ``compute-domain-channel`` → ComputeDomain ``<owner>-cd`` (``resource.nvidia.com/v1beta1``)
-  with ``numNodes`` = the pods that claim it and ``channel.resourceClaimTemplate.name`` =
-  ``<owner>-cd-channel`` (the NVIDIA DRA driver creates that template for the IMEX channels);
-  the claim is rewritten to ``<owner>-cd-channel``.
+  with ``channel.resourceClaimTemplate.name`` = ``<owner>-cd-channel`` (the NVIDIA DRA driver
+  creates that template for the IMEX channels); the claim is rewritten to ``<owner>-cd-channel``.
+  ``numNodes``: ``infra.dra.computeDomain.numNodes`` if set, else the pods that claim it. We
+  follow the meaning of the NVIDIA DRA driver for GPUs v25.3.0 (the first release of the
+  ``v1beta1`` ComputeDomain): the number of nodes the domain spans, the domain being Ready once
+  that many IMEX daemons are. Upstream's GB300 examples set 0 (the domain does not wait for a
+  node count), which ``infra.dra.computeDomain.numNodes: 0`` gives.
 - ``roce-channel`` → ResourceClaimTemplate ``<owner>-roce`` (``resource.k8s.io/v1``) with one
   request ``roce`` for ``exactly{deviceClassName, count}``; the claim is rewritten to it.
-  ``deviceClassName``: the template name the infra's claim gave (name there the DeviceClass
-  your RoCE driver publishes), else ``roce.nvidia.com``. ``count``: the most GPUs
-  (``nvidia.com/gpu``) one claiming pod's containers ask for, at least 1 — one RoCE NIC per
-  GPU, as on GB300 compute trays.
+  ``deviceClassName``: ``infra.dra.roce.deviceClassName`` (the DeviceClass your RoCE driver
+  publishes; default ``roce.nvidia.com``; upstream's GB300 cluster: ``roce.networking.k8s.aws``).
+  ``count``: ``infra.dra.roce.count`` (upstream: 8), else the most GPUs (``nvidia.com/gpu``) one
+  claiming pod's containers ask for, at least 1 — one RoCE NIC per GPU, as on GB300 trays.
 
-A claim that named a shared ResourceClaim (``resourceClaimName``) is rewritten the same way.
+A template name the claim already gave is replaced (it names nothing nrl-k8s creates), and so
+is a shared ResourceClaim (``resourceClaimName``). A DGD's pods claim the same names: they are
+wired to the training cluster's objects (``wire_claims``), which the DGD then shares.
 The objects carry the managed-by label and the infra labels; the run adds the ownerReference.
 """
 
@@ -54,34 +60,52 @@ def render_for_pods(pod_specs: list[dict], owner_name: str, infra: dict) -> list
     ``pod_specs`` holds one entry per pod (a worker group's spec once per replica; repeats of
     one dict are fine). [] when no pod makes a special claim.
     """
-    cd_pods, roce_pods, roce_gpus, roce_classes = 0, 0, 1, set()
+    cd_pods, roce_pods, roce_gpus = 0, 0, 1
     for pod in pod_specs:
         for claim in pod.get("resourceClaims") or []:
+            if claim.get("name") in templates_of(owner_name):
+                _rewrite(claim, templates_of(owner_name)[claim["name"]])
             if claim.get("name") == COMPUTE_DOMAIN_CLAIM:
-                _rewrite(claim, channel_template_name(owner_name))
                 cd_pods += 1
             elif claim.get("name") == ROCE_CLAIM:
-                named = claim.get("resourceClaimTemplateName")
-                if named and named != roce_template_name(owner_name):
-                    roce_classes.add(named)
-                _rewrite(claim, roce_template_name(owner_name))
                 roce_pods += 1
                 roce_gpus = max(roce_gpus, _gpus(pod))
-    if len(roce_classes) > 1:
-        raise ConfigError(
-            f"the {ROCE_CLAIM} claims of {owner_name} name different templates ({', '.join(sorted(roce_classes))})",
-            hint=f"{owner_name} gets one RoCE ResourceClaimTemplate: name the same DeviceClass in every {ROCE_CLAIM} claim",
-        )
+    settings = infra.get("dra") or {}
     objects = []
     if cd_pods:
-        spec = {"numNodes": cd_pods, "channel": {"resourceClaimTemplate": {"name": channel_template_name(owner_name)}}}
+        nodes = (settings.get("computeDomain") or {}).get("numNodes", cd_pods)
+        spec = {"numNodes": nodes, "channel": {"resourceClaimTemplate": {"name": channel_template_name(owner_name)}}}
         objects.append(_object(COMPUTE_DOMAIN, compute_domain_name(owner_name), infra, spec))
     if roce_pods:
-        device_class = next(iter(roce_classes), DEFAULT_ROCE_DEVICE_CLASS)
-        request = {"name": ROCE_REQUEST, "exactly": {"deviceClassName": device_class, "count": roce_gpus}}
+        roce = settings.get("roce") or {}
+        device_class = roce.get("deviceClassName") or DEFAULT_ROCE_DEVICE_CLASS
+        request = {"name": ROCE_REQUEST, "exactly": {"deviceClassName": device_class, "count": roce.get("count") or roce_gpus}}
         objects.append(_object(RESOURCE_CLAIM_TEMPLATE, roce_template_name(owner_name), infra,
                                {"spec": {"devices": {"requests": [request]}}}))
     return objects
+
+
+def templates_of(owner_name: str) -> dict[str, str]:
+    """Claim name → the template ``owner_name``'s pods (and the DGDs wired to it) claim through it."""
+    return {COMPUTE_DOMAIN_CLAIM: channel_template_name(owner_name), ROCE_CLAIM: roce_template_name(owner_name)}
+
+
+def wire_claims(pod_specs: list[dict], objects: list[dict], owner_name: str, where: str) -> None:
+    """Point the special claims of ``pod_specs`` (a DGD's pods) at ``owner_name``'s templates,
+    which ``objects`` (the training cluster's DRA objects) must create; else a ConfigError."""
+    made = {obj["metadata"]["name"] for obj in objects if obj["kind"] == RESOURCE_CLAIM_TEMPLATE.kind}
+    made |= {obj["spec"]["channel"]["resourceClaimTemplate"]["name"] for obj in objects if obj["kind"] == COMPUTE_DOMAIN.kind}
+    for pod in pod_specs:
+        for claim in pod.get("resourceClaims") or []:
+            template = templates_of(owner_name).get(claim.get("name"))
+            if template is None:
+                continue
+            if template not in made:
+                raise ConfigError(
+                    f"{where}: a pod claims {claim['name']}, which the training cluster's workers do not claim",
+                    hint=f"a DGD shares the training cluster's DRA objects: add the {claim['name']} claim to "
+                         f"kuberay.training's workers, or remove it from the DGD")
+            _rewrite(claim, template)
 
 
 def _rewrite(claim: dict, template: str) -> None:

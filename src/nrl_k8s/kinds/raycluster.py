@@ -36,7 +36,7 @@ from ..names import MAX_RAYCLUSTER_NAME_LEN, validate_name
 from . import dra
 from .pod_schema import check_pod_template
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, condition_true
-from .base import describe_condition, k8s_str, object_metadata, str_map, without_nulls
+from .base import describe_condition, k8s_str, label_template, object_metadata, str_map, without_nulls
 
 KIND = Kind("ray.io", "v1", "rayclusters", "RayCluster")
 ROLES = ("training", "generation", "gym")
@@ -113,13 +113,19 @@ def scheduler_labels(infra: dict) -> dict:
     return {KUEUE_QUEUE_LABEL: queue} if kind == "kueue" else {}
 
 
+def pod_labels(infra: dict, role: str) -> list[dict | None]:
+    """The label layers of ``role``'s pod templates, low to high. Not Kueue's queue label: on a
+    pod it would make Kueue admit that pod on its own, besides the RayCluster or RayJob."""
+    return [MANAGED_BY, infra.get("labels"), role_entry(infra, role).get("labels"), {ROLE_LABEL: role}]
+
+
 def render(infra: dict, role: str) -> dict:
     """The full RayCluster object for ``role`` (training, generation or gym)."""
     entry = role_entry(infra, role)
     metadata = object_metadata(
         cluster_name(infra, role),
         infra["namespace"],
-        [MANAGED_BY, infra.get("labels"), scheduler_labels(infra), entry.get("labels"), {ROLE_LABEL: role}],
+        [*pod_labels(infra, role), scheduler_labels(infra)],
         [infra.get("annotations"), entry.get("annotations")],
         key=("kuberay", role),
     )
@@ -130,6 +136,25 @@ def render_with_dra(infra: dict, role: str) -> tuple[dict, list[dict]]:
     """The RayCluster of ``role`` with its DRA claims rewritten, and the DRA objects it owns (``kinds.dra``)."""
     cluster = render(infra, role)
     return cluster, dra.render_for_pods(pod_specs(cluster["spec"]), cluster["metadata"]["name"], infra)
+
+
+def foreign_images(infra: dict) -> list[tuple[str, str]]:
+    """(warning, hint) per Ray pod container that keeps an image other than ``infra.image``:
+    nrl-k8s fills the image only where a container has none (upstream overwrites every one)."""
+    image, found = infra.get("image"), []
+    for role in ROLES:
+        if not image or role not in (infra.get("kuberay") or {}):
+            continue
+        spec = render_spec(infra, role)
+        groups = [("head", spec["headGroupSpec"])] + [(g["groupName"], g) for g in spec.get("workerGroupSpecs") or []]
+        for group, piece in groups:
+            for container in piece["template"]["spec"]["containers"]:
+                if container.get("image", image) != image:
+                    found.append((f"kuberay.{role} {group} container {container['name']} runs {container['image']}, "
+                                  f"not infra.image {image}",
+                                  "nrl-k8s keeps an image a container sets (upstream overwrites it): remove it there "
+                                  "to run infra.image"))
+    return found
 
 
 def pod_specs(spec: dict) -> list[dict]:
@@ -155,14 +180,15 @@ def render_spec(infra: dict, role: str) -> dict:
         sizes = (infra.get("resources") or {}).get(role) or {}
         head = spec.setdefault("headGroupSpec", {})
         head.setdefault("rayStartParams", {})
-        _decorated(infra, head, sizes.get("head"), "ray-head", ("headGroupSpec",))
+        labels = pod_labels(infra, role)
+        _decorated(infra, head, sizes.get("head"), "ray-head", ("headGroupSpec",), labels)
         _keep_ray_ports(head["template"]["spec"]["containers"][0])
         if "workerGroupSpecs" in spec:
             segment_size = _segment_size(entry, role)
             groups = []
             for index, group in enumerate(spec["workerGroupSpecs"] or []):
                 for piece in _segments(group, segment_size, role, index):
-                    _decorated(infra, piece, sizes.get("worker"), "ray-worker", ("workerGroupSpecs", index))
+                    _decorated(infra, piece, sizes.get("worker"), "ray-worker", ("workerGroupSpecs", index), labels)
                     groups.append(piece)
             spec["workerGroupSpecs"] = groups
     except Invalid as bad:
@@ -208,11 +234,13 @@ def _check_group(group: object, path: tuple) -> None:
         rules.expect(group["template"], dict, (*path, "template"))
 
 
-def _decorated(infra: dict, group: dict, size: dict | None, default_container: str, path: tuple) -> None:
+def _decorated(infra: dict, group: dict, size: dict | None, default_container: str, path: tuple,
+               labels: list[dict | None]) -> None:
     """Apply the infra to ``group.template``, checking the template as written and as rendered."""
     template = group.setdefault("template", {})
     try:
         check_pod_template(template, rendered=False)
+        label_template(template, labels)
         _decorate_pod(infra, template, size, default_container)
         check_pod_template(template, rendered=True)
     except Invalid as bad:
