@@ -79,3 +79,10 @@ def test_version_tuple(text, parsed):
 def test_version_tuple_refuses_unreleased(text):
     with pytest.raises(AssertionError):
         version_tuple(text)
+
+
+def test_the_kind_cluster_has_a_worker_that_is_given_the_gpus():
+    config = safe_yaml.load_file(HELM / "kind-cluster.yaml")
+    assert (config["kind"], config["apiVersion"]) == ("Cluster", "kind.x-k8s.io/v1alpha4")
+    workers = [node for node in config["nodes"] if node["role"] == "worker"]
+    assert [m["containerPath"] for w in workers for m in w["extraMounts"]] == ["/var/run/nvidia-container-devices/all"]
