@@ -65,7 +65,14 @@ def default_flow(infra: dict) -> str:
 
 
 def _same_namespace(dgds: dict[str, dict], namespace: str) -> None:
+    """Every DGD in the run's namespace, and each under a name of its own."""
+    seen: dict[str, str] = {}
     for key, manifest in dgds.items():
+        name = manifest["metadata"]["name"]
+        if name in seen:
+            raise InfraError(("dynamo", key), f"names the DGD {name!r}, as infra.dynamo.{seen[name]} does",
+                             hint=f"give one of them another name (infra.dynamo.{key}.name)")
+        seen[name] = key
         if manifest["metadata"]["namespace"] != namespace:
             raise ConfigError(
                 f"infra.dynamo.{key}.namespace is {manifest['metadata']['namespace']!r} but the run is in {namespace!r}",

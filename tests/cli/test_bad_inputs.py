@@ -228,6 +228,32 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     "unknown container field": override(
         f"+infra.{HEAD}.template.spec.containers.0.resouces={{}}", f"{HEAD_CONTAINER}.resouces: unknown field"
     ),
+    # What KubeRay or the API server would refuse (issue 19: these were accepted, one with a traceback).
+    "worker group without groupName": lambda tmp: Case(
+        check(infra=infra_with(tmp, "        - groupName: gpu\n          replicas: 1", "        - replicas: 1")),
+        ("infra.yaml: kuberay.training.spec.workerGroupSpecs.0.groupName: is missing",),
+    ),
+    "two worker groups named gpu": lambda tmp: Case(
+        check(infra=infra_with(tmp, "              containers: [{name: ray-worker}]\n",
+                               "              containers: [{name: ray-worker}]\n        - groupName: gpu\n          replicas: 1\n"
+                               "          template: {spec: {containers: [{name: ray-worker}]}}\n")),
+        ("infra.yaml: kuberay.training.spec.workerGroupSpecs.1.groupName: 'gpu' names another worker group too",),
+    ),
+    "minReplicas above maxReplicas": lambda tmp: Case(
+        check(infra=infra_with(tmp, "          replicas: 1", "          replicas: 1\n          minReplicas: 4\n          maxReplicas: 2")),
+        ("infra.yaml: kuberay.training.spec.workerGroupSpecs.0.minReplicas: 4 is more than maxReplicas 2",),
+    ),
+    "two containers of one name": lambda tmp: Case(
+        check(infra=infra_with(tmp, "containers: [{name: ray-worker}]", "containers: [{name: ray-worker}, {name: ray-worker}]")),
+        ("kuberay.training.spec.workerGroupSpecs.0.template.spec.containers.1.name: 'ray-worker' is the name of another container",),
+    ),
+    "probe port name": override(
+        f"+infra.{HEAD}.template.spec.containers.0.livenessProbe={{tcpSocket: {{port: Not_A_Name}}}}",
+        f"{HEAD_CONTAINER}.livenessProbe.tcpSocket.port", "is not a valid port name",
+    ),
+    "two dynamo keys, one DGD name": override(
+        f"++infra.dynamo.again={{manifest: {DGD}}}", "dynamo.again: names the DGD 'tester-dgd', as infra.dynamo.serving does",
+    ),
     "Deployment replicas negative": override("+infra.deployments.reward.spec.replicas=-1", "deployments.reward.spec.replicas: -1 is out of range"),
     "Deployment containers: abc": override(
         "infra.deployments.reward.spec.template.spec.containers=abc", "deployments.reward.spec.template.spec.containers: expected array"

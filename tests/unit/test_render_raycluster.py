@@ -449,9 +449,31 @@ ERROR_CASES = [
     ("pvc without mountPath", lambda i: i.update(workspace={"kind": "pvc", "pvcName": "x"}), "infra.workspace.mountPath"),
     ("kai without queue", lambda i: i.update(scheduler={"kind": "kai"}), "infra.scheduler.queue"),
     (
-        "segment of a nameless group",
-        lambda i: (i["kuberay"]["training"].update(segmentSize=1), i["kuberay"]["training"]["spec"]["workerGroupSpecs"][0].pop("groupName")),
-        "workerGroupSpecs.0.groupName: is required to split the group",
+        "a nameless worker group (KubeRay's CRD requires the name)",
+        lambda i: i["kuberay"]["training"]["spec"]["workerGroupSpecs"][0].pop("groupName"),
+        "workerGroupSpecs.0.groupName: is missing",
+    ),
+    (
+        "two worker groups of one name",
+        lambda i: i["kuberay"]["training"]["spec"]["workerGroupSpecs"].append(
+            copy.deepcopy(i["kuberay"]["training"]["spec"]["workerGroupSpecs"][0])),
+        "workerGroupSpecs.1.groupName: 'gpu' names another worker group too",
+    ),
+    (
+        "minReplicas above maxReplicas",
+        lambda i: i["kuberay"]["training"]["spec"]["workerGroupSpecs"][0].update(minReplicas=3, maxReplicas=2),
+        "workerGroupSpecs.0.minReplicas: 3 is more than maxReplicas 2",
+    ),
+    (
+        "two containers of one name",
+        lambda i: i["kuberay"]["training"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"].append({"name": "ray-head"}),
+        "headGroupSpec.template.spec.containers.1.name: 'ray-head' is the name of another container",
+    ),
+    (
+        "a probe port name that is no port name",
+        lambda i: i["kuberay"]["training"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0].update(
+            readinessProbe={"httpGet": {"port": "Dashboard_Port", "path": "/"}}),
+        "headGroupSpec.template.spec.containers.0.readinessProbe.httpGet.port: string 'Dashboard_Port' is not a valid port name",
     ),
 ]
 

@@ -63,13 +63,21 @@ def check_extra_pod_spec(pod: Any) -> None:
             raise bad.within(("mainContainer",)) from None
 
 
+_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+
+
 def _pod_rules(spec: dict, *, image_required: bool) -> None:
+    names: set[str] = set()
     for field in ("initContainers", "containers"):
         for index, container in enumerate(spec.get(field) or []):
             try:
                 _container(container, image_required=image_required)
             except Invalid as bad:
                 raise bad.within((field, index)) from None
+            if container.get("name") in names:  # the API server: one name across both lists
+                raise Invalid((field, index, "name"), f"{container['name']!r} is the name of another container",
+                              "give every container and init container of a pod its own name")
+            names.add(container.get("name"))
     for index, volume in enumerate(spec.get("volumes") or []):
         rules.dns_name(volume.get("name"), ("volumes", index, "name"), what="volume name")
     if spec.get("nodeSelector"):
@@ -88,6 +96,14 @@ def _container(container: dict, *, image_required: bool) -> None:
             rules.port(entry["hostPort"], ("ports", index, "hostPort"), minimum=0)
         if entry.get("name") is not None:
             rules.port_name(entry["name"], ("ports", index, "name"))
+    for probe in _PROBES:
+        for action in ("httpGet", "tcpSocket", "grpc"):
+            port = ((container.get(probe) or {}).get(action) or {}).get("port")
+            path = (probe, action, "port")
+            if isinstance(port, str):  # IntOrString: text is a port name, even "8080"
+                rules.port_name(port, path)
+            elif port is not None:
+                rules.port(port, path)
     resources = container.get("resources") or {}
     for section in ("requests", "limits"):
         for name, value in (resources.get(section) or {}).items():

@@ -213,15 +213,24 @@ def _check_spec(spec: object) -> dict:
         rules.expect(spec["rayVersion"], str, ("rayVersion",))
     if "headGroupSpec" in spec:
         _check_group(spec["headGroupSpec"], ("headGroupSpec",))
-    groups = spec.get("workerGroupSpecs")
+    groups, names = spec.get("workerGroupSpecs"), set()
     for index, group in enumerate(rules.expect(groups, list, ("workerGroupSpecs",)) if groups is not None else []):
         path = ("workerGroupSpecs", index)
         _check_group(group, path)
-        if group.get("groupName") is not None:
-            rules.dns_name(group["groupName"], (*path, "groupName"), what="group name")
+        if group.get("groupName") is None:  # KubeRay's CRD requires it
+            raise Invalid((*path, "groupName"), "is missing", "name the worker group (groupName: workers)")
+        rules.dns_name(group["groupName"], (*path, "groupName"), what="group name")
+        if group["groupName"] in names:
+            raise Invalid((*path, "groupName"), f"{group['groupName']!r} names another worker group too",
+                          "give every worker group its own groupName")
+        names.add(group["groupName"])
         for field in ("replicas", "minReplicas", "maxReplicas"):
             if group.get(field) is not None:
                 rules.count(group[field], (*path, field), what="a replica count")
+        low, high = group.get("minReplicas"), group.get("maxReplicas")
+        if low is not None and high is not None and low > high:  # KubeRay refuses the RayCluster
+            raise Invalid((*path, "minReplicas"), f"{low} is more than maxReplicas {high}",
+                          "make minReplicas at most maxReplicas")
     return spec
 
 
