@@ -77,7 +77,27 @@ LOSSY = [
     ("v1alpha1 gpuType", obj(ALPHA, {"services": {"W": {"resources": {"limits": {"gpu": "1", "gpuType": "amd.com/gpu"}}}}}), BETA),
     ("v1alpha1 env set twice", obj(ALPHA, {"services": {"W": {"envs": [{"name": "A", "value": "1"}],
                                                              "extraPodSpec": {"mainContainer": {"env": [{"name": "A", "value": "2"}]}}}}}), BETA),
+    ("v1alpha1 envFromSecret", obj(ALPHA, {"services": {"W": {"envFromSecret": "alice-secrets"}}}), BETA),
 ]
+
+
+SECRET_REF = {"secretRef": {"name": "alice-secrets"}}
+
+
+@pytest.mark.parametrize("service, env_from", [
+    ({"envFromSecret": "alice-secrets"}, [SECRET_REF]),
+    ({"envFromSecret": "alice-secrets", "envs": [{"name": "A", "value": "1"}]}, [SECRET_REF]),
+    # the operator merges mainContainer over the dedicated fields: its envFrom replaces the list
+    ({"envFromSecret": "alice-secrets", "extraPodSpec": {"mainContainer": {"envFrom": [{"configMapRef": {"name": "c"}}]}}},
+     [{"configMapRef": {"name": "c"}}]),
+], ids=["alone", "with envs", "mainContainer envFrom wins"])
+def test_env_from_secret_becomes_the_main_containers_env_from(service, env_from):
+    """As the Dynamo operator's webhook maps it (buildMainContainerFromDedicated): what upstream's
+    DGDs use to read ``${user:}-secrets``."""
+    converted = convert(obj(ALPHA, {"services": {"W": service}}), BETA)
+    (component,) = converted["spec"]["components"]
+    (main,) = component["podTemplate"]["spec"]["containers"]
+    assert main["name"] == "main" and main["envFrom"] == env_from and "envFromSecret" not in component
 
 
 @pytest.mark.parametrize("original, to", [c[1:] for c in LOSSY], ids=[c[0] for c in LOSSY])

@@ -6,8 +6,10 @@ The store keeps every object in its CRD's storage version and converts on the wa
 - spec: ``services{NAME: ...}`` ⇄ ``components[{name: NAME, ...}]``, ``envs`` ⇄ ``env``;
 - per service: ``componentType`` (+ ``subComponentType`` prefill/decode of a worker) ⇄ ``type``;
   ``sharedMemory{size|disabled}`` ⇄ ``sharedMemorySize`` ("0" = disabled); ``resources`` (gpu as
-  ``nvidia.com/gpu``), ``envs`` and ``extraPodSpec.mainContainer`` ⇄ the pod template's container
-  ``main`` (the other PodSpec fields and containers ⇄ the rest of ``podTemplate.spec``);
+  ``nvidia.com/gpu``), ``envs``, ``envFromSecret`` (as ``envFrom: [{secretRef: {name}}]``, which
+  ``mainContainer.envFrom`` replaces) and ``extraPodSpec.mainContainer`` ⇄ the pod template's
+  container ``main`` (the other PodSpec fields and containers ⇄ the rest of ``podTemplate.spec``);
+  ``envFromSecret`` comes back as ``mainContainer.envFrom`` (the saved spec restores it);
   ``extraPodMetadata`` ⇄ ``podTemplate.metadata``; every other field is carried as is;
 - status: ``services`` ⇄ ``components`` (the per-part replica counts); the rest is identical.
 
@@ -81,12 +83,16 @@ def _service_to_component(name: str, service: dict) -> dict:
         component["sharedMemorySize"] = "0" if shared.get("disabled") else shared.get("size")
     elif shared is not None:
         rest["sharedMemory"] = shared
-    pod_keys = ("resources", "envs", "extraPodSpec", "extraPodMetadata")
+    if not isinstance(rest.get("envFromSecret", ""), str):
+        raise TypeError("envFromSecret is not a string")  # carried as is
+    pod_keys = ("resources", "envs", "envFromSecret", "extraPodSpec", "extraPodMetadata")
     if any(key in rest for key in pod_keys):
         extra = dict(rest.pop("extraPodSpec", None) or {})
         main = {"name": MAIN}
         if "resources" in rest:
             main["resources"] = _resources_to_native(rest.pop("resources") or {})
+        if secret := rest.pop("envFromSecret", None):  # before mainContainer, whose envFrom replaces it
+            main["envFrom"] = [{"secretRef": {"name": secret}}]
         envs = rest.pop("envs", None) or []
         main.update({k: v for k, v in (extra.pop("mainContainer", None) or {}).items() if k != "name"})
         if envs or main.get("env"):
