@@ -33,6 +33,7 @@ bench: setup
 	$(BIN)/python bench/log_follow.py
 	$(BIN)/python bench/parallel_bringup.py
 	$(BIN)/python bench/bad_inputs.py
+	$(BIN)/python bench/unreachable.py
 
 # Refresh requirements.lock: resolve pyproject.toml's ranges afresh in a throwaway venv.
 lock:

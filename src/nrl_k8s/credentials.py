@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import ssl
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from nrl_k8s.errors import ConfigError
+from nrl_k8s.errors import ConfigError, CredentialError
 from nrl_k8s.redact import redact_text
 
 __all__ = ["ExecPlugin", "Headers", "TokenFile", "as_mapping", "load_cert_chain", "user_auth"]
@@ -95,6 +96,29 @@ class TokenFile:
         return True
 
 
+#: How long an exec credential plugin may take: non-interactive, or with the terminal (a login prompt).
+EXEC_TIMEOUT_S = {False: 30.0, True: 300.0}
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child: have Linux SIGKILL it when nrl-k8s dies (even by kill -9); elsewhere a no-op."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _kill(plugin: subprocess.Popen, *, group: bool) -> None:
+    try:
+        os.killpg(plugin.pid, signal.SIGKILL) if group else plugin.kill()
+    except ProcessLookupError:
+        pass
+    plugin.wait()
+
+
 class ExecPlugin:
     """A client-go exec credential plugin: run for a token or a client certificate, again once expired."""
 
@@ -129,15 +153,28 @@ class ExecPlugin:
         shown = redact_text(shlex.join(self.argv))
         env = {**os.environ, **self.env, "KUBERNETES_EXEC_INFO": json.dumps(self.info)}
         quiet = None if self.interactive else subprocess.PIPE  # an interactive plugin may prompt on stderr
+        limit = EXEC_TIMEOUT_S[self.interactive]
         try:
-            done = subprocess.run(self.argv, env=env, stdout=subprocess.PIPE, stderr=quiet,
-                                  stdin=None if self.interactive else subprocess.DEVNULL)
+            # its own process group (unless it needs the terminal), killed whole on a timeout, and
+            # killed by the kernel if nrl-k8s itself dies first
+            plugin = subprocess.Popen(self.argv, env=env, stdout=subprocess.PIPE, stderr=quiet,
+                                      stdin=None if self.interactive else subprocess.DEVNULL,
+                                      start_new_session=not self.interactive, preexec_fn=_die_with_parent)
         except OSError as exc:
-            raise ConfigError(f"exec plugin `{shown}` cannot run: {exc.strerror}", hint=self.hint) from None
+            raise CredentialError(f"exec plugin `{shown}` cannot run: {exc.strerror}", hint=self.hint) from None
+        try:
+            out, err = plugin.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill(plugin, group=not self.interactive)
+            raise CredentialError(f"exec plugin `{shown}` did not answer within {limit:.0f}s", hint=self.hint) from None
+        finally:
+            if plugin.poll() is None:  # interrupted (Ctrl-C): never leave it behind
+                _kill(plugin, group=not self.interactive)
+        done = subprocess.CompletedProcess(self.argv, plugin.returncode, out, err)
         if done.returncode != 0:
             tail = redact_text((done.stderr or b"").decode(errors="replace").strip()[-300:])  # never stdout: the token
             detail = f": {tail}" if tail else " (its output is above)" if self.interactive else ""
-            raise ConfigError(f"exec plugin `{shown}` failed (exit {done.returncode}){detail}", hint=self.hint)
+            raise CredentialError(f"exec plugin `{shown}` failed (exit {done.returncode}){detail}", hint=self.hint)
         try:
             doc = json.loads(done.stdout)
             if (doc["kind"], doc["apiVersion"]) != ("ExecCredential", self.info["apiVersion"]):
@@ -148,14 +185,14 @@ class ExecPlugin:
             expires = datetime.fromisoformat(expiry) if expiry else None
             expires = expires.replace(tzinfo=expires.tzinfo or timezone.utc) if expires else None
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise ConfigError(f"exec plugin `{shown}` did not print a valid {self.info['apiVersion']} ExecCredential",
+            raise CredentialError(f"exec plugin `{shown}` did not print a valid {self.info['apiVersion']} ExecCredential",
                               hint=self.hint) from None
         if not (token or cert and key) or bool(cert) != bool(key):
-            raise ConfigError(f"exec plugin `{shown}` printed neither a token nor a client certificate and key",
+            raise CredentialError(f"exec plugin `{shown}` printed neither a token nor a client certificate and key",
                               hint=self.hint)
         if cert:
             if self.tls is None:
-                raise ConfigError(f"exec plugin `{shown}` gave a client certificate for a server without https")
+                raise CredentialError(f"exec plugin `{shown}` gave a client certificate for a server without https")
             load_cert_chain(self.tls, cert.encode(), key.encode())
         return ({"Authorization": f"Bearer {token}"} if token else {}), expires
 

@@ -64,6 +64,10 @@ def dotted(path: tuple | list) -> str:
     return ".".join(parts)
 
 
+class CredentialError(NrlK8sError):
+    """A credential could not be had: the exec plugin failed, hung or printed nothing usable (exit 1)."""
+
+
 class ApiError(NrlK8sError):
     def __init__(self, message: str, hint: str | None = None, status: int | None = None):
         super().__init__(message, hint)

@@ -7,7 +7,9 @@ waits are ``wait.wait`` (watch + deadline).
 Only 429 (honouring Retry-After), 5xx, connection errors and timeouts are retried, with capped
 exponential backoff and jitter for up to ``Tuning.retry_budget_s`` (a minute: a short API
 outage is survived); a create that timed out may have landed, so its retry can raise
-ConflictError. Live commands only (it imports urllib3).
+ConflictError. Until the server has answered once, a connection that fails or does not open is
+retried for ``Tuning.first_contact_s`` only: a wrong or unreachable server is one error within
+seconds, not after a minute per request. Live commands only (it imports urllib3).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class Tuning:
     retry_budget_s: float = 60.0  # how long one request keeps retrying transient failures
     watch_retry_budget_s: float = 10.0  # shorter for a watch: waits poll when they cannot watch
     request_timeout_s: float = 30.0
+    first_contact_s: float = 2.0  # before the server has ever answered: connect timeout, and how long to retry
     watch_window_s: float = 300.0
     poll_interval_s: float = 2.0
 
@@ -89,6 +92,14 @@ def kind_path(kind: Kind, namespace: str | None, name: str | None = None, subres
     return f"{path}/{subresource}" if subresource else path
 
 
+def _limits(timeout: float | tuple[float, float | None], first_contact_s: float | None) -> urllib3.Timeout:
+    """urllib3's timeout: a total, or (connect, read); the connect part at most ``first_contact_s``."""
+    if isinstance(timeout, tuple):
+        connect, read = timeout
+        return urllib3.Timeout(connect=min(connect, first_contact_s or connect), read=read)
+    return urllib3.Timeout(total=timeout, connect=min(timeout, first_contact_s) if first_contact_s else None)
+
+
 class Kube:
     """A connection to one cluster with a default namespace; see the module docstring."""
 
@@ -99,6 +110,8 @@ class Kube:
         self.in_cluster = in_cluster
         self.context = context
         self.tuning = tuning
+        self._answered = False  # the server has answered a request (connection errors then are outages)
+        self._contact_by: float | None = None  # until it has: when every request stops retrying to connect
 
     @classmethod
     def connect(
@@ -158,12 +171,15 @@ class Kube:
         headers = {"Accept": accept, "User-Agent": _USER_AGENT, **({"Content-Type": content_type} if data else {})}
         t = self.tuning
         timeout = timeout or t.request_timeout_s
-        limits = urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple) else urllib3.Timeout(total=timeout)
         started = time.monotonic()
         attempt, refreshed = 0, False
         while True:
             delay = min(t.backoff_cap_s, t.backoff_s * 2 ** min(attempt, 30)) * random.uniform(0.5, 1.0)
             auth = self.connection.headers()
+            first = not self._answered
+            if first and self._contact_by is None:
+                self._contact_by = time.monotonic() + t.first_contact_s
+            limits = _limits(timeout, t.first_contact_s if first else None)
             try:
                 response = self._pool.request(method, url, body=data, headers={**headers, **auth},
                                               timeout=limits, retries=False, redirect=False, preload_content=False)
@@ -171,7 +187,10 @@ class Kube:
                 raise api_error(HttpError(0, f"{type(exc).__name__}\n{exc}"), op, self.connection.host) from None
             except urllib3.exceptions.HTTPError as exc:
                 error: HttpError | urllib3.exceptions.HTTPError = exc
+                if first and isinstance(exc, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)):
+                    budget_s = min(budget_s or t.retry_budget_s, self._contact_by - started)
             else:
+                self._answered = True
                 if 200 <= response.status < 300 or not raise_for_status:
                     return response
                 error = HttpError.of(response)

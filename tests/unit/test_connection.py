@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sandbox_harness import eventually
 
 from nrl_k8s import credentials
 from nrl_k8s.connection import from_kubeconfig, in_cluster
-from nrl_k8s.errors import ConfigError
+from nrl_k8s.errors import ConfigError, CredentialError
 from nrl_k8s.kube_errors import NoClusterError
 from tls_pki import issue, pem
 
@@ -190,6 +191,11 @@ if mode == "fail":
 if mode == "garbage":
     print("not json, but s3cr3t-value")
     sys.exit(0)
+if mode == "hang":  # a plugin stuck, with a child of its own
+    import subprocess, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    (here / "pids").write_text(f"{{os.getpid()}} {{child.pid}}")
+    time.sleep(3600)
 status = {{"token": "tok-" + runs.read_text()}} if mode == "token" else {{
     "clientCertificateData": (here / "cert.pem").read_text(), "clientKeyData": (here / "key.pem").read_text()}} if mode == "cert" else {{}}
 if os.environ.get("EXPIRES"):
@@ -275,17 +281,35 @@ FAILURES = {
 @pytest.mark.parametrize(("mode", "env", "message"), FAILURES.values(), ids=FAILURES.keys())
 def test_exec_plugin_failure_is_one_clear_error_without_the_secret(tmp_path, mode, env, message):
     conn = from_kubeconfig(plugin_kubeconfig(tmp_path, mode, **env), None)[0]
-    with pytest.raises(ConfigError, match=message) as caught:
+    with pytest.raises(CredentialError, match=message) as caught:
         conn.headers()
     assert "s3cr3t" not in caught.value.message and "PLUGIN_MODE" not in caught.value.message
-    assert caught.value.hint
+    assert caught.value.hint and caught.value.exit_code == 1
+
+
+def test_a_plugin_that_never_answers_is_stopped_with_its_children(tmp_path, monkeypatch):
+    monkeypatch.setitem(credentials.EXEC_TIMEOUT_S, False, 2.0)  # a deadline, not a measurement
+    conn = from_kubeconfig(plugin_kubeconfig(tmp_path, "hang"), None)[0]
+    with pytest.raises(CredentialError, match="did not answer within 2s") as caught:
+        conn.headers()
+    assert caught.value.exit_code == 1
+    for pid in map(int, (tmp_path / "bin" / "pids").read_text().split()):  # the plugin, and its child (its group)
+        eventually(lambda: not _running(pid), what=f"process {pid} gone")
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed process its parent has not reaped yet is dead all the same)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_exec_plugin_that_is_not_installed(tmp_path):
     doc = kubeconfig_doc(user={"exec": {"apiVersion": EXEC_V1, "command": "no-such-plugin-xyz",
                                         "installHint": "install it with `brew install xyz`"}})
     conn = from_kubeconfig(str(write(tmp_path / "kubeconfig", doc)), None)[0]
-    with pytest.raises(ConfigError, match="exec plugin `no-such-plugin-xyz` cannot run") as caught:
+    with pytest.raises(CredentialError, match="exec plugin `no-such-plugin-xyz` cannot run") as caught:
         conn.headers()
     assert caught.value.hint == "install it with `brew install xyz`"
 
