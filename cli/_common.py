@@ -91,13 +91,20 @@ def dump_yaml_stream(docs: list[dict]) -> str:
     return yaml.dump_all(docs, Dumper=Dumper, sort_keys=False, explicit_start=True, width=120)
 
 
-def print_manifests(docs: list[dict], *, show_secrets: bool) -> None:
-    """A dry run: the YAML stream on stdout, secrets redacted unless asked."""
+def manifests_stream(docs: list[dict], *, show_secrets: bool) -> str:
+    """The YAML stream of ``docs``, secret values redacted unless asked (a note on stderr says so)."""
     from nrl_k8s.redact import redact
 
-    from ._console import err, out
+    from ._console import err
 
     shown = docs if show_secrets else redact(docs)
-    out.print(dump_yaml_stream(shown), end="", markup=False, highlight=False)
     if shown != docs:
         err.print("note: secret values are redacted; pass --show-secrets to print them", markup=False)
+    return dump_yaml_stream(shown)
+
+
+def print_manifests(docs: list[dict], *, show_secrets: bool) -> None:
+    """A dry run: the YAML stream on stdout, secrets redacted unless asked."""
+    from ._console import out
+
+    out.print(manifests_stream(docs, show_secrets=show_secrets), end="", markup=False, highlight=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -11,11 +12,20 @@ import typer
 
 from nrl_k8s.errors import ConfigError
 
-from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, dump_yaml_stream, load
+from ._common import (InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, dump_yaml_stream, load, manifests_stream,
+                      print_manifests)
 
-OutputOpt = Annotated[
-    Optional[Path], typer.Option("--output", "-o", help="Write resolved infra, recipe and manifests (.yaml/.yml/.json).")
-]
+OutputOpt = Annotated[Optional[Path], typer.Option(
+    "--output", "-o", help="Write resolved infra, recipe and manifests (format: --format, else the extension: "
+                           ".yaml/.yml/.json); with --manifests-only, the manifest stream.")]
+FormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", metavar="yaml|json", help="Format of the -o bundle whatever the file's extension; without -o, "
+                                          "the bundle on stdout instead of the summary.")]
+ManifestsOnlyOpt = Annotated[bool, typer.Option(
+    "--manifests-only", help="Only every object `run` would apply, as a YAML stream (for kubectl apply -f -): "
+                             "on stdout, or in -o FILE.")]
+FORMATS = ("yaml", "json")
+SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
 
 
 def check(
@@ -24,6 +34,8 @@ def check(
     overrides: OverridesArg = None,
     infra: InfraOpt = None,
     output: OutputOpt = None,
+    output_format: FormatOpt = None,
+    manifests_only: ManifestsOnlyOpt = False,
     show_secrets: ShowSecretsOpt = False,
 ) -> None:
     """Validate a recipe/infra pair and summarise what would run (no cluster needed)."""
@@ -33,23 +45,76 @@ def check(
     from ._console import err, print_warning
     from ._render import render_summary
 
-    if output is not None and (output.is_dir() or not output.parent.is_dir()):
-        problem = "is a directory" if output.is_dir() else f"{output.parent} is not an existing directory"
-        raise ConfigError(f"--output {output}: {problem}", hint="name a file in an existing directory")
-    if output is not None and output.suffix not in (".yaml", ".yml", ".json"):
-        raise ConfigError(f"--output {output}: unknown format {output.suffix!r}", hint="use a .yaml, .yml or .json file")
+    fmt = _bundle_format(output, output_format, manifests_only)
     cfg = load(ctx, recipe, overrides, infra)
+    if manifests_only:
+        _manifests(cfg, output, show_secrets)
+        return
     plan = plan_run(cfg)
+    if output is None and fmt is not None:  # data only: the bundle on stdout, no summary, no cluster probe
+        typer.echo(_bundle_text(bundle(cfg, plan, show_secrets=show_secrets), fmt), nl=False)
+        return
     summary = summarize(cfg, plan, show_secrets=show_secrets)
     render_summary(summary)
     for warning in summary["warnings"]:
         print_warning(warning["message"], warning["hint"])
     _probe_cluster(ctx, cfg, plan.manifests() + plan_longlived(cfg).manifests())  # what either flow applies
     if output is not None:
-        data = bundle(cfg, plan, show_secrets=show_secrets)
-        text = json.dumps(data, indent=2) + "\n" if output.suffix == ".json" else dump_yaml_stream([data])
-        _write_private(output, text)
+        _write_private(output, _bundle_text(bundle(cfg, plan, show_secrets=show_secrets), fmt))
         err.print(f"wrote {output}", markup=False)
+
+
+@functools.wraps(check)
+def validate(*args, **kwargs) -> None:
+    from ._console import err
+
+    err.print("note: `validate` is deprecated: use `nrl-k8s check` (same arguments)", markup=False)
+    check(*args, **kwargs)
+
+
+validate.__doc__ = "Deprecated alias of `check`."
+
+
+def _bundle_format(output: Path | None, fmt: str | None, manifests_only: bool) -> str | None:
+    """The bundle's format: --format, else -o's extension; None without either (the summary only).
+    Checked before anything is loaded."""
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt!r}: expected yaml or json",
+                          hint="e.g. --format json; without --format, -o takes the format from the file's extension")
+    if manifests_only and fmt == "json":
+        raise ConfigError("--format json cannot be used with --manifests-only",
+                          hint="the manifest stream is YAML (kubectl apply -f -); without --manifests-only, "
+                               "--format json gives the whole bundle")
+    if output is not None and (output.is_dir() or not output.parent.is_dir()):
+        problem = "is a directory" if output.is_dir() else f"{output.parent} is not an existing directory"
+        raise ConfigError(f"--output {output}: {problem}", hint="name a file in an existing directory")
+    if output is None or fmt is not None or manifests_only:
+        return fmt
+    if output.suffix not in SUFFIXES:
+        raise ConfigError(f"--output {output}: unknown format {output.suffix!r}",
+                          hint="use a .yaml, .yml or .json file, or say the format with --format yaml|json")
+    return SUFFIXES[output.suffix]
+
+
+def _bundle_text(data: dict, fmt: str) -> str:
+    return json.dumps(data, indent=2) + "\n" if fmt == "json" else dump_yaml_stream([data])
+
+
+def _manifests(cfg, output: Path | None, show_secrets: bool) -> None:
+    """Every object `run` (no flag) would apply, as `run --dry-run` prints them: on stdout, or in ``output``."""
+    from nrl_k8s.plan import RunOptions, default_flow, parallel_bringup, plan_longlived, plan_run
+
+    from ._console import err
+
+    if default_flow(cfg.infra) == "raycluster":
+        docs = plan_longlived(cfg).manifests()
+    else:
+        docs = plan_run(cfg, RunOptions(parallel=parallel_bringup(cfg.infra, False))).manifests()
+    if output is None:
+        print_manifests(docs, show_secrets=show_secrets)
+        return
+    _write_private(output, manifests_stream(docs, show_secrets=show_secrets))
+    err.print(f"wrote {len(docs)} manifest(s) to {output}", markup=False)
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -11,7 +11,7 @@ from typer.core import TyperGroup
 from nrl_k8s import __version__
 from nrl_k8s.errors import NrlK8sError
 
-from . import check, cluster, dashboard, dev, gc, job, run, sandbox, status
+from . import check, cluster, dashboard, gc, job, run, sandbox, status
 from ._common import GlobalOptions
 
 
@@ -37,6 +37,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("check")(check.check)
+app.command("validate", hidden=True)(check.validate)
 app.command("run")(run.run)
 app.command("status")(status.status)
 app.command("logs")(job.logs)
@@ -45,7 +46,6 @@ app.command("dashboard")(dashboard.dashboard)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(job.app, name="job")
 app.add_typer(sandbox.app, name="sandbox")
-app.add_typer(dev.app, name="dev")
 
 
 def _version(value: bool) -> None:

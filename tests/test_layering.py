@@ -31,6 +31,11 @@ def test_core_does_not_import_presentation(path):
 OFFLINE = {
     "help": ["--help"],
     "check": ["check", "examples/grpo_qwen3_30b_dynamo.yaml", "--infra", "examples/grpo_qwen3_30b_dynamo.gb300.infra.yaml"],
+    "check-manifests-only": ["check", "--manifests-only", "examples/qwen3_0.6b_dynamo.yaml",
+                             "--infra", "examples/qwen3_0.6b_dynamo.kind.infra.yaml"],
+    "check-format": ["check", "--format", "json", "examples/qwen3_0.6b_dynamo.yaml",
+                     "--infra", "examples/qwen3_0.6b_dynamo.kind.infra.yaml"],
+    "validate": ["validate", "examples/qwen3_0.6b_dynamo.yaml", "--infra", "examples/qwen3_0.6b_dynamo.kind.infra.yaml"],
     "run-dry-run": ["run", "--rayjob", "--dry-run", "examples/qwen3_0.6b_dynamo.yaml",
                     "--infra", "examples/qwen3_0.6b_dynamo.kind.infra.yaml"],
     "cluster-up-dry-run": ["cluster", "up", "--dry-run", "--target", "dynamo.serving", "examples/qwen3_0.6b_dynamo.yaml",
