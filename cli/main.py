@@ -11,7 +11,7 @@ from typer.core import TyperGroup
 from nrl_k8s import __version__
 from nrl_k8s.errors import NrlK8sError
 
-from . import check, cluster, dashboard, gc, job, run, sandbox, status
+from . import check, cluster, dashboard, dev, gc, job, run, sandbox, status
 from ._common import GlobalOptions
 
 
@@ -46,6 +46,7 @@ app.command("dashboard")(dashboard.dashboard)
 app.add_typer(cluster.app, name="cluster")
 app.add_typer(job.app, name="job")
 app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(dev.app, name="dev")
 
 
 def _version(value: bool) -> None:
