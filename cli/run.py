@@ -44,7 +44,10 @@ def run(
     parallel: Annotated[bool, typer.Option(
         "--parallel", help="[rayjob] Bring the DGDs and the RayJob's cluster up at once (launch.bringUp: parallel); "
         "the driver starts once every DGD serves.")] = False,
-    ttl_seconds: Annotated[int, typer.Option("--ttl-seconds", min=0, help="[rayjob] Keep the finished cluster this long.")] = 0,
+    ttl_seconds: Annotated[int, typer.Option(
+        "--ttl-seconds", "--ttl", min=0, metavar="SECONDS",
+        help="[rayjob] Keep the finished job's RayCluster (and the DGDs it owns) this long before KubeRay deletes it "
+        "(ttlSecondsAfterFinished; --ttl is upstream's name).")] = 0,
     active_deadline: Annotated[
         Optional[int], typer.Option("--active-deadline-seconds", min=1, help="[rayjob] Fail the job after this long.")
     ] = None,
@@ -64,6 +67,10 @@ def run(
         raise ConfigError("--rayjob and --raycluster are mutually exclusive", hint="pick one flow")
     if timeout is not None and not wait:
         raise ConfigError("--timeout cannot be used with --no-wait", hint="--timeout bounds how long --wait follows the job")
+    if not shutdown and _on_command_line(ctx, "ttl_seconds"):
+        raise ConfigError("--ttl-seconds/--ttl cannot be used with --no-shutdown",
+                          hint="with --no-shutdown KubeRay keeps the RayCluster until you delete it; the TTL counts "
+                               "only once it shuts the cluster down")
     if timeout is not None and not timeout > 0:
         raise ConfigError(f"--timeout {timeout:g} is not a number of seconds above 0", hint="e.g. --timeout 3600")
     chosen = rayjob or raycluster
@@ -130,7 +137,7 @@ def _refuse_other_flow_flags(ctx: typer.Context, raycluster: bool, *, implied: b
     from nrl_k8s.errors import ConfigError
 
     wrong = _RAYJOB_ONLY if raycluster else _RAYCLUSTER_ONLY
-    given = [p.opts[0] for p in ctx.command.params if p.name in wrong
+    given = ["/".join(p.opts) for p in ctx.command.params if p.name in wrong
              and _on_command_line(ctx, p.name)]
     if given:
         flow = "--raycluster" if raycluster else "--rayjob"
