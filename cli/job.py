@@ -143,7 +143,8 @@ def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
 
 
 SourceOpt = Annotated[str, typer.Option(
-    "--source", "-s", help="driver (the role's current job), head, worker (the role's Ray pods) or dgd[:COMPONENT].")]
+    "--source", "-s", help="driver (the role's current job), daemon (the role's daemon job), auto (daemon when the "
+    "role declares one, else driver), head, worker (the role's Ray pods) or dgd[:COMPONENT].")]
 TailOpt = Annotated[Optional[int], typer.Option("--tail", help="Only the last N lines (then follow, with -f).")]
 LogsFollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job (a pod: its container) ends.")]
 LogsRoleOpt = Annotated[Optional[str], typer.Option(
@@ -153,14 +154,16 @@ LogsRoleOpt = Annotated[Optional[str], typer.Option(
 def logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
          source: SourceOpt = "driver", role: LogsRoleOpt = None, tail: TailOpt = None, follow: LogsFollowOpt = False,
          dashboard_url: DashboardUrlOpt = None) -> None:
-    """The driver's log (the RayJob's submitter, else the role's current job through its dashboard), or
-    pod logs through the API server: the Ray head or workers, or the run's DGD pods. Secret values are redacted."""
+    """The driver's log (the RayJob's submitter, else the role's current job through its dashboard), the role's
+    daemon's, or pod logs through the API server: the Ray head or workers, or the run's DGD pods. Secret values
+    are redacted."""
     from nrl_k8s import podlogs
 
     from ._console import err
 
     request = podlogs.Request.parse(source, role=role, tail=tail, follow=follow, dashboard_url=dashboard_url)
     infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    request = request.resolved(infra_cfg)
 
     def skip(target, why: str) -> None:
         err.print(f"note: {target}: no log: {why}", markup=False)

@@ -6,6 +6,9 @@ Sources, each pod chosen by label in the run's namespace:
   labelled ``ray.io/originated-from-cr-name=<rayjob>`` with container ``ray-job-submitter``;
   SidecarMode: that container in the head pod), else the driver's log from the Ray dashboard
   (HTTPMode and InteractiveMode RayJobs, and the long-lived flow): what ``logs`` always printed;
+- ``daemon``: the Ray job log of the role's ``daemon`` (its latest submission: the id, or the id
+  with the suffix ``--replace`` adds), from the role's cluster's dashboard;
+- ``auto``: ``daemon`` when the role declares one, else ``driver`` (upstream's default);
 - ``head`` / ``worker``: the role's RayCluster pods (``ray.io/cluster``, ``ray.io/node-type``),
   their Ray container (the first);
 - ``dgd[:COMPONENT]``: the pods of the run's DGDs (``nvidia.com/dynamo-graph-deployment-name``),
@@ -24,13 +27,17 @@ from __future__ import annotations
 import queue
 import shlex
 import threading
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .errors import ApiError, ConfigError, NotFoundError
 from .kinds import dgd, pod, raycluster
 
-SOURCES = ("driver", "head", "worker", "dgd")
+if TYPE_CHECKING:
+    from .dashboard import Dashboard
+
+SOURCES = ("driver", "daemon", "auto", "head", "worker", "dgd")
+DASHBOARD_SOURCES = ("driver", "daemon", "auto")  # read through the Ray dashboard
 SUBMITTER = "ray-job-submitter"
 ORIGIN_NAME = "ray.io/originated-from-cr-name"
 COMPONENT_LABEL = "nvidia.com/dynamo-component"
@@ -52,15 +59,27 @@ class Request:
         """Validate the flags together: ConfigError (exit 2) naming the one that does not fit."""
         kind, _, component = source.partition(":")
         if kind not in SOURCES or (component and kind != "dgd") or (kind == "dgd" and source.endswith(":") and not component):
-            raise ConfigError(f"--source {source}: expected driver, head, worker, dgd or dgd:COMPONENT",
-                              hint="e.g. --source head, or --source dgd:frontend for a DGD's frontend pods")
+            raise ConfigError(f"--source {source}: expected driver, daemon, auto, head, worker, dgd or dgd:COMPONENT",
+                              hint="e.g. --source daemon for the role's daemon, --source head, or --source dgd:frontend "
+                                   "for a DGD's frontend pods")
         if tail is not None and tail < 0:
             raise ConfigError(f"--tail {tail}: must be 0 or more", hint="--tail 0 -f prints only what comes next")
-        if dashboard_url and kind != "driver":
+        if dashboard_url and kind not in DASHBOARD_SOURCES:
             raise ConfigError(f"--dashboard-url does not apply to --source {source}", hint="pod logs are read through the API server")
         if role and kind == "dgd":
             raise ConfigError(f"--role does not apply to --source {source}", hint="a DGD belongs to the run, not to a role")
         return cls(kind, component or None, role or "training", tail, follow)
+
+    def resolved(self, infra: dict) -> "Request":
+        """``auto`` made ``daemon`` or ``driver`` by the role's declaration; ConfigError (exit 2) for
+        ``daemon`` on a role that declares none, or a role the infra does not declare."""
+        if self.source not in ("auto", "daemon"):
+            return self
+        declared = bool(raycluster.role_entry(infra, self.role).get("daemon"))
+        if self.source == "daemon" and not declared:
+            raise ConfigError(f"--source daemon: infra.kuberay.{self.role}.daemon is not set",
+                              hint="use --source driver, head or worker, or pick a role with a daemon (--role)")
+        return replace(self, source="daemon" if declared else "driver")
 
 
 @dataclass(frozen=True)
@@ -144,22 +163,29 @@ def stream(kube, infra: dict, request: Request, *, record: dict | None, dashboar
         cluster, job = role_cluster_name(kube, infra, request.role)
         if request.source in ("head", "worker"):
             targets = ray_targets(kube, namespace, cluster, request.source)
+        elif request.source == "daemon":
+            submission = raycluster.daemon_submission_id(infra, request.role)
+            return _dashboard_log(kube, cluster, lambda dash: _daemon_job(dash, submission, cluster, request.role),
+                                  request, dashboard_url)
         else:
             found = submitter(kube, namespace, job, cluster) if job is not None else None
             if found is None:
+                from .jobs import current_job
+
                 recorded = record["job_id"] if record is not None and request.role == "training" else None
-                return _dashboard_log(kube, cluster, job, recorded, request, dashboard_url)
+                return _dashboard_log(kube, cluster, lambda dash: recorded or current_job(dash, job), request,
+                                      dashboard_url)
             targets = [found]
     return read(kube, namespace, targets, tail=request.tail, follow=request.follow, skip=skip)
 
 
-def _dashboard_log(kube, cluster: str, job: dict | None, recorded: str | None, request: Request,
+def _dashboard_log(kube, cluster: str, pick: Callable[[Dashboard], str], request: Request,
                    url: str | None) -> Iterator[str]:
-    """The driver's log from the cluster's Ray dashboard (the RayJob's job, the recorded one, else the latest)."""
-    from .jobs import cluster_dashboard, current_job
+    """The log of the Ray job ``pick`` chooses on the cluster's dashboard."""
+    from .jobs import cluster_dashboard
 
     with cluster_dashboard(kube, cluster, kube.namespace, url) as dash:
-        job_id = recorded or current_job(dash, job)
+        job_id = pick(dash)
         if request.tail is None and request.follow:
             yield from dash.follow_logs(job_id)
             return
@@ -167,6 +193,17 @@ def _dashboard_log(kube, cluster: str, job: dict | None, recorded: str | None, r
         yield last_lines(shown, request.tail)
         if request.follow:  # the follow stream starts at the beginning: skip what was read
             yield from skip_chars(dash.follow_logs(job_id), len(shown))
+
+
+def _daemon_job(dash: Dashboard, submission_id: str, cluster: str, role: str) -> str:
+    """The latest submission of the daemon ``submission_id`` (``--replace`` submits it again with a suffix)."""
+    from .longlived import latest_daemon_job
+
+    job = latest_daemon_job(dash.list_jobs(), submission_id)
+    if job is None:
+        raise NotFoundError(f"daemon {submission_id} of role {role} was never submitted to RayCluster {cluster}",
+                            hint=f"submit it with `nrl-k8s cluster up --target kuberay.{role}` (or `nrl-k8s run --raycluster`)")
+    return job.submission_id
 
 
 def read(kube, namespace: str, targets: list[PodContainer], *, tail: int | None, follow: bool, skip: Skip) -> Iterator[str]:
