@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, load, print_manifests
+from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, global_options, load, print_manifests
+from .dashboard import OpenOpt, PortOpt
 
 app = typer.Typer(rich_markup_mode=None, help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.")
 
@@ -91,3 +92,27 @@ def list_(
     from ._render import render_rows
 
     render_rows(rows, ("kind", "name", "state", "owners", "created"), empty=f"nothing managed by nrl-k8s in {kube.namespace}")
+
+
+@app.command("dashboard")
+def dashboard(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="RayCluster name (see `nrl-k8s cluster list`).")],
+    namespace: Annotated[Optional[str], typer.Option(
+        "--namespace", "-n", help="Its namespace [default: the global --namespace, else the kube context's].")] = None,
+    port: PortOpt = None,
+    open_browser: OpenOpt = False,
+) -> None:
+    """Relay 127.0.0.1 to RayCluster NAME's Ray dashboard through the API server (no recipe, no kubectl); Ctrl-C stops."""
+    from nrl_k8s import relay
+    from nrl_k8s.kube import Kube
+    from nrl_k8s.names import validate_name
+
+    from .dashboard import serve
+
+    validate_name(name, what="RayCluster name", where="NAME")
+    if namespace is not None:
+        validate_name(namespace, what="namespace", where="--namespace")
+    opts = global_options(ctx)
+    kube = Kube.connect(context=opts.context, namespace=namespace or opts.namespace)
+    serve(kube, relay.cluster_dashboard(kube, name, kube.namespace), port, open_browser)

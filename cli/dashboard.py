@@ -16,7 +16,7 @@ PortOpt = Annotated[Optional[int], typer.Option(
     "--port", "-p", min=0, max=65535,
     help="Local port on 127.0.0.1 [default: the Service's own (8265 dashboard, 8000 frontend) when free, "
          "else any free one; 0: any free one].")]
-OpenOpt = Annotated[bool, typer.Option("--open", help="Open the URL in a web browser.")]
+OpenOpt = Annotated[bool, typer.Option("--open/--no-open", help="Open the URL in a web browser.")]
 
 
 def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
@@ -25,8 +25,6 @@ def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
     from nrl_k8s import relay
     from nrl_k8s.errors import ConfigError
     from nrl_k8s.targets import available
-
-    from ._console import err
 
     if role is not None and target is not None:
         raise ConfigError("--role and --target cannot be used together",
@@ -41,6 +39,15 @@ def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
                               hint=f"valid targets: {', '.join(frontends) or '(no infra.dynamo declared)'}; "
                                    f"--role ROLE relays to a Ray dashboard")
         upstream = relay.frontend(kube, infra_cfg, target.partition(".")[2])
+    serve(kube, upstream, port, open_browser)
+
+
+def serve(kube, upstream, port: int | None, open_browser: bool) -> None:
+    """Relay 127.0.0.1:``port`` to ``upstream`` until Ctrl-C: the URL on stdout, what it relays to on stderr."""
+    from nrl_k8s import relay
+
+    from ._console import err
+
     server = relay.Relay(kube.connection, upstream, port)
     typer.echo(server.url)  # the one line on stdout, for scripts
     if port is None and server.port != upstream.port:

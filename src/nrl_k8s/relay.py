@@ -39,7 +39,8 @@ from .kinds import dgd, raycluster
 from .kinds.service import KIND as SERVICE
 from .tunnel import close_socket, is_upgrade, request_head, upgrade
 
-__all__ = ["Relay", "Upstream", "frontend", "local_location", "ray_dashboard", "refusal", "request_headers", "upstream_path"]
+__all__ = ["Relay", "Upstream", "cluster_dashboard", "frontend", "local_location", "ray_dashboard", "refusal",
+           "request_headers", "upstream_path"]
 
 LOOPBACK = "127.0.0.1"
 CONNECT_TIMEOUT_S = 10.0
@@ -67,8 +68,20 @@ class Upstream:
 def ray_dashboard(kube, infra: dict, role: str) -> Upstream:
     """The Ray dashboard of the role's cluster (a RayJob's suffixed cluster found as `job list` finds it)."""
     cluster, _ = role_cluster(kube, infra, role)
-    return Upstream(infra["namespace"], head_service(kube, cluster, infra["namespace"]), raycluster.DASHBOARD_PORT,
-                    f"the Ray dashboard of RayCluster {cluster}")
+    return _dashboard_of(cluster, infra["namespace"], head_service(kube, cluster, infra["namespace"]))
+
+
+def cluster_dashboard(kube, cluster: str, namespace: str) -> Upstream:
+    """The Ray dashboard of the live RayCluster ``cluster`` (no run config); NotFoundError when there is none."""
+    live = kube.find(raycluster.KIND, cluster, namespace)
+    if live is None:
+        raise NotFoundError(f"no RayCluster {cluster} in namespace {namespace}",
+                            hint=f"list the RayClusters nrl-k8s manages with `nrl-k8s -n {namespace} cluster list`")
+    return _dashboard_of(cluster, namespace, raycluster.head_service_of(live))
+
+
+def _dashboard_of(cluster: str, namespace: str, service: str) -> Upstream:
+    return Upstream(namespace, service, raycluster.DASHBOARD_PORT, f"the Ray dashboard of RayCluster {cluster}")
 
 
 def frontend(kube, infra: dict, key: str) -> Upstream:
