@@ -1,0 +1,122 @@
+"""Upstream's flags against the sandbox, through the installed CLI: `logs --source daemon|auto` reads a
+role's daemon (its latest submission), `cluster dashboard NAME` relays to a RayCluster's dashboard
+with no recipe, and what `check --manifests-only` prints is accepted by `kubectl apply`."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
+
+
+@pytest.fixture
+def gym(sandbox, sandbox_namespace, tmp_path):
+    """A head-only gym RayCluster brought up by `cluster up`, whose daemon prints a line and then waits
+    for the test's gate (it runs while the test looks)."""
+    gate, name = Gate(tmp_path), f"g-{uuid.uuid4().hex[:6]}"
+    role = {"name": name,
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head"}]}}}},
+            "daemon": {"entrypoint": "echo daemon-one; " + gate.entrypoint(), "submissionId": f"{name}-daemon"}}
+    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+    overrides = [f"infra.namespace={sandbox_namespace}", f"infra.kuberay.training.name={name}-t",
+                 "+infra.kuberay.gym=" + json.dumps(role)]
+
+    def cli(*args: str, config: bool = True) -> subprocess.CompletedProcess:
+        return run_cli([*args, *([*PAIR, *overrides] if config else [])], env=env)
+
+    up = cli("cluster", "up", "-t", "kuberay.gym")
+    assert up.returncode == 0, up.stderr
+    cli.name, cli.ns, cli.env, cli.daemon = name, sandbox_namespace, env, f"{name}-daemon"
+    yield cli
+    gate.open()
+
+
+def relaying(proc: subprocess.Popen) -> str:
+    """The URL `cluster dashboard` printed (its one stdout line)."""
+    ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
+    url = proc.stdout.readline().strip() if ready else ""
+    assert url.startswith("http://127.0.0.1:"), (url, proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+    return url
+
+
+def answered(url: str):
+    """The JSON of a 200 answer to GET ``url`` through the relay, else None (the head is still starting)."""
+    response = httpx.get(url, timeout=DEADLINE_S)
+    return response.json() if response.status_code == 200 else None
+
+
+def logged(cli, *flags: str, text: str) -> subprocess.CompletedProcess:
+    """`logs RECIPE FLAGS` once its output holds ``text`` (Ray writes a job's log as it runs)."""
+    return eventually(lambda: (r := cli("logs", *flags)).returncode == 0 and text in r.stdout and r,
+                      what=f"`logs {' '.join(flags)}` showing {text!r}")
+
+
+def test_logs_source_daemon_and_cluster_dashboard(gym, tmp_path):
+    opened, browser = tmp_path / "opened", tmp_path / "browser"
+    browser.write_text(f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(opened)!r}).write_text(sys.argv[1])\n")
+    browser.chmod(0o700)
+    proc = interruptible([NRL_K8S, "cluster", "dashboard", gym.name, "-n", gym.ns, "--port", "0", "--open"],
+                         {**gym.env, "BROWSER": str(browser)})
+    try:
+        url = relaying(proc)
+        assert eventually(lambda: answered(f"{url}api/version"), what="the Ray dashboard through the relay")["ray_version"]
+        assert eventually(opened.is_file, what="the browser opened") and opened.read_text() == url
+        jobs = answered(f"{url}api/jobs/")
+        assert [j["submission_id"] for j in jobs] == [gym.daemon]
+
+        daemon = logged(gym, "--role", "gym", "--source", "daemon", text="daemon-one")
+        assert daemon.stdout == logged(gym, "--role", "gym", "--source", "auto", text="daemon-one").stdout
+
+        # another job on the gym cluster: the driver source follows the newest job, the daemon source keeps the daemon
+        other = httpx.post(f"{url}api/jobs/", json={"entrypoint": "echo other-job", "submission_id": f"other-{gym.name}"},
+                           timeout=DEADLINE_S)
+        assert other.status_code == 200, other.text
+        logged(gym, "--role", "gym", text="other-job")
+        assert "other-job" not in logged(gym, "--role", "gym", "--source", "daemon", text="daemon-one").stdout
+
+        # the daemon submitted again under a suffixed id (as `run --raycluster --replace` does): its latest submission
+        again = httpx.post(f"{url}api/jobs/", json={"entrypoint": "echo daemon-two", "submission_id": f"{gym.daemon}-2"},
+                           timeout=DEADLINE_S)
+        assert again.status_code == 200, again.text
+        logged(gym, "--role", "gym", "--source", "daemon", text="daemon-two")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert out == "" and f"the Ray dashboard of RayCluster {gym.name} (namespace {gym.ns})" in err
+
+    # training declares no daemon: auto is what `logs` shows by default (here: no training cluster)
+    plain, auto = gym("logs"), gym("logs", "--source", "auto")
+    assert plain.returncode == auto.returncode == 1 and plain.stderr == auto.stderr, plain.stderr + auto.stderr
+
+    missing = gym("cluster", "dashboard", "nope", "-n", gym.ns, config=False)
+    assert missing.returncode == 1 and missing.stdout == "" and "Traceback" not in missing.stderr
+    assert f"no RayCluster nope in namespace {gym.ns}" in missing.stderr and "cluster list" in missing.stderr
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_manifests_only_is_what_kubectl_applies(sandbox, sandbox_namespace, tmp_path):
+    stream = tmp_path / "run.yaml"
+    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+    checked = run_cli(["check", *PAIR, f"infra.namespace={sandbox_namespace}", "--manifests-only", "-o", str(stream)],
+                      env=env)
+    assert checked.returncode == 0 and "wrote 3 manifest(s)" in checked.stderr, checked.stderr
+    applied = subprocess.run(["kubectl", "apply", "--dry-run=server", "-f", str(stream)], env=env,
+                             capture_output=True, text=True, timeout=DEADLINE_S)
+    assert applied.returncode == 0, applied.stderr
+    assert [line.split()[0].split("/")[0] for line in applied.stdout.splitlines()] == [
+        "dynamographdeployment.nvidia.com", "secret", "rayjob.ray.io"]
