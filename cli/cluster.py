@@ -27,6 +27,8 @@ def up(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the rendered manifests; apply nothing.")] = False,
     show_secrets: ShowSecretsOpt = False,
     recreate: Annotated[bool, typer.Option("--recreate", help="Replace a live object whose spec drifted.")] = False,
+    adopt: Annotated[bool, typer.Option("--adopt", help="Reuse a same-named object another user or a person made "
+                                         "(refused without it).")] = False,
     wait: WaitOpt = True,
     repo_root: Annotated[Optional[str], typer.Option(
         "--repo-root", help="Root of the daemons' rayUploadPaths (default: the git top-level).")] = None,
@@ -44,7 +46,7 @@ def up(
     from ._progress import Progress
 
     kube = connect(ctx, cfg.infra["namespace"])
-    options = clusters.UpOptions(recreate=recreate, wait=wait, repo_root=repo_root)
+    options = clusters.UpOptions(recreate=recreate, adopt=adopt, wait=wait, repo_root=repo_root)
     with Progress() as progress:
         clusters.up(kube, plan, chosen, options, progress)
 

@@ -30,7 +30,7 @@ from .errors import (
 from .events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from .kinds import deployment, dgd
 from .kinds.index import kind_of
-from .kinds.base import Kind, delete_command, managed, owned, owner_reference
+from .kinds.base import OWNER_LABEL, Kind, delete_command, maker, managed, owned, owner_reference
 from .kube_errors import KindNotServedError
 from .probe import Permission, missing_permissions
 from .rollback import Created, Ledger, RollbackInterrupts
@@ -158,6 +158,7 @@ class BringUp:
         self.dgd_kinds: dict[str, Kind] = {}  # DGD name -> its descriptor, in its manifest's version
         self.dgd_owners: dict[str, list[str]] = {}  # DGD name -> owner names
         self.cluster: str | None = None  # the training RayCluster, once known
+        self.adopt = False  # --adopt: reuse (and drive) a same-named object another user or a person made
 
     # -- preflight -------------------------------------------------------------------------
     def check_permissions(self, needed: list[Permission], *, dashboard_url_helps: bool = False) -> None:
@@ -193,6 +194,23 @@ class BringUp:
                 f"the API server does not serve DynamoGraphDeployment {', '.join(missing)} ({serves}); nothing was created",
                 hint=f"{crds.HELMFILE_HINT}; {crds.UPGRADE[crds.DGD]}",
             )
+
+    def check_owners(self, manifests: list[dict]) -> None:
+        """Refuse, before anything is applied, a planned object that exists and is not this user's
+        own nrl-k8s object (``ensure`` refuses it too, should one appear meanwhile)."""
+        for manifest in manifests:
+            self.refuse_foreign(manifest, self.kube.find(kind_of(manifest), manifest["metadata"]["name"], self.ns))
+
+    def refuse_foreign(self, manifest: dict, live: dict | None) -> None:
+        """ConfigError (exit 2) when ``live`` (``manifest``'s live object) was made by another user or
+        not by nrl-k8s, unless ``adopt``."""
+        owner = (manifest["metadata"].get("labels") or {}).get(OWNER_LABEL)
+        who = maker(live, owner) if live is not None and not self.adopt else None
+        if who:
+            kind, name = manifest["kind"], manifest["metadata"]["name"]
+            raise ConfigError(f"{kind} {name} already exists in namespace {self.ns}, made by {who}; "
+                              "nrl-k8s never reuses, drives or deletes it",
+                              hint=f"give yours another name, or pass --adopt to take it over deliberately")
 
     def check_dgds(self, dgds: dict[str, dict]) -> dict[str, dict | None]:
         """The live DGD of each key (None when absent); a different live spec is refused. Discovery
@@ -239,6 +257,7 @@ class BringUp:
         name = manifest["metadata"]["name"]
         if live is UNREAD:
             live = self.kube.find(kind, name, self.ns)
+        self.refuse_foreign(manifest, live)
         if live is not None:
             changed = spec_drift(manifest, live)
             if not changed:

@@ -8,7 +8,7 @@ from . import targets, usage
 from .errors import ConfigError
 from .events import Became, Emit, Warning
 from .kinds import deployment, dgd, raycluster, rayjob, service
-from .kinds.base import MANAGED_BY_SELECTOR, managed
+from .kinds.base import MANAGED_BY_SELECTOR, OWNER_LABEL, maker
 from .kinds.index import kind_of
 
 _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
@@ -17,6 +17,7 @@ _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
 @dataclass(frozen=True)
 class UpOptions:
     recreate: bool = False
+    adopt: bool = False  # reuse a same-named object another user or a person made
     wait: bool = True
     repo_root: str | None = None  # root of the daemons' rayUploadPaths
 
@@ -39,6 +40,8 @@ def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit)
 
     keys = {kind: [t.key for t in chosen if t.kind == kind] for kind in targets.KINDS}
     with LongLived(kube, plan, LongLivedOptions(recreate=options.recreate, repo_root=options.repo_root), emit) as steps:
+        steps.adopt = options.adopt
+        steps.check_owners([m for target in chosen for m in objects(plan, target)])
         packages = steps.stage_packages(roles=keys["kuberay"]) if options.wait else {}
         steps.deployments({k: plan.deployments[k] for k in keys["deployments"]},
                           {k: plan.health[k] for k in keys["deployments"] if k in plan.health},
@@ -65,16 +68,18 @@ def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: 
     for target in chosen:
         manifest = targets.render(infra, target)
         name = manifest["metadata"]["name"]
-        found += [(target, kind, name, kube.find(kind, name, ns)) for kind in _kinds(target, manifest)]
+        owner = manifest["metadata"]["labels"].get(OWNER_LABEL)
+        found += [(target, kind, name, kube.find(kind, name, ns), owner) for kind in _kinds(target, manifest)]
     busy = [f"{target} ({kind.kind} {name}) is used by running RayJob {', '.join(runs)}"
-            for target, kind, name, live in found
-            if live is not None and managed(live) and (runs := _live_users(kube, kind, live, ns))]
+            for target, kind, name, live, owner in found
+            if live is not None and not maker(live, owner) and (runs := _live_users(kube, kind, live, ns))]
     if busy and not force:
         raise ConfigError("refusing to delete what a running job uses: " + "; ".join(busy),
                           hint="wait for the job to finish, or pass --force to delete it anyway (stops the job)")
-    for target, kind, name, live in found:
-        if live is not None and not managed(live):
-            emit(Warning(f"{target} ({kind.kind} {name}) was not created by nrl-k8s; leaving it alone"))
+    for target, kind, name, live, owner in found:
+        who = maker(live, owner) if live is not None else None
+        if who:
+            emit(Warning(f"{target} ({kind.kind} {name}) was made by {who}; leaving it alone"))
             continue
         if live is None or not kube.delete(kind, name, ns):
             emit(Became(str(target), f"{kind.kind} {name} already gone"))

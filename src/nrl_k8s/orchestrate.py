@@ -54,6 +54,7 @@ class LiveOptions:
     dashboard_url: str | None = None
     job_timeout_s: float | None = None  # --timeout: how long --wait follows the job; None = until it ends
     context: str | None = None  # the kube context, kept in the run record
+    adopt: bool = False  # --adopt: reuse a same-named object another user or a person made
 
 
 @dataclass
@@ -83,6 +84,8 @@ class RayJobRun(BringUp):
         """Refuse before creating anything: missing permissions, a taken name we cannot reuse."""
         proxy = not self.kube.in_cluster and not self.options.dashboard_url
         self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy), dashboard_url_helps=proxy)
+        self.adopt = self.options.adopt
+        self.check_owners(self.plan.manifests())
         head_services.check_live(self.kube, self.ns, [self.plan.rayjob], self.emit)
         existing = self.check_dgds(self.plan.dgds)
         job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)

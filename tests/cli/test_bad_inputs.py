@@ -252,7 +252,7 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
         f"{HEAD_CONTAINER}.livenessProbe.tcpSocket.port", "is not a valid port name",
     ),
     "two dynamo keys, one DGD name": override(
-        f"++infra.dynamo.again={{manifest: {DGD}}}", "dynamo.again: names the DGD 'tester-dgd', as infra.dynamo.serving does",
+        f"++infra.dynamo.twin={{manifest: {DGD}}}", "dynamo.twin: names the DGD 'tester-dgd', as infra.dynamo.serving does",
     ),
     "Deployment replicas negative": override("+infra.deployments.reward.spec.replicas=-1", "deployments.reward.spec.replicas: -1 is out of range"),
     "Deployment containers: abc": override(

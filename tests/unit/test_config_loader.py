@@ -30,6 +30,9 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {"HOME": str(tmp_path / "home"), "NRL_K8S_USER": "alice", **extra}
 
 
+OWNER = {"nrl-k8s/owner": "alice"}  # the shipped defaults' label
+
+
 def load(tmp_path: Path, files: dict[str, str], overrides=(), infra: str | None = "infra.yaml", **env: str):
     write(tmp_path, files)
     return load_config(
@@ -70,7 +73,7 @@ def test_bundled_infra_inherited_from_parent_recipe(tmp_path):
     )
     assert cfg.recipe == {"policy": {"lr": 1}}
     assert cfg.infra["image"] == "parent"
-    assert cfg.infra["labels"] == {"a": "1", "b": "2"}
+    assert cfg.infra["labels"] == {**OWNER, "a": "1", "b": "2"}
     assert cfg.infra["dynamo"]["g"]["manifest"] == str((tmp_path / "base" / "dgd.yaml").resolve())
 
 
@@ -124,7 +127,7 @@ def test_pair_errors(tmp_path, files, infra, message, hint):
 def test_infra_defaults_chains(tmp_path, files, infra, expected):
     cfg = load(tmp_path, files, infra=infra)
     for key, value in expected.items():
-        assert cfg.infra[key] == value
+        assert cfg.infra[key] == ({**OWNER, **value} if key == "labels" else value)
     assert "defaults" not in cfg.infra and "defaults" not in cfg.recipe
 
 
@@ -175,7 +178,7 @@ def test_user_defaults_from_env_var_and_merge_depth(tmp_path):
         },
         NRL_K8S_DEFAULTS=str(tmp_path / "mine.yaml"),
     )
-    assert cfg.infra["labels"] == {"owner": "me", "team": "b"}
+    assert cfg.infra["labels"] == {**OWNER, "owner": "me", "team": "b"}
     assert cfg.infra["imagePullSecrets"] == ["c"]
     assert [p.name for p in cfg.sources] == ["recipe.yaml", "defaults.yaml", "mine.yaml", "infra.yaml"]
 
@@ -215,7 +218,7 @@ def test_infra_files_may_wrap_their_body_in_infra(tmp_path, files, env, expected
     env = {k: str(tmp_path / v) for k, v in env.items()}
     cfg = load(tmp_path, {"recipe.yaml": RECIPE, **files}, **env)
     for key, value in expected.items():
-        assert cfg.infra[key] == value
+        assert cfg.infra[key] == ({**OWNER, **value} if key == "labels" else value)
     assert "infra" not in cfg.infra and "defaults" not in cfg.infra and "_img" not in cfg.infra
 
 
@@ -328,7 +331,7 @@ def test_interpolation_and_scratch_keys(tmp_path):
     cfg = load(tmp_path, {"recipe.yaml": recipe, "infra.yaml": infra}, TAG="v1")
     assert cfg.infra["image"] == "nvcr.io/team/rl:v1"
     assert cfg.infra["namespace"] == "alice"
-    assert cfg.infra["labels"] == {"owner": "alice"}
+    assert cfg.infra["labels"] == {**OWNER, "owner": "alice"}
     assert cfg.infra["resources"]["training"] == {"head": {"cpu": "4", "memory": "8Gi"}, "worker": {"cpu": "4", "memory": "8Gi", "gpu": 8}}
     assert cfg.infra["launch"]["entrypoint"] == "cd ${HOME} && python run.py --image nvcr.io/team/rl:v1"
     assert cfg.infra["launch"]["env"] == {"PORT": "8265"}
@@ -397,6 +400,7 @@ def test_shipped_defaults_are_small_and_valid(tmp_path):
     assert cfg.infra == {
         "namespace": "default",
         "scheduler": {"kind": "default"},
+        "labels": OWNER,  # every object names its maker
     }
 
 

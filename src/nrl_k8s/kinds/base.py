@@ -18,6 +18,19 @@ def managed(obj: dict) -> bool:
     return all(labels.get(k) == v for k, v in MANAGED_BY.items())
 
 
+OWNER_LABEL = "nrl-k8s/owner"  # the ${user:} who made it (src/nrl_k8s/defaults.yaml puts it on everything)
+
+
+def maker(obj: dict, user: str) -> str | None:
+    """Who made ``obj``, when it is not ``user``'s own nrl-k8s object: else None."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if not managed(obj):
+        return "someone else (it has no nrl-k8s managed-by label)"
+    if labels.get(OWNER_LABEL) != user:
+        return f"user {labels[OWNER_LABEL]!r}" if labels.get(OWNER_LABEL) else f"nrl-k8s without an {OWNER_LABEL} label"
+    return None
+
+
 def labelled(obj: dict, key: str, value: str) -> dict:
     """A copy of ``obj`` with one more label (``obj`` is left alone)."""
     metadata = obj["metadata"]

@@ -1,0 +1,78 @@
+"""Objects of another user, or of a person, are never reused, driven or deleted (issue 19).
+
+Alice and bob share a namespace and name their objects alike (the names are fixed by overrides);
+a RayCluster made with kubectl stands for a person's. Each refusal is exit 2, one line naming the
+object and its maker, and nothing applied.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from sandbox_harness import NRL_K8S, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
+
+
+@pytest.fixture
+def users(sandbox, sandbox_namespace):
+    tag = uuid.uuid4().hex[:6]
+    names = [f"infra.namespace={sandbox_namespace}", f"infra.kuberay.training.name=tr-{tag}",
+             f"infra.dynamo.serving.name=dgd-{tag}"]
+
+    def as_user(user: str, *args: str) -> object:
+        env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": user}
+        return run_cli([*args, *PAIR, *names], env=env)
+
+    as_user.tag, as_user.ns = tag, sandbox_namespace
+    as_user.custom = client.CustomObjectsApi(sandbox.api_client())
+    return as_user
+
+
+def refused(result, *words: str) -> None:
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert result.returncode == 2, result.stderr
+    assert len(errors) == 1 and all(word in errors[0] for word in words), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def listed(users, plural: str, group: str = "ray.io", version: str = "v1") -> list[str]:
+    items = users.custom.list_namespaced_custom_object(group, version, users.ns, plural)["items"]
+    return [item["metadata"]["name"] for item in items]
+
+
+def test_bobs_run_refuses_alices_dgd_and_applies_nothing(users):
+    made = users("alice", "cluster", "up", "--no-wait", "-t", "dynamo.serving")
+    assert made.returncode == 0, made.stderr
+    dgd = users.custom.get_namespaced_custom_object("nvidia.com", "v1alpha1", users.ns, "dynamographdeployments",
+                                                    f"dgd-{users.tag}")
+    assert dgd["metadata"]["labels"]["nrl-k8s/owner"] == "alice"
+
+    bobs = users("bob", "run", "--rayjob", "--no-wait")
+    refused(bobs, f"DynamoGraphDeployment dgd-{users.tag}", "user 'alice'")
+    assert "--adopt" in bobs.stderr
+    assert listed(users, "rayjobs") == [] and listed(users, "rayclusters") == []  # nothing of bob's applied
+
+    down = users("bob", "cluster", "down", "-t", "dynamo.serving")
+    assert down.returncode == 0 and "made by user 'alice'; leaving it alone" in down.stderr, down.stderr
+    assert listed(users, "dynamographdeployments", "nvidia.com", "v1alpha1") == [f"dgd-{users.tag}"]
+
+
+def test_a_raycluster_made_with_kubectl_is_not_taken_over(users, sandbox):
+    person = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": f"tr-{users.tag}"},
+              "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                  {"name": "ray-head", "image": "rayproject/ray:2.49.0"}]}}}}}
+    users.custom.create_namespaced_custom_object("ray.io", "v1", users.ns, "rayclusters", person)
+
+    up = users("dl5", "cluster", "up", "--no-wait", "-t", "kuberay.training", "-t", "dynamo.serving")
+    refused(up, f"RayCluster tr-{users.tag}", "no nrl-k8s managed-by label")
+    assert listed(users, "dynamographdeployments", "nvidia.com", "v1alpha1") == []  # its DGD was not made either
+
+    down = users("dl5", "cluster", "down", "-t", "kuberay.training")
+    assert down.returncode == 0 and "leaving it alone" in down.stderr, down.stderr
+    assert listed(users, "rayclusters") == [f"tr-{users.tag}"]
