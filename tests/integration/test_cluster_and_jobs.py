@@ -68,7 +68,7 @@ def test_cluster_down_leaves_objects_it_did_not_create(cli):
                 "metadata": {"name": f"{cli.job}-dgd"}, "spec": {"services": {}}}
     cli.custom.create_namespaced_custom_object("nvidia.com", "v1alpha1", cli.ns, "dynamographdeployments", manifest)
     down = cli("cluster", "down", "-t", "dynamo.serving")
-    assert down.returncode == 0 and "not created by nrl-k8s" in down.stderr
+    assert down.returncode == 0 and "no nrl-k8s managed-by label" in down.stderr and "leaving it alone" in down.stderr
     cli.custom.get_namespaced_custom_object("nvidia.com", "v1alpha1", cli.ns, "dynamographdeployments", f"{cli.job}-dgd")
 
 
