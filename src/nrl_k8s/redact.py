@@ -17,8 +17,12 @@ Secret's ``data``/``stringData``, and the argument after a secret-looking ``--fl
 list of strings. Text (``redact_text``, also every string inside objects): ``NAME=value``
 (shell assignments and ``a.b.NAME=value`` overrides), ``--flag value`` / ``--flag=value``,
 ``"name": "value"`` / ``name: 'value'``, ``Authorization: <scheme> value``, ``Bearer value``
-and the password of ``scheme://user:password@host``. A value that only refers to a variable
-(``$HF_TOKEN``, ``${env:HF_TOKEN}``) is left alone.
+and the user info of ``scheme://user:password@host`` and ``scheme://token@host``. A value that
+only refers to a variable (``$HF_TOKEN``, ``${env:HF_TOKEN}``) is left alone.
+
+Values. Whatever a line looks like, a value nrl-k8s knows is secret is replaced wherever it
+appears (a driver that echoes its token, a recipe line ``password: ...``): ``remember`` adds the
+values under secret-looking names of a config (the infra's envs, the recipe), and of a Secret.
 """
 
 from __future__ import annotations
@@ -43,8 +47,9 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _QUOTED = r"'[^']*'|\"(?:[^\"\\]|\\.)*\""
 _REFERENCE = re.compile(r"[\"']?\$(?:\{[^}]*\}|\w+)[\"']?")
 _TEXT_RULES = [
-    # scheme://user:password@host
+    # scheme://user:password@host (the password); scheme://token@host (user info without one: whole)
     re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@'\"]*:)(?P<value>[^\s/?#@'\"]+)(?=@)"),
+    re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<value>[^\s:/?#@'\"<>]+)(?=@)"),
     # Authorization: [scheme] value, then any Bearer value
     re.compile(r"(?i)(?P<keep>\bauthorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+)?)"
                r"(?P<value>[^\s\"',;]+)"),
@@ -85,10 +90,38 @@ def redact(obj: Any) -> Any:
     return _walk(obj, in_env=False)
 
 
+_KNOWN: set[str] = set()  # secret values this process has seen (``remember``)
+MIN_KNOWN = 4  # shorter values (a "1", "true") are not worth hiding and would garble text
+
+
+def remember(obj: Any) -> None:
+    """Add every value under a secret-looking name in ``obj`` (a config, a Secret's data) to the
+    values redacted wherever they appear."""
+    if isinstance(obj, dict):
+        if "name" in obj and "value" in obj and is_secret(str(obj["name"])):
+            _know(obj["value"])
+        for key, value in obj.items():
+            if is_secret(str(key)) and not isinstance(value, (dict, list)):
+                _know(value)
+            else:
+                remember(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            remember(item)
+
+
+def _know(value: Any) -> None:
+    text = "" if value is None or isinstance(value, bool) else str(value)
+    if len(text) >= MIN_KNOWN and not _REFERENCE.fullmatch(text):
+        _KNOWN.add(text)
+
+
 def redact_text(text: str) -> str:
-    """``text`` with every secret value shape replaced by ``<redacted>``."""
+    """``text`` with every secret value shape, and every remembered secret value, replaced by ``<redacted>``."""
     for rule in _TEXT_RULES:
         text = rule.sub(_replace, text)
+    for value in sorted(_KNOWN, key=len, reverse=True):
+        text = text.replace(value, REDACTED)
     return text
 
 

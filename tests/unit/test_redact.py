@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from nrl_k8s import redact as redact_module
 from nrl_k8s.redact import REDACTED, LineRedactor, is_secret, redact, redact_lines, redact_text
 
 R = REDACTED
@@ -168,7 +169,8 @@ TEXT_CASES = [
     ("tokenizers env", "TOKENIZERS_PARALLELISM=false", "TOKENIZERS_PARALLELISM=false"),
     ("URL password", "postgres://u:pw@h", f"postgres://u:{R}@h"),
     ("URL password with port and path", "connect mysql://root:s3cr3t@db:3306/x now", f"connect mysql://root:{R}@db:3306/x now"),
-    ("URL without password", "https://user@example.com:8443/x", "https://user@example.com:8443/x"),
+    ("URL user info without a password (a token as the user)", "https://ghp_abc@example.com:8443/x",
+     f"https://{R}@example.com:8443/x"),
     ("URL query token", "https://h/api?access_token=abc&page=2", f"https://h/api?access_token={R}&page=2"),
     ("--flag value", "python run.py --hf-token X --model q", f"python run.py --hf-token {R} --model q"),
     ("--flag=value", "python run.py --password=X", f"python run.py --password={R}"),
@@ -215,3 +217,13 @@ def test_line_redactor_lets_an_endless_line_through_in_parts():
     redactor = LineRedactor(max_line=10)
     assert redactor.feed("x" * 6) == ""
     assert redactor.feed("y" * 6) == "x" * 6 + "y" * 6
+
+
+def test_a_remembered_secret_value_is_hidden_whatever_the_line_looks_like(monkeypatch):
+    monkeypatch.setattr(redact_module, "_KNOWN", set())
+    redact_module.remember([{"launch": {"env": {"HF_TOKEN": "SEC-HF-06", "HF_HOME": "/cache"}},
+                             "networking": {"extra_env": {"WANDB_API_KEY": "wk-1234"}}},
+                            {"policy": {"password": "SEC-RPW-26", "hfToken": "SEC-HFCAMEL-07", "steps": 3},
+                             "env": [{"name": "API_TOKEN", "value": "tok-5678"}]}])
+    line = "echo SEC-HF-06; hf=SEC-HFCAMEL-07 pw SEC-RPW-26 wk-1234 tok-5678 cache /cache steps 3"
+    assert redact_text(line) == f"echo {R}; hf={R} pw {R} {R} {R} cache /cache steps 3"

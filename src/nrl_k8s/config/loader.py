@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
+from nrl_k8s import redact
 from nrl_k8s.errors import ConfigError, InfraError
 from nrl_k8s.safe_yaml import resolve
 
@@ -86,6 +87,7 @@ def load_config(
     _absolute_manifests(final, provenance)
 
     recipe_doc = _drop_scratch(apply_overrides(merge_layers(recipe_layers), recipe_overrides))
+    redact.remember([final, recipe_doc])  # its secret values are hidden wherever they show up (a driver's log)
     return LoadedConfig(
         recipe=recipe_doc,
         infra=final,
