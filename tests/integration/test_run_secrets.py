@@ -2,7 +2,8 @@
 
 A run with a token in ``infra.launch.env``, a secret-looking recipe key and its own ``PATH``
 (the driver's Python first, then the system directories): the driver (a script in tmp_path) checks hashes of
-what it was given and exits 0 only when it got both values and the recipe, printing no value.
+what it was given and exits 0 only when it got both values and the recipe; then it prints both
+values, as a careless driver would, which every output of nrl-k8s must hide.
 Both ways a driver is submitted are covered: by KubeRay (HTTPMode) and by nrl-k8s's rescue
 through the API server's service proxy.
 """
@@ -41,6 +42,8 @@ checks = {{
     "path": os.environ["PATH"] == "{path}",
 }}
 print("driver-checks", " ".join(f"{{k}}={{v}}" for k, v in checks.items()))
+# a careless driver: its values in lines of no secret shape (redacted by value wherever they show)
+print("echo", os.environ.get("HF_TOKEN"), "and", recipe["logger"]["wandb"]["api_key"])
 sys.exit(0 if all(checks.values()) else 3)
 """
 
@@ -113,6 +116,7 @@ def test_secrets_reach_the_driver_and_nothing_else(run, tmp_path, rescued):
         assert shown.returncode == 0, shown.stderr
         assert not _leaks(shown.stdout + shown.stderr)
     assert "driver-checks hf=True wandb=True dgd=True run=True path=True" in logs.stdout
+    assert "echo <redacted> and <redacted>" in logs.stdout and "echo <redacted> and <redacted>" in result.stdout
     assert job_logs.stdout == logs.stdout
 
     # job details through the API server's service proxy: what a real dashboard would show
