@@ -165,3 +165,17 @@ def _label_text(value: Any) -> str | None:
     if isinstance(value, (str, int)) or (isinstance(value, float) and math.isfinite(value)):
         return str(value)
     return None
+
+
+def no_inline_secret(env: Any, path: tuple = ()) -> None:
+    """An env ({NAME: value} or [{name, value}]) whose secret-looking names carry no value written
+    inline: it would sit in the object for anyone who may read it."""
+    from .redact import is_secret  # light; kept out of this module's import time
+
+    items = env.items() if isinstance(env, dict) else ((e.get("name"), e.get("value")) for e in env or [] if isinstance(e, dict))
+    for index, (name, value) in enumerate(items):
+        if isinstance(name, str) and is_secret(name) and value not in (None, ""):
+            raise Invalid((*path, name if isinstance(env, dict) else index), f"{name} is a secret-looking value written inline",
+                          "put it in infra.launch.env (nrl-k8s keeps it in the run's Secret and references it), or "
+                          "reference a Secret of yours with valueFrom.secretKeyRef")
+

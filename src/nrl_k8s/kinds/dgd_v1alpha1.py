@@ -34,11 +34,13 @@ def check_spec(spec: object) -> dict:
         raise Invalid(("spec", "services"), problem, "declare the graph's services, e.g. a Frontend and a worker")
     for name, service in rules.expect(services, dict, ("spec", "services")).items():
         _check_service(service, ("spec", "services", name))
+    rules.no_inline_secret(spec.get("envs"), ("spec", "envs"))
     return spec
 
 
 def _check_service(service: object, path: tuple) -> None:
     rules.expect(service, dict, path)
+    rules.no_inline_secret(service.get("envs"), (*path, "envs"))
     if "componentType" in service:
         rules.expect(service["componentType"], str, (*path, "componentType"))
     if "replicas" in service:

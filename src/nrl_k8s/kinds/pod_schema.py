@@ -86,6 +86,7 @@ def _pod_rules(spec: dict, *, image_required: bool) -> None:
 
 def _container(container: dict, *, image_required: bool) -> None:
     rules.dns_name(container.get("name"), ("name",), what="container name")
+    rules.no_inline_secret(container.get("env"), ("env",))
     if "image" in container:
         rules.image(container["image"], ("image",))
     elif image_required:
