@@ -254,6 +254,19 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     "two dynamo keys, one DGD name": override(
         f"++infra.dynamo.twin={{manifest: {DGD}}}", "dynamo.twin: names the DGD 'tester-dgd', as infra.dynamo.serving does",
     ),
+    # A secret-looking value written inline would sit in the applied object (issue 19).
+    "inline secret in networking.extra_env": lambda tmp: Case(  # the override shown with its value redacted
+        check("++infra.networking.extra_env.HF_TOKEN=hf_abc"),
+        ("override '++infra.networking.extra_env.HF_TOKEN=<redacted>'", "HF_TOKEN is a secret-looking value written inline"),
+    ),
+    "inline secret in a container's env": override(
+        f"+infra.{HEAD}.template.spec.containers.0.env=[{{name: WANDB_API_KEY, value: wk}}]",
+        f"{HEAD_CONTAINER}.env.0", "WANDB_API_KEY is a secret-looking value written inline",
+    ),
+    "inline secret in a DGD service's envs": override(
+        "++infra.dynamo.serving.overrides={services: {Frontend: {envs: [{name: API_TOKEN, value: t0k}]}}}",
+        "dynamo.serving.overrides.services.Frontend.envs.0", "API_TOKEN is a secret-looking value written inline",
+    ),
     "Deployment replicas negative": override("+infra.deployments.reward.spec.replicas=-1", "deployments.reward.spec.replicas: -1 is out of range"),
     "Deployment containers: abc": override(
         "infra.deployments.reward.spec.template.spec.containers=abc", "deployments.reward.spec.template.spec.containers: expected array"

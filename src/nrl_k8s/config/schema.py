@@ -336,7 +336,7 @@ INFRA_SCHEMA = Struct({
         "nccl_socket_ifname": STR,
         "nccl_ib_disable": Scalar((bool, int)),
         "nccl_net": STR,
-        "extra_env": StrMap(),
+        "extra_env": Rule(k8s_rules.no_inline_secret, StrMap()),
     }),
     "workspace": _volume(("pvc", "lustre", "hostPath", "emptyDir", "rayUpload", "auto"),
                          repoSubdir=STR, size=QUANTITY, hostPath=STR),
