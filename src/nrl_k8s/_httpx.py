@@ -4,12 +4,20 @@
 pygments and rich.syntax, which are installed (Ray needs click, rich needs pygments): ~0.1 s of
 every live command, for a tool nrl-k8s never runs. A stand-in is registered first; calling
 ``httpx.main`` still works (it loads the real one). Import httpx as ``from ._httpx import httpx``.
+
+``ApiServerAuth`` gives an httpx client the kube connection's credentials (the dashboard through
+the API server's service proxy, ``podexec`` on a pod's exec subresource).
 """
 
 from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nrl_k8s.connection import Connection
 
 
 def _real_main(*args, **kwargs):
@@ -26,4 +34,21 @@ if "httpx" not in sys.modules:
 
 import httpx  # noqa: E402
 
-__all__ = ["httpx"]
+__all__ = ["ApiServerAuth", "httpx"]
+
+
+class ApiServerAuth(httpx.Auth):
+    """The connection's current auth headers on every request (exec and file tokens change); a
+    401 is retried once with refreshed ones (``Connection.refresh``)."""
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+
+    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+        sent = self.connection.headers()
+        request.headers.update(sent)
+        response = yield request
+        if response.status_code == 401 and self.connection.refresh(sent):
+            request.headers.pop("Authorization", None)
+            request.headers.update(self.connection.headers())
+            yield request

@@ -1,6 +1,7 @@
 """A small websocket client (RFC 6455) on an httpx client: enough to read the Ray dashboard's
 log tail (``/api/jobs/ID/logs/tail``) with the client's TLS, proxy and credentials, also
-through the Kubernetes API server's service proxy (which relays upgraded connections).
+through the Kubernetes API server's service proxy (which relays upgraded connections), and to
+run a command in a pod (``podexec``: binary messages both ways, a subprotocol chosen).
 
 httpx hands over the raw connection after ``101 Switching Protocols``
 (``response.extensions["network_stream"]``); frames are read and written here. Text and
@@ -51,13 +52,19 @@ class Refused(Exception):
 class WebSocket:
     """One open websocket (the client side)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, protocol: str | None = None):
         self._stream = stream
+        self.protocol = protocol  # the subprotocol the server chose, if any
         self._buffer = bytearray()
         self._parts: list[bytes] = []  # a fragmented message so far
 
     def receive(self, timeout: float) -> str | None:
         """The next text message; None when ``timeout`` seconds passed without one."""
+        message = self.receive_bytes(timeout)
+        return None if message is None else message.decode("utf-8", errors="replace")
+
+    def receive_bytes(self, timeout: float) -> bytes | None:
+        """The next message (text or binary) as bytes; None when ``timeout`` seconds passed without one."""
         while True:
             try:
                 fin, opcode, payload = self._frame(timeout)
@@ -74,7 +81,7 @@ class WebSocket:
                 self._parts.append(payload)
                 if fin:
                     message, self._parts = b"".join(self._parts), []
-                    return message.decode("utf-8", errors="replace")
+                    return message
 
     def _frame(self, timeout: float) -> tuple[bool, int, bytes]:
         """(FIN, opcode, payload) of the next whole frame; partial data stays buffered on a timeout."""
@@ -105,21 +112,44 @@ class WebSocket:
             self._buffer += chunk
         return self._buffer
 
+    def send_bytes(self, payload: bytes) -> None:
+        """One binary message."""
+        self._send(_BINARY, payload)
+
     def _send(self, opcode: int, payload: bytes) -> None:
-        """One masked frame (clients must mask): a pong or a close, whose payloads are under 126 bytes."""
+        """One masked frame (clients must mask)."""
         mask = os.urandom(4)
-        frame = bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        size = len(payload)
+        if size < 126:
+            head = bytes([0x80 | opcode, 0x80 | size])
+        elif size < 1 << 16:
+            head = bytes([0x80 | opcode, 0x80 | 126]) + struct.pack("!H", size)
+        else:
+            head = bytes([0x80 | opcode, 0x80 | 127]) + struct.pack("!Q", size)
+        frame = head + mask + _masked(payload, mask)
         try:
             self._stream.write(frame, timeout=10.0)
         except (httpcore.NetworkError, httpcore.TimeoutException, OSError) as exc:
             raise Dropped(f"{type(exc).__name__}: {exc}") from exc
 
 
+def _masked(payload: bytes, mask: bytes) -> bytes:
+    """``payload`` XOR the repeated 4-byte ``mask``, as one big-integer operation (fast for large payloads)."""
+    if not payload:
+        return b""
+    size = len(payload)
+    key = (mask * (size // 4 + 1))[:size]
+    return (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(size, "big")
+
+
 @contextlib.contextmanager
-def connect(client: httpx.Client, path: str) -> Iterator[WebSocket]:
-    """Open a websocket at ``path`` of ``client``'s base URL; Refused when the server does not switch."""
+def connect(client: httpx.Client, path: str, protocols: tuple[str, ...] = ()) -> Iterator[WebSocket]:
+    """Open a websocket at ``path`` of ``client``'s base URL, offering ``protocols`` (subprotocols, in
+    order of preference); Refused when the server does not switch."""
     key = base64.b64encode(os.urandom(16)).decode()
     headers = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": key}
+    if protocols:
+        headers["Sec-WebSocket-Protocol"] = ", ".join(protocols)
     with client.stream("GET", path, headers=headers) as response:
         if response.status_code != 101:
             response.read()
@@ -129,6 +159,6 @@ def connect(client: httpx.Client, path: str) -> Iterator[WebSocket]:
             raise Dropped("the server's Sec-WebSocket-Accept does not match the key sent")
         stream = response.extensions["network_stream"]
         try:
-            yield WebSocket(stream)
+            yield WebSocket(stream, response.headers.get("sec-websocket-protocol"))
         finally:
             stream.close()

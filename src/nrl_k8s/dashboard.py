@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nrl_k8s import _websocket
-from nrl_k8s._httpx import httpx
+from nrl_k8s._httpx import ApiServerAuth, httpx
 from nrl_k8s.errors import DashboardError, JobGone, SubmissionExists, WaitTimeout
 from nrl_k8s.package import Package
 
@@ -127,7 +127,7 @@ class Dashboard:
         """Through the API server's service proxy, with the connection's TLS, proxy and (fresh) credentials."""
         return cls(
             f"{connection.host}/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy",
-            auth=_ApiServerAuth(connection),
+            auth=ApiServerAuth(connection),
             verify=connection.ssl_context or True,
             proxy=connection.proxy,
             auth_hint=(
@@ -455,23 +455,6 @@ class _Deadline:
     def wait(self, idle_s: float) -> float:
         """How long to wait for a frame: ``idle_s``, or less to wake at the deadline."""
         return idle_s if self.at is None else min(idle_s, max(0.05, self.at - time.monotonic()))
-
-
-class _ApiServerAuth(httpx.Auth):
-    """The connection's current auth headers on every request (exec and file tokens change); a
-    401 is retried once with refreshed ones (``Connection.refresh``)."""
-
-    def __init__(self, connection: Connection):
-        self.connection = connection
-
-    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
-        sent = self.connection.headers()
-        request.headers.update(sent)
-        response = yield request
-        if response.status_code == 401 and self.connection.refresh(sent):
-            request.headers.pop("Authorization", None)
-            request.headers.update(self.connection.headers())
-            yield request
 
 
 def _ssl_context(verify: bool | str | ssl.SSLContext, cert: tuple[str, str] | None) -> bool | ssl.SSLContext:
