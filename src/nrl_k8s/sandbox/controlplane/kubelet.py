@@ -256,6 +256,8 @@ class LocalKubelet:
         labels = meta.get("labels") or {}
         if self._stop.wait(delays_of(self.faults.active()).get(local_kind(pod), 0.0)):
             return  # the ``delay`` and ``slow`` faults hold it Pending, as kwok's Stages hold the others
+        if not self._await_secrets(pod, local):
+            return
         try:
             if labels.get("ray.io/node-type") == "head":
                 self._ray_head(pod, local)
@@ -265,6 +267,24 @@ class LocalKubelet:
                 self._stub(pod, local)
         except kubernetes.client.ApiException as err:
             log.warning("pod %s/%s: %s", local.namespace, local.name, err.reason)
+
+    def _await_secrets(self, pod: dict, local: Local) -> bool:
+        """As a kubelet does (CreateContainerConfigError, retried): the first container starts only once
+        every Secret it reads without ``optional`` (env ``secretKeyRef``, a Secret volume it mounts)
+        exists. False when the sandbox stops or the pod goes first."""
+        spec = pod.get("spec") or {}
+        container = (spec.get("containers") or [{}])[0]
+        volumes = {v.get("name"): v.get("secret") for v in spec.get("volumes") or [] if v.get("secret")}
+        needed = {ref["name"] for item in container.get("env") or []
+                  if (ref := ((item.get("valueFrom") or {}).get("secretKeyRef") or {})).get("name")
+                  and not ref.get("optional")}
+        needed |= {source["secretName"] for mount in container.get("volumeMounts") or []
+                   if (source := volumes.get(mount.get("name"))) and source.get("secretName")
+                   and not source.get("optional")}
+        while any(self._read_secret(local.namespace, name) is None for name in sorted(needed)):
+            if self._stop.wait(0.2) or local.stopped:  # the kubelet's retry
+                return False
+        return True
 
     def _log_file(self, local: Local) -> Path:
         return local.folder / "container.log"
@@ -294,8 +314,11 @@ class LocalKubelet:
         local.head = head
         local.ports = {8265: head.dashboard_port, 6379: head.gcs_port, 10001: head.client_port, **extra}
         self._running(pod, local, ready=False)
-        plain = {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env") or [] if "value" in e}
-        self._kwok_objects(pod, local, {**plain, "RAY_ADDRESS": head.gcs_address, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+        # an exec'd process gets the container's environment, as on a cluster (secretKeyRef values
+        # included); kwok adds its own, which is the sandbox's
+        container = {k: v for k, v in env.items() if self.env.get(k) != v}
+        self._kwok_objects(pod, local, {**container, "RAY_ADDRESS": head.gcs_address,
+                                        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
         for attempt in range(1, RAY_START_ATTEMPTS + 1):
             with self._container_log(local) as out:
                 head.start(out)
