@@ -99,6 +99,10 @@ def render_status(s: dict) -> None:
         ("role", "name", "cluster", "state", "head", "workers", "daemon"),
         empty="(no kuberay roles declared)",
     )
+    if s.get("driver"):
+        d = s["driver"]
+        out.print("\n[bold]DRIVER[/] (exec on the training head pod)")
+        out.print(f"  {escape(d['run_id'])}  {d['status']}  {escape(d['detail'])}")
     job = s["rayjob"]
     out.print("\n[bold]RAYJOB[/]")
     if job is None:
@@ -162,7 +166,10 @@ def render_longlived_result(r) -> None:
     for name, action in r.dgds.items():
         rows.append((f"dgd ({action})", f"{name}  owner: {', '.join(r.owners.get(name) or []) or 'none'}"))
     rows += [(f"daemon {role}", what) for role, what in r.daemons.items()]
-    rows.append(("code", f"{r.package or '-'}  ({r.uploaded_bytes} bytes uploaded)"))
+    if r.exec:
+        rows.append(("driver", f"exec on head pod {r.exec['pod']}, files in {r.exec['dir']}"))
+    else:
+        rows.append(("code", f"{r.package or '-'}  ({r.uploaded_bytes} bytes uploaded)"))
     if r.job_status:
         rows.append(("job status", r.job_status))
     if r.record:

@@ -1,4 +1,5 @@
-"""`nrl-k8s job list|logs|stop`: Ray jobs on a role's cluster, via its dashboard; `nrl-k8s logs`: the driver's or pods' logs."""
+"""`nrl-k8s job list|logs|stop`: Ray jobs on a role's cluster, via its dashboard, and exec drivers on the
+training head pod; `nrl-k8s logs`: the driver's or pods' logs."""
 
 from __future__ import annotations
 
@@ -14,33 +15,19 @@ RoleOpt = Annotated[str, typer.Option("--role", "-r", help="kuberay role whose c
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")]
 
 
-def _target(ctx, recipe, overrides, infra, role):
-    """(infra, Kube, the job the latest run record names for ``role`` or None)."""
-    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
-    return infra_cfg, kube, record["job_id"] if record is not None and role == "training" else None
-
-
-def _dashboard(ctx, recipe, overrides, infra, role, url):
-    """(dashboard, RayJob or None, the job the latest run record names for ``role`` or None)."""
-    from nrl_k8s import jobs
-
-    infra_cfg, kube, recorded = _target(ctx, recipe, overrides, infra, role)
-    dash, rayjob = jobs.dashboard(kube, infra_cfg, role, url)
-    return dash, rayjob, recorded
-
-
 def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follow: bool, url: str | None) -> None:
-    """The job's output through the dashboard, secret values redacted; when the cluster or its
-    dashboard is gone, the driver log `run --wait` saved with the run record, said so."""
+    """The job's output through the dashboard (an exec driver's from the head pod), secret values
+    redacted; when the cluster or its dashboard is gone, the driver log `run --wait` saved with the
+    run record, said so."""
     from nrl_k8s import jobs
 
-    infra_cfg, kube, recorded = _target(ctx, recipe, overrides, infra, role)
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    recorded = record["job_id"] if record is not None and role == "training" else None
 
     def chunks():
-        dash, rayjob = jobs.dashboard(kube, infra_cfg, role, url)
-        with dash:
-            job_id = job or recorded or jobs.current_job(dash, rayjob)
-            yield from dash.follow_logs(job_id) if follow else [dash.logs(job_id)]
+        source, job_id = jobs.job_source(kube, infra_cfg, record, role, job, url)
+        with source:
+            yield from source.follow_logs(job_id) if follow else [source.logs(job_id)]
 
     _echo_or_saved(chunks(), infra_cfg, job or recorded, saved=role == "training")
 
@@ -104,15 +91,15 @@ def _print_saved_log(infra: dict, job_id: str | None, why) -> bool:
 @app.command("list")
 def list_jobs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
               role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
-    """Jobs on the role's cluster."""
+    """Jobs on the role's cluster (training: and its exec drivers)."""
+    from nrl_k8s import jobs
     from nrl_k8s.redact import redact_text
 
     from ._render import render_rows
 
-    dash, _, _ = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
-    with dash:
-        rows = [{"submission id": j.submission_id or "", "status": j.status, "entrypoint": redact_text(j.entrypoint)[:60]}
-                for j in dash.list_jobs()]
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    rows = [{"submission id": j.submission_id or "", "status": j.status, "entrypoint": redact_text(j.entrypoint)[:60]}
+            for j in jobs.list_jobs(kube, infra_cfg, record, role, dashboard_url)]
     render_rows(rows, ("submission id", "status", "entrypoint"), empty="no jobs")
 
 
@@ -129,17 +116,27 @@ def job_logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Over
 
 @app.command("stop")
 def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
-         job: JobOpt = None, role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
-    """Stop one job."""
-    from nrl_k8s.jobs import current_job
+         job: JobOpt = None, role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None,
+         force: Annotated[bool, typer.Option(
+             "--force", help="An exec driver: KILL its process group (default TERM).")] = False) -> None:
+    """Stop one job (an exec driver: TERM to its process group, --force KILL)."""
+    from nrl_k8s import jobs
+    from nrl_k8s.errors import ConfigError
+    from nrl_k8s.execdriver import ExecDrivers
 
     from ._console import err
 
-    dash, rayjob, recorded = _dashboard(ctx, recipe, overrides, infra, role, dashboard_url)
-    with dash:
-        job_id = job or recorded or current_job(dash, rayjob)
-        stopped = dash.stop(job_id)
-    err.print(f"job {job_id}: {'stop requested' if stopped else 'was not running'}", markup=False)
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    source, job_id = jobs.job_source(kube, infra_cfg, record, role, job, dashboard_url)
+    exec_driver = isinstance(source, ExecDrivers)
+    with source:
+        if force and not exec_driver:
+            raise ConfigError(f"--force applies to exec drivers; job {job_id} is a Ray job",
+                              hint="drop --force: Ray's stop kills a job that does not exit after its grace period")
+        stopped = source.stop(job_id, force=force) if exec_driver else source.stop(job_id)
+    what = ("KILL sent to its process group" if force else "TERM sent to its process group") if exec_driver \
+        else "stop requested"
+    err.print(f"job {job_id}: {what if stopped else 'was not running'}", markup=False)
 
 
 SourceOpt = Annotated[str, typer.Option(

@@ -14,7 +14,7 @@ from ._common import DashboardUrlOpt, InfraOpt, OverridesArg, RecipeArg, ShowSec
 
 # Flags that only one flow reads: refused by name in the other.
 _RAYJOB_ONLY = ("driver_grace", "parallel", "shutdown", "ttl_seconds", "active_deadline", "rayjob_name")
-_RAYCLUSTER_ONLY = ("run_id", "replace", "skip_daemons", "repo_root", "recreate")
+_RAYCLUSTER_ONLY = ("run_id", "replace", "skip_daemons", "repo_root", "recreate", "mode", "submitter")
 
 
 def run(
@@ -55,10 +55,24 @@ def run(
         "--rayjob-name", metavar="NAME", help="[rayjob] Name the RayJob (and what is named after it) NAME instead of "
         "kuberay.training.name: a second run from the same infra.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="[raycluster] Submission id of the driver (default: generated).")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="[raycluster] Stop running jobs (driver, failed daemons) and submit anew.")] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="[raycluster] Stop running jobs (driver, failed daemons), reset the gym's "
+                                                   "endpoint registry (ConfigMap nemo-rl-endpoints-JOB_ID) and submit anew.")] = False,
     skip_daemons: Annotated[bool, typer.Option("--skip-daemons", help="[raycluster] Do not submit the roles' daemons.")] = False,
     repo_root: Annotated[Optional[str], typer.Option("--repo-root", help="[raycluster] Root of launch.rayUploadPaths (default: the git top-level).")] = None,
     recreate: Annotated[bool, typer.Option("--recreate", help="[raycluster] Replace live objects whose spec drifted.")] = False,
+    mode: Annotated[Optional[str], typer.Option(
+        "--mode", metavar="interactive|batch", help="[raycluster] A preset (launch.runMode): interactive = --submitter "
+        "dashboard --code-source upload --wait; batch = --submitter exec --code-source image --no-wait. Flags given "
+        "and infra keys set win over it.")] = None,
+    submitter: Annotated[Optional[str], typer.Option(
+        "--submitter", metavar="dashboard|exec", help="[raycluster] How the driver starts (submit.submitter): a Ray "
+        "job through the dashboard, or a process on the head pod through pods/exec, its log kept there.")] = None,
+    code_source: Annotated[Optional[str], typer.Option(
+        "--code-source", metavar="upload|image|lustre", help="Where the driver's code is (launch.codeSource): upload "
+        "packages launch.rayUploadPaths [raycluster]; image or lustre start the driver in --code-path.")] = None,
+    code_path: Annotated[Optional[str], typer.Option(
+        "--code-path", metavar="PATH", help="Where the driver starts with --code-source image or lustre "
+        "(launch.codePath).")] = None,
 ) -> None:
     """Bring up every DGD (serving) and the training: a RayJob (default) or long-lived RayClusters."""
     from nrl_k8s.errors import ConfigError
@@ -76,14 +90,22 @@ def run(
     chosen = rayjob or raycluster
     if chosen:
         _refuse_other_flow_flags(ctx, raycluster, implied=False)
-    cfg = load(ctx, recipe, [*(overrides or []), *_rayjob_name_override(rayjob_name)], infra)
+    from nrl_k8s import workflow
+
+    flags = workflow.flag_overrides(mode=mode, submitter=submitter, code_source=code_source, code_path=code_path)
+    cfg = load(ctx, recipe, [*(overrides or []), *_rayjob_name_override(rayjob_name), *flags], infra)
     if not chosen:
         from nrl_k8s.plan import default_flow
 
         raycluster = default_flow(cfg.infra) == "raycluster"
         _refuse_other_flow_flags(ctx, raycluster, implied=True)
+    _refuse_unused_code_flags(cfg.infra, raycluster, code_source, code_path)
     _warn_unstaged_recipe(cfg.infra, "raycluster" if raycluster else "rayjob")
     if raycluster:
+        wait = workflow.waits(cfg.infra, wait if _on_command_line(ctx, "wait") else None)
+        if timeout is not None and not wait:
+            raise ConfigError("--timeout cannot be used without waiting (launch.runMode batch does not wait)",
+                              hint="pass --wait too, or drop --timeout")
         _run_raycluster(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, timeout=timeout,
                         dashboard_url=dashboard_url, run_id=run_id, replace=replace, skip_daemons=skip_daemons,
                         repo_root=repo_root, recreate=recreate)
@@ -97,6 +119,7 @@ def run(
     if dry_run:
         _print_dry_run(plan, show_secrets)
         return
+    _print_notes(plan)
 
     from nrl_k8s.orchestrate import LiveOptions, run_rayjob
     from nrl_k8s.parallel import run_parallel
@@ -163,12 +186,32 @@ def _on_command_line(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
-def _print_dry_run(plan, show_secrets: bool) -> None:
+def _refuse_unused_code_flags(infra: dict, raycluster: bool, code_source: str | None, code_path: str | None) -> None:
+    """``--code-source upload`` with --rayjob (nothing is uploaded there) and ``--code-path`` with the
+    code uploaded are refused by name: they would change nothing."""
+    from nrl_k8s import workflow
+    from nrl_k8s.errors import ConfigError
+
+    if code_source == "upload" and not raycluster:
+        raise ConfigError("--code-source upload cannot be used with --rayjob: that flow uploads no code",
+                          hint="the RayJob's driver runs the image's code: use --code-source image with --code-path "
+                          "DIR, or run --raycluster")
+    if code_path is not None and workflow.code_source(infra) == "upload":
+        raise ConfigError("--code-path has no effect with the code uploaded (launch.codeSource upload)",
+                          hint="add --code-source image (or lustre): the driver then starts in --code-path")
+
+
+def _print_notes(plan) -> None:
+    """What the run did to the recipe and to the driver's command (e.g. each --config it rewrote), one line each."""
     from ._console import err
 
-    print_manifests(plan.manifests(), show_secrets=show_secrets)
     for note in plan.notes:
-        err.print(f"recipe: {note}", markup=False)
+        err.print(f"recipe: {note}", markup=False, highlight=False)
+
+
+def _print_dry_run(plan, show_secrets: bool) -> None:
+    print_manifests(plan.manifests(), show_secrets=show_secrets)
+    _print_notes(plan)
 
 
 def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url, run_id, replace, skip_daemons,
@@ -179,6 +222,7 @@ def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard
     if dry_run:
         _print_dry_run(plan, show_secrets)
         return
+    _print_notes(plan)
 
     from nrl_k8s.longlived import LongLivedOptions, run_raycluster
 

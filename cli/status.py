@@ -25,7 +25,7 @@ def status(
     if output not in ("table", "json", "yaml"):
         raise ConfigError(f"--output {output!r} is not supported", hint="use table, json or yaml")
     infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
-    data = redact(collect(kube, infra_cfg))  # job messages can echo driver output
+    data = redact(collect(kube, infra_cfg, record))  # job messages can echo driver output
     if record is not None:
         data["run"] = {"run_id": record["run_id"], "job_id": record["job_id"], "created": record["created"]}
     if output == "json":

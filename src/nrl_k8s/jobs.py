@@ -1,7 +1,11 @@
-"""Ray jobs on a role's cluster: find the cluster (following a RayJob) and its dashboard."""
+"""Ray jobs on a role's cluster: find the cluster (following a RayJob) and its dashboard; and the
+training cluster's exec drivers (``execdriver``), which the job commands read like Ray jobs."""
 
 from __future__ import annotations
 
+import posixpath
+
+from . import runs, workflow
 from .dashboard import Dashboard
 from .errors import NotFoundError
 from .kinds import raycluster, rayjob
@@ -48,3 +52,63 @@ def current_job(dash: Dashboard, job: dict | None) -> str:
     if not jobs:
         raise NotFoundError("no Ray jobs on this cluster yet", hint="submit one with `nrl-k8s run`")
     return jobs[-1].submission_id or jobs[-1].job_id
+
+
+def exec_drivers(kube, infra: dict, record: dict | None, cluster: str):
+    """The exec drivers of the training RayCluster ``cluster`` (an ``execdriver.ExecDrivers``), or None
+    when no run uses the exec submitter there: neither the run record, nor the infra's submitter,
+    nor a run recorded on this machine for that cluster."""
+    from .execdriver import ExecDrivers
+
+    dirs = [posixpath.dirname(record["exec"]["dir"])] if record is not None and record.get("exec") else []
+    if workflow.submitter(infra) == "exec":
+        dirs.append(workflow.exec_tmp_dir(infra))
+    dirs += runs.exec_dirs(infra["namespace"], cluster)
+    return ExecDrivers(kube, infra["namespace"], cluster, dirs) if dirs else None
+
+
+def exec_job(kube, infra: dict, record: dict | None, cluster: str, job_id: str | None):
+    """(exec drivers, job id) when job ``job_id`` of ``cluster`` is an exec driver. With no ``job_id``:
+    the driver of the latest run recorded here for that cluster when it used exec, else the newest
+    exec driver when the infra's submitter is exec. None: a Ray job."""
+    drivers = exec_drivers(kube, infra, record, cluster)
+    if drivers is None:
+        return None
+    latest = runs.latest_record(infra["namespace"], cluster) if job_id is None else None
+    if latest is not None and latest.get("exec"):
+        job_id = latest["job_id"]
+    elif job_id is None and workflow.submitter(infra) == "exec":
+        listed = drivers.list_jobs()
+        job_id = listed[-1].submission_id if listed else None
+    if job_id is None or drivers.get_job(job_id) is None:
+        drivers.close()
+        return None
+    return drivers, job_id
+
+
+def job_source(kube, infra: dict, record: dict | None, role: str, job: str | None, url: str | None = None):
+    """(where job ``job`` is read and stopped, its id): the training cluster's exec drivers when it is
+    an exec driver (``exec_job``), else the role's dashboard (a ``Dashboard``). ``job`` None: the job
+    the run record names (training), else the current one. Close what it returns."""
+    recorded = record["job_id"] if record is not None and role == "training" else None
+    cluster, rayjob_obj = role_cluster(kube, infra, role)
+    if role == "training" and (found := exec_job(kube, infra, record, cluster, job or recorded)):
+        return found
+    dash = cluster_dashboard(kube, cluster, infra["namespace"], url)
+    try:
+        return dash, job or recorded or current_job(dash, rayjob_obj)
+    except BaseException:
+        dash.close()
+        raise
+
+
+def list_jobs(kube, infra: dict, record: dict | None, role: str, url: str | None = None) -> list:
+    """The Ray jobs on the role's cluster, then (training) its exec drivers, as ``JobInfo``."""
+    cluster, _ = role_cluster(kube, infra, role)
+    with cluster_dashboard(kube, cluster, infra["namespace"], url) as dash:
+        found = dash.list_jobs()
+    drivers = exec_drivers(kube, infra, record, cluster) if role == "training" else None
+    if drivers is not None:
+        with drivers:
+            found += drivers.list_jobs()
+    return found

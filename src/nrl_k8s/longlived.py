@@ -12,12 +12,15 @@ Everything is rendered first (``plan.plan_longlived``), then:
 3. every DGD created with the training RayCluster already in its ownerReferences (reused ones
    get it added, with a warning when they have other owners); RayClusters provisioned and DGDs
    serving awaited together;
-4. each role's daemon submitted through that cluster's dashboard (skipped while it runs or after
-   it succeeded; a failed one is an error unless ``replace``), then its health URL awaited;
-5. the driver submitted to the training cluster (submission id = run id) with the code package
-   as its working_dir, and the run recorded (``runs``). Its reads (running jobs, the package on
-   the cluster) start right after step 2 when the training cluster is up already, and are read
-   again when the steps between took longer than ``_READ_AHEAD_S``.
+4. with ``replace``, the gym's endpoint-registry ConfigMap (``plan.registry``) deleted, so the
+   daemons started anew register afresh; each role's daemon submitted through that cluster's
+   dashboard (skipped while it runs or after it succeeded; a failed one is an error unless
+   ``replace``), then its health URL awaited;
+5. the driver started on the training cluster (submission id = run id) by the plan's submitter:
+   through the dashboard with the code package as its working_dir, or (``exec``) on the head pod
+   through ``pods/exec`` (``execdriver``); then the run recorded (``runs``). Its reads (running
+   jobs, the package on the cluster) start right after step 2 when the training cluster is up
+   already, and are read again when the steps between took longer than ``_READ_AHEAD_S``.
 
 Failure or Ctrl-C before the driver is submitted rolls back what this run created (the ledger),
 never what it reused.
@@ -25,7 +28,7 @@ never what it reused.
 
 from __future__ import annotations
 
-import shlex
+import posixpath
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,16 +38,18 @@ from . import head_services, runs
 from . import package as package_mod
 from .bringup import GONE_TIMEOUT_S, Background, BringUp, execute, gather, parallel
 from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
-from .events import Applied, Became, Emit, Waiting
+from .events import Applied, Became, Emit, Waiting, Warning
 from .kinds import raycluster
 from .kinds.base import Ready, owned, owner_reference
+from .kinds.core import CONFIGMAP
 from .kinds.index import kind_of
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
-from .probe import run_permissions
+from .probe import Permission, run_permissions
 from .recipe import RECIPE_ENV, recipe_text
 
 if TYPE_CHECKING:
     from .dashboard import Dashboard, JobInfo
+    from .execdriver import ExecDrivers
 
 _PROVISION_TIMEOUT_S = 1800
 _STOP_TIMEOUT_S = 120
@@ -80,6 +85,7 @@ class LongLivedResult:
     record: str | None = None  # path of the run record
     job_status: str | None = None
     succeeded: bool | None = None
+    exec: dict[str, str] | None = None  # the exec submitter's driver: {"pod", "dir"}
 
 
 class LongLived(BringUp):
@@ -94,6 +100,7 @@ class LongLived(BringUp):
         self.live: dict[str, dict] = {}  # role -> live RayCluster
         self._dashboards: dict[str, Dashboard] = {}  # role -> its client, one per run (connections reused)
         self._dashboards_lock = threading.RLock()
+        self._exec: ExecDrivers | None = None
         self._closed = False
         self._ahead: Background | None = None  # the driver step's reads, started early (read_ahead)
         self.submitted = False
@@ -105,8 +112,13 @@ class LongLived(BringUp):
         made in the background meanwhile (an error there is raised where the client is used)."""
         Background(self._prepare_dashboard, "dashboard-client")
         proxy = not self.kube.in_cluster
+        needed = run_permissions(self.plan.manifests(), proxy=proxy)
+        if self.plan.submitter == "exec":
+            needed.append(Permission("create", "pods/exec"))
+        if self.options.replace and self.plan.registry and not self.options.skip_daemons:
+            needed.append(Permission("delete", "configmaps"))
         _, _, existing, packages = gather(
-            lambda: self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy)),
+            lambda: self.check_permissions(needed),
             lambda: head_services.check_live(self.kube, self.ns, list(self.plan.clusters.values()), self.emit),
             lambda: self.check_dgds(self.plan.dgds),
             self.stage_packages,
@@ -189,11 +201,25 @@ class LongLived(BringUp):
                     retries=_DASHBOARD_RETRIES)
             return self._dashboards[role]
 
+    def exec_drivers(self) -> ExecDrivers:
+        """The training cluster's exec drivers (in this run's tmp dir), one client per run."""
+        if self._exec is None:
+            from .execdriver import ExecDrivers
+
+            self._exec = ExecDrivers(self.kube, self.ns, self.cluster, [posixpath.dirname(self.plan.exec_dir)])
+        return self._exec
+
+    def driver_source(self):
+        """Where the driver's status and log are read: its exec drivers or the training dashboard."""
+        return self.exec_drivers() if self.plan.submitter == "exec" else self.dashboard("training")
+
     def close(self) -> None:
         with self._dashboards_lock:
             for dash in self._dashboards.values():
                 dash.close()
             self._dashboards.clear()
+            if self._exec is not None:
+                self._exec.close()
             self._closed = True
 
     def __enter__(self) -> LongLived:
@@ -201,6 +227,20 @@ class LongLived(BringUp):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def reset_registry(self) -> None:
+        """``replace``: delete the gym's endpoint-registry ConfigMap (``nemo-rl-endpoints-<job id>``), if it
+        exists, so the daemons started anew register afresh instead of finding the old run's endpoints."""
+        name = self.plan.registry
+        if not self.options.replace or name is None:
+            return
+        if self.options.skip_daemons:
+            self.emit(Warning(f"ConfigMap {name} (the gym's endpoint registry) is not reset: --skip-daemons keeps "
+                              "the gym daemon that registered in it"))
+            return
+        deleted = self.kube.delete(CONFIGMAP, name, self.ns)
+        self.emit(Became(f"configmap {name}", "deleted: --replace resets the gym's endpoint registry" if deleted
+                         else "not there: no endpoint registry to reset"))
 
     def daemons(self, packages: dict, roles=None) -> None:
         """Each daemon (of ``roles``, default all) submitted unless it runs, then its health URL awaited."""
@@ -220,6 +260,8 @@ class LongLived(BringUp):
 
     def _driver_reads(self, package: package_mod.Package) -> tuple[list[JobInfo], bool]:
         dash = self.dashboard("training")
+        if self.plan.submitter == "exec":  # no package: the code is in the image
+            return dash.list_jobs(), True
         jobs, present = gather(dash.list_jobs, lambda: dash.has_package(package.name))
         return jobs, present
 
@@ -231,11 +273,18 @@ class LongLived(BringUp):
         if ahead is None or time.monotonic() - read_at > _READ_AHEAD_S:  # the waits took a while: read again
             jobs, present = self._driver_reads(package)
         running = [j for j in jobs if not j.terminal and (j.metadata or {}).get(KIND_METADATA) != "daemon"]
-        if running and not self.options.replace:
-            ids = ", ".join(j.submission_id or j.job_id or "?" for j in running)
+        exec_mode = self.plan.submitter == "exec"
+        running_exec = [j for j in self.exec_drivers().list_jobs() if not j.terminal] if exec_mode else []
+        if (running or running_exec) and not self.options.replace:
+            ids = ", ".join(j.submission_id or j.job_id or "?" for j in running + running_exec)
             raise ConfigError(f"RayCluster {driver.cluster} is still running job(s) {ids}",
                               hint="pass --replace to stop them first, or wait: `nrl-k8s job list`")
         stop_jobs(dash, running, self.emit)
+        if running_exec:
+            self.exec_drivers().stop_all(running_exec, self.emit)
+        if exec_mode:
+            self._start_exec()
+            return
         self.result.package = package.uri
         if not present:
             dash.upload_package(package)
@@ -243,9 +292,8 @@ class LongLived(BringUp):
         self.emit(Became("code", f"{package.uri} ({_size(self.result.uploaded_bytes)} uploaded)"
                          if self.result.uploaded_bytes else f"{package.uri} (already on the cluster)"))
         entrypoint = driver.entrypoint
-        if driver.code.source != "upload":  # the recipe is the package; the code is in the image
-            entrypoint = (f'export {RECIPE_ENV}="$PWD/{DRIVER_RECIPE}" && '
-                          f"cd {shlex.quote(driver.code.code_path or '.')} && {entrypoint}")
+        if driver.code.source != "upload":  # the recipe is the package; the code is in the image (cd codePath)
+            entrypoint = f'export {RECIPE_ENV}="$PWD/{DRIVER_RECIPE}" && {entrypoint}'
         self.submitting = True
         dash.submit(entrypoint, submission_id=driver.submission_id,
                     runtime_env={"working_dir": package.uri, "env_vars": driver.env},
@@ -253,15 +301,28 @@ class LongLived(BringUp):
         self.submitted = True
         self.emit(Became("driver", f"submitted as job {driver.submission_id} on {driver.cluster}"))
 
+    def _start_exec(self) -> None:
+        """The driver started detached on the head pod (``execdriver``): its env and the recipe as files."""
+        from .execdriver import LOG_NAME, driver_script
+
+        driver, directory, drivers = self.plan.driver, self.plan.exec_dir, self.exec_drivers()
+        pod = drivers.prepare(directory, driver_script(driver.entrypoint, driver.env), recipe_text(self.plan.recipe))
+        self.submitting = True
+        drivers.start(directory)
+        self.submitted = True
+        self.result.exec = {"pod": pod, "dir": directory}
+        self.emit(Became("driver", f"started as {driver.submission_id} on head pod {pod} through exec "
+                         f"(its log: {directory}/{LOG_NAME})"))
+
     def record(self) -> None:
         self.record_data = runs.record_of(self.plan, self.result, context=self.options.context, infra=self.plan.infra)
         self.result.record = str(runs.save(self.record_data))
 
     def follow(self, on_text) -> None:
         """The driver log (``runs.follow_driver``: redacted, kept with the record) until the job ends."""
-        dash = self.dashboard("training")
-        runs.follow_driver(dash, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
-        job = dash.get_job(self.plan.run_id)
+        source = self.driver_source()
+        runs.follow_driver(source, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
+        job = source.get_job(self.plan.run_id)
         self.result.job_status = job.status if job else None
         self.result.succeeded = self.result.job_status == "SUCCEEDED"
         self.record_data["job_status"] = self.result.job_status
@@ -272,11 +333,17 @@ class LongLived(BringUp):
         if self.submitted or not self.submitting:
             return self.submitted
         try:
-            return self.dashboard("training").get_job(self.plan.driver.submission_id) is not None
+            return self.driver_source().get_job(self.plan.driver.submission_id) is not None
         except NrlK8sError:
             return None
 
     def running_hint(self) -> str:
+        from .execdriver import LOG_NAME
+
+        if self.result.exec:
+            return (f"driver {self.plan.run_id} keeps running on head pod {self.result.exec['pod']} of RayCluster "
+                    f"{self.cluster} (exec; its log: {self.result.exec['dir']}/{LOG_NAME}); nothing was deleted: "
+                    "follow it with `nrl-k8s logs -f`, stop it with `nrl-k8s job stop` (--force: KILL)")
         return (f"job {self.plan.run_id} keeps running on RayCluster {self.cluster}; nothing was deleted: "
                 f"follow it with `nrl-k8s job logs -f`, stop it with `nrl-k8s job stop`")
 
@@ -366,6 +433,7 @@ def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: E
             run.read_ahead(packages["driver"])
             run.dgds(existing)
             run.wait_all()
+            run.reset_registry()
             if not options.skip_daemons:
                 run.daemons(packages)
             run.driver(packages["driver"])

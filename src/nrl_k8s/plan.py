@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
+import posixpath
+import re
 from dataclasses import dataclass
 
-from . import head_services
+from . import head_services, workflow
 from . import recipe as recipe_mod
 from .config import LoadedConfig
-from .errors import ConfigError
-from .errors import InfraError
+from .errors import ConfigError, InfraError
+from .execdriver import RECIPE_NAME, check_tmp_dir, run_dir
 from .kinds import deployment, dgd, rayjob
 from .kinds.base import MANAGED_BY, labelled
 
@@ -41,7 +43,7 @@ def parallel_bringup(infra: dict, flag: bool) -> bool:
 class RunPlan:
     run_id: str
     recipe: dict  # the final recipe the driver reads
-    notes: tuple[str, ...]  # what happened to the recipe (injected / left alone and why)
+    notes: tuple[str, ...]  # what happened to the recipe (injected / left alone and why) and to the entrypoint
     dgds: dict[str, dict]  # infra.dynamo key -> DGD manifest (no ownerReference yet; lists this run as its user)
     secret: dict  # the run's recipe and launch.env (owned by the RayJob once both exist)
     rayjob: dict
@@ -103,6 +105,7 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
         active_deadline_seconds=options.active_deadline_seconds,
         pre_running_deadline_seconds=pre_running,
     )
+    notes += driver_notes(cfg.infra, final_recipe, names)
     # every object the run creates carries its run id (`nrl-k8s gc` finds what a dead run left)
     dgds = {key: labelled(dgd.with_user(dgd.wire_claims(manifest, key, dra, job["metadata"]["name"]),
                                         job["metadata"]["name"]), rayjob.RUN_ID_LABEL, run_id)
@@ -113,6 +116,19 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
                    secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts,
                    deployments=deployments, health=health, dra=dra, infra=cfg.infra)
+
+
+def driver_notes(infra: dict, recipe: dict, dgd_names: list[str]) -> list[str]:
+    """What ``run`` says about the driver's command: each ``--config`` it points at the run's recipe,
+    and, when a DGD name was stamped into the recipe, whether the command reads that recipe at all."""
+    notes = recipe_mod.config_rewrites(infra)
+    stamped = ((recipe.get("policy") or {}).get("generation") or {}).get("dynamo_cfg") or {}
+    if len(dgd_names) == 1 and stamped.get("dgd_name") == dgd_names[0] \
+            and not recipe_mod.reads_recipe(recipe_mod.driver_entrypoint(infra)):
+        notes.append(f"launch.entrypoint does not name the run's recipe (${recipe_mod.RECIPE_ENV}, or a --config "
+                     f"nrl-k8s points at it): the driver sees dgd_name {dgd_names[0]} only if its command reads "
+                     f"${recipe_mod.RECIPE_ENV}")
+    return notes
 
 
 def _deployments(infra: dict) -> tuple[dict[str, list[dict]], dict[str, tuple[str, float]]]:
@@ -134,6 +150,9 @@ def health_check(entry: dict) -> tuple[str, float] | None:
 # -- `run --raycluster` ---------------------------------------------------------------------
 
 DRIVER_RECIPE = "nrl_k8s_run.yaml"  # the final recipe, at the root of the driver's working dir
+REGISTRY_PREFIX = "nemo-rl-endpoints-"  # the gym's endpoint registry: ConfigMap nemo-rl-endpoints-<job id>
+# ``--job-id X`` / ``--job-id=X`` in the gym daemon's entrypoint (X quoted or not)
+_JOB_ID_FLAG = re.compile(r"""(?<![\w-])--job-id(?:\s+|=)("[^"]*"|'[^']*'|[^\s'";&|<>()]+)""")
 
 
 @dataclass(frozen=True)
@@ -174,6 +193,9 @@ class LongLivedPlan:
     ready_timeouts: dict[str, float]
     daemons: dict[str, Submission]  # role -> its daemon
     driver: Submission
+    submitter: str = "dashboard"  # how the driver starts: through the dashboard, or exec on the head pod
+    exec_dir: str | None = None  # exec: the run's directory on the head pod
+    registry: str | None = None  # the gym's endpoint-registry ConfigMap (--replace deletes it)
 
     def manifests(self) -> list[dict]:
         """Everything that would be applied, in apply order."""
@@ -197,7 +219,9 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
     _same_namespace(dgds, ns)
     training = raycluster.cluster_name(infra, "training")
     dgds = {key: dgd.with_user(manifest, training) for key, manifest in dgds.items()}
-    final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, [m["metadata"]["name"] for m in dgds.values()])
+    names = [m["metadata"]["name"] for m in dgds.values()]
+    final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
+    notes += driver_notes(infra, final_recipe, names)
     run_id = recipe_mod.checked_run_id(run_id) if run_id else recipe_mod.new_run_id(training)
 
     clusters, dra, env_secrets, daemons = {}, {}, {}, {}
@@ -232,21 +256,46 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
             )
     dgds = {key: dgd.wire_claims(manifest, key, dra.get("training", []), training) for key, manifest in dgds.items()}
     launch = infra.get("launch") or {}
-    source = launch.get("codeSource") or "upload"
+    source, submitter = workflow.code_source(infra), workflow.submitter(infra)
     upload = source == "upload"  # else the driver starts in codePath; only the recipe travels
+    if upload and submitter == "exec":
+        explicit = ("submit", "submitter") if (infra.get("submit") or {}).get("submitter") else ("launch", "runMode")
+        raise InfraError(explicit, "the exec submitter cannot upload code (launch.codeSource is upload)",
+                         hint="use --code-source image (or lustre) with --code-path DIR, the code being in the image, "
+                         "or --submitter dashboard (infra: launch.codeSource, submit.submitter)")
     code = Code(source, tuple(launch["rayUploadPaths"]) if upload and launch.get("rayUploadPaths") else None,
-                None if upload else launch.get("codePath"))
+                workflow.code_path(infra))
+    exec_dir = None
+    recipe_path = DRIVER_RECIPE  # in the working dir Ray unpacks (the dashboard submitter)
+    if submitter == "exec":
+        exec_dir = run_dir(check_tmp_dir(workflow.exec_tmp_dir(infra)), run_id)
+        recipe_path = posixpath.join(exec_dir, RECIPE_NAME)
     driver_env = {k: v for k, v in recipe_mod.launch_env(infra).items() if not is_secret(k)}
     driver = Submission(role="training", cluster=training, submission_id=run_id,
                         entrypoint=recipe_mod.driver_entrypoint(infra),
-                        env={**driver_env, recipe_mod.RUN_ID_ENV: run_id, recipe_mod.RECIPE_ENV: DRIVER_RECIPE},
+                        env={**driver_env, recipe_mod.RUN_ID_ENV: run_id, recipe_mod.RECIPE_ENV: recipe_path},
                         code=code)
     deployments, health = _deployments(infra)
     head_services.check_planned(list(clusters.values()))
     timeouts = {key: float(infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
     return LongLivedPlan(run_id=run_id, namespace=ns, infra=infra, recipe=final_recipe, notes=tuple(notes),
                          deployments=deployments, health=health, clusters=clusters, dra=dra,
-                         env_secrets=env_secrets, dgds=dgds, ready_timeouts=timeouts, daemons=daemons, driver=driver)
+                         env_secrets=env_secrets, dgds=dgds, ready_timeouts=timeouts, daemons=daemons, driver=driver,
+                         submitter=submitter, exec_dir=exec_dir, registry=registry_configmap(infra))
+
+
+def registry_configmap(infra: dict) -> str | None:
+    """The gym's endpoint-registry ConfigMap, ``nemo-rl-endpoints-<job id>``, the job id taken from
+    ``--job-id X`` / ``--job-id=X`` in ``kuberay.gym.daemon.entrypoint``; None without one (or when
+    the id is not a literal, e.g. a shell variable)."""
+    daemon = ((infra.get("kuberay") or {}).get("gym") or {}).get("daemon") or {}
+    found = _JOB_ID_FLAG.search(daemon.get("entrypoint") or "")
+    if found is None:
+        return None
+    value = found.group(1)
+    job_id = value[1:-1] if value[:1] in "\"'" and len(value) >= 2 else value
+    name = REGISTRY_PREFIX + job_id
+    return name if re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name) and len(name) <= 253 else None
 
 
 def unstaged_recipe_reads(infra: dict, flow: str | None = None) -> list[tuple[str, str]]:
@@ -262,7 +311,7 @@ def unstaged_recipe_reads(infra: dict, flow: str | None = None) -> list[tuple[st
     launch = infra.get("launch") or {}
     found = []
     if DRIVER_RECIPE in (launch.get("entrypoint") or ""):
-        source = launch.get("codeSource") or "upload"
+        source = workflow.code_source(infra)
         if source != "upload":
             found.append((f"launch.entrypoint reads {DRIVER_RECIPE}, but with launch.codeSource {source} nothing "
                           f"stages it: the driver starts in launch.codePath ({launch.get('codePath')})", fix))

@@ -4,8 +4,9 @@ Sources, each pod chosen by label in the run's namespace:
 
 - ``driver`` (default): the RayJob's submitter when KubeRay runs one (K8sJobMode: the pod
   labelled ``ray.io/originated-from-cr-name=<rayjob>`` with container ``ray-job-submitter``;
-  SidecarMode: that container in the head pod), else the driver's log from the Ray dashboard
-  (HTTPMode and InteractiveMode RayJobs, and the long-lived flow): what ``logs`` always printed;
+  SidecarMode: that container in the head pod), the log an exec driver keeps on the head pod
+  (``execdriver``), else the driver's log from the Ray dashboard (HTTPMode and InteractiveMode
+  RayJobs, and the long-lived flow): what ``logs`` always printed;
 - ``daemon``: the Ray job log of the role's ``daemon`` (its latest submission: the id, or the id
   with the suffix ``--replace`` adds), from the role's cluster's dashboard;
 - ``auto``: ``daemon`` when the role declares one, else ``driver`` (upstream's default);
@@ -173,6 +174,8 @@ def stream(kube, infra: dict, request: Request, *, record: dict | None, dashboar
                 from .jobs import current_job
 
                 recorded = record["job_id"] if record is not None and request.role == "training" else None
+                if request.role == "training" and (exec_log := _exec_log(kube, infra, record, cluster, recorded, request)):
+                    return exec_log
                 return _dashboard_log(kube, cluster, lambda dash: recorded or current_job(dash, job), request,
                                       dashboard_url)
             targets = [found]
@@ -193,6 +196,26 @@ def _dashboard_log(kube, cluster: str, pick: Callable[[Dashboard], str], request
         yield last_lines(shown, request.tail)
         if request.follow:  # the follow stream starts at the beginning: skip what was read
             yield from skip_chars(dash.follow_logs(job_id), len(shown))
+
+
+def _exec_log(kube, infra: dict, record: dict | None, cluster: str, recorded: str | None,
+              request: Request) -> Iterator[str] | None:
+    """The driver's log from the head pod when it is an exec driver (``jobs.exec_job``), else None."""
+    from .jobs import exec_job
+
+    found = exec_job(kube, infra, record, cluster, recorded)
+    if found is None:
+        return None
+    drivers, job_id = found
+
+    def chunks() -> Iterator[str]:
+        with drivers:
+            if request.follow:
+                yield from drivers.follow_logs(job_id, tail=request.tail)
+            else:
+                yield drivers.logs(job_id, tail=request.tail)
+
+    return chunks()
 
 
 def _daemon_job(dash: Dashboard, submission_id: str, cluster: str, role: str) -> str:

@@ -1,10 +1,13 @@
 """The recipe copy a run executes: Dynamo name injection, run id, and what the driver is given.
 
 The driver gets the final recipe and ``infra.launch.env`` through the run's Secret (see
-``kinds.rayjob``), never through the entrypoint: the entrypoint is ``infra.launch.entrypoint``
-verbatim, run by Ray with the Ray container's environment, in which nrl-k8s sets
-``NRL_K8S_RUN_ID``, ``NRL_K8S_RECIPE`` (the recipe file mounted from the Secret) and every
-``infra.launch.env`` name. So the entrypoint holds no value, needs nothing on ``PATH`` and is
+``kinds.rayjob``), never through the entrypoint: the entrypoint is ``infra.launch.entrypoint``,
+run by Ray with the Ray container's environment, in which nrl-k8s sets ``NRL_K8S_RUN_ID``,
+``NRL_K8S_RECIPE`` (the recipe file mounted from the Secret) and every ``infra.launch.env``
+name. Two changes are made to it (``driver_entrypoint``): every ``--config X.yaml`` is pointed
+at ``"$NRL_K8S_RECIPE"`` (upstream entrypoints name a recipe file of the checkout, which is not
+the run's: no overrides, no DGD name), and with the code in the image or on Lustre it starts
+with ``cd launch.codePath``. So the entrypoint holds no value, needs nothing on ``PATH`` and is
 deterministic: the same string can be resubmitted unchanged.
 """
 
@@ -14,11 +17,13 @@ import copy
 import hashlib
 import json
 import re
+import shlex
 import time
 
 import yaml
 
-from .errors import ConfigError
+from . import workflow
+from .errors import ConfigError, InfraError
 from .kinds.base import k8s_str
 from .kinds.raycluster import role_entry
 from .names import MAX_RAYJOB_NAME_LEN, validate_name
@@ -29,6 +34,12 @@ RUN_DIR = "/etc/nrl-k8s/run"  # where the run Secret is mounted in every Ray con
 RECIPE_KEY = "recipe.yaml"
 RECIPE_PATH = f"{RUN_DIR}/{RECIPE_KEY}"
 
+RECIPE_REF = f'"${RECIPE_ENV}"'  # the run's recipe in a shell command line, in every flow
+_RECIPE_READS = (f"${RECIPE_ENV}", f"${{{RECIPE_ENV}}}")
+# ``--config VALUE`` / ``--config=VALUE`` (not --config-name, --config-dir, --model-config):
+# VALUE double- or single-quoted, or a word up to whitespace or a shell operator.
+_CONFIG_FLAG = re.compile(r"""(?<![\w-])(--config(?:\s+|=))("[^"]*"|'[^']*'|[^\s'";&|<>()]+)""")
+_YAML_PATH = re.compile(r"[^$`*?\[\]{}]+\.ya?ml")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -84,7 +95,28 @@ def run_id(infra: dict, recipe: dict, dgds: list[dict] = ()) -> str:
 
 
 def driver_entrypoint(infra: dict) -> str:
-    """``infra.launch.entrypoint``, the command Ray runs as the driver."""
+    """The command Ray (or the exec submitter) runs as the driver: ``infra.launch.entrypoint`` with
+    every ``--config X.yaml`` pointed at the run's recipe (``config_rewrites``), after ``cd
+    launch.codePath`` when the code is in the image or on Lustre (``workflow.code_path``)."""
+    command = _rewritten(_user_entrypoint(infra))[0]
+    path = workflow.code_path(infra)
+    return f"cd {shlex.quote(path)} && {command}" if path else command
+
+
+def config_rewrites(infra: dict) -> list[str]:
+    """One line per distinct ``--config X`` of ``launch.entrypoint`` that ``driver_entrypoint``
+    points at the run's recipe (printed by ``run``, ``check``)."""
+    return [f"launch.entrypoint: `{old}` -> `{new}` (the recipe this run stages)"
+            for old, new in _rewritten(_user_entrypoint(infra))[1]]
+
+
+def reads_recipe(command: str) -> bool:
+    """Whether a driver command names the run's recipe (``$NRL_K8S_RECIPE``, or the staged
+    ``nrl_k8s_run.yaml`` of ``run --raycluster``)."""
+    return any(ref in command for ref in _RECIPE_READS) or "nrl_k8s_run.yaml" in command
+
+
+def _user_entrypoint(infra: dict) -> str:
     user = (infra.get("launch") or {}).get("entrypoint")
     if not isinstance(user, str) or not user.strip():
         raise ConfigError(
@@ -92,6 +124,30 @@ def driver_entrypoint(infra: dict) -> str:
             hint='set it to the training command, e.g. python examples/run_grpo.py --config "$NRL_K8S_RECIPE"',
         )
     return user
+
+
+def _rewritten(entrypoint: str) -> tuple[str, list[tuple[str, str]]]:
+    """(``entrypoint`` with each ``--config`` recipe path replaced by ``"$NRL_K8S_RECIPE"``,
+    the distinct (old, new) pairs). A ``--config`` whose value is neither a literal ``.yaml`` /
+    ``.yml`` path nor the run's recipe is refused: the driver would read another recipe."""
+    done: dict[str, str] = {}
+
+    def swap(match: re.Match) -> str:
+        flag, value = match.group(1), match.group(2)
+        bare = value[1:-1] if value[:1] in "\"'" and len(value) >= 2 else value
+        if bare in _RECIPE_READS:
+            return match.group(0)
+        if not _YAML_PATH.fullmatch(bare):
+            raise InfraError(("launch", "entrypoint"),
+                             f"`{match.group(0).strip()}`: the driver would read that, not the recipe this run stages, "
+                             "and nrl-k8s cannot point it there",
+                             hint=f'pass --config {RECIPE_REF} (the run\'s recipe, with its overrides and DGD name) '
+                             "or --config PATH.yaml (nrl-k8s points it at the run's recipe)")
+        new = flag + RECIPE_REF
+        done.setdefault(match.group(0).strip(), new.strip())
+        return new
+
+    return _CONFIG_FLAG.sub(swap, entrypoint), list(done.items())
 
 
 def launch_env(infra: dict) -> dict[str, str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .cache import cache_dir, private_dir
@@ -66,6 +66,8 @@ def record_of(plan, result, *, context: str | None, infra: dict | None = None) -
         "daemons": dict(result.daemons),
         "package": result.package,
         "uploaded_bytes": result.uploaded_bytes,
+        "submitter": plan.submitter,
+        "exec": dict(result.exec) if result.exec else None,  # {"pod", "dir"}: where the exec driver runs
         "infra": redact(infra) if infra is not None else None,
     }
 
@@ -164,6 +166,29 @@ def follow_driver(dash, record: dict, on_log: Callable[[str], None], *, deadline
         saved.close()
         record["log"] = {"complete": complete, "bytes": saved.size, "cut_bytes": saved.cut_bytes}
         save(record)
+
+
+def _records() -> Iterator[dict]:
+    """Every readable run record (any order)."""
+    for path in runs_dir().glob("*.json") if runs_dir().is_dir() else []:
+        try:
+            yield _read(path)
+        except ConfigError:
+            continue
+
+
+def exec_dirs(namespace: str, cluster: str) -> list[str]:
+    """The exec tmp dirs of the runs recorded here that started their driver on ``cluster`` through exec."""
+    import posixpath
+
+    return sorted({posixpath.dirname(r["exec"]["dir"]) for r in _records()
+                   if r.get("exec") and r.get("namespace") == namespace and r.get("training_cluster") == cluster})
+
+
+def latest_record(namespace: str, cluster: str) -> dict | None:
+    """The newest run recorded here whose driver ran on the training RayCluster ``cluster``."""
+    mine = [r for r in _records() if r.get("namespace") == namespace and r.get("training_cluster") == cluster]
+    return max(mine, key=lambda r: r.get("created") or "", default=None)
 
 
 def saved_log(namespace: str, *, job_id: str | None = None, name: str | None = None) -> tuple[dict, Path] | None:

@@ -1,5 +1,8 @@
 """`nrl-k8s status`: what is running for a run config, as plain data (the CLI renders it).
 
+``driver`` is the run's exec driver (``execdriver``) when the exec submitter is in play: the run
+record's, else the newest on the training cluster's head pod.
+
 ``left`` lists what a run that died (SIGKILL, lost laptop) can leave running with nothing to
 remove it, each with the command that does.
 """
@@ -7,7 +10,7 @@ remove it, each with the command that does.
 from __future__ import annotations
 
 from . import gc, usage
-from .errors import ApiError, NrlK8sError
+from .errors import ApiError, NotFoundError, NrlK8sError
 from .kinds import dgd, pod, raycluster, rayjob
 from .kinds.base import condition_true, delete_command
 from .serving import probe_frontend
@@ -136,13 +139,38 @@ def gc_rows(kube, namespace: str) -> list[dict]:
             for item in gc.find(kube, namespace) if item.verdict != "keep"]
 
 
-def collect(kube, infra: dict) -> dict:
+def _exec_driver(kube, infra: dict, record: dict | None) -> dict | None:
+    if "training" not in (infra.get("kuberay") or {}):
+        return None
+    from .jobs import exec_drivers, role_cluster
+
+    try:
+        cluster, _ = role_cluster(kube, infra, "training")
+    except NotFoundError:
+        return None
+    drivers = exec_drivers(kube, infra, record, cluster)
+    if drivers is None:
+        return None
+    mine = record["job_id"] if record is not None and record.get("exec") else None
+    with drivers:
+        try:
+            job = drivers.get_job(mine) if mine else None
+            if job is None:
+                listed = drivers.list_jobs()
+                job = listed[-1] if listed else None
+        except NrlK8sError as err:
+            return {"run_id": mine or "-", "status": "unknown", "detail": err.message}
+    return None if job is None else {"run_id": job.submission_id, "status": job.status, "detail": job.message}
+
+
+def collect(kube, infra: dict, record: dict | None = None) -> dict:
     ns = infra["namespace"]
     job = _rayjob(kube, infra, ns)
     dynamo = [_dynamo(kube, key, dgd.render(infra, key)) for key in sorted(infra.get("dynamo") or {})]
     return {
         "namespace": ns,
         "roles": [_role(kube, infra, role, ns) for role in sorted(infra.get("kuberay") or {})],
+        "driver": _exec_driver(kube, infra, record),
         "rayjob": job,
         "dynamo": dynamo,
         "left": _left(kube, ns, job, dynamo),

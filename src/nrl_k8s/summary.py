@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import workflow
 from .config import LoadedConfig
 from .kinds import dgd, raycluster
 from .plan import RunPlan, default_flow, health_check, plan_longlived, unstaged_recipe_reads
@@ -62,12 +63,15 @@ def _dra(obj: dict) -> str:
 
 
 def _driver_code(infra: dict) -> str:
+    """Where the driver's code comes from and how it starts (``workflow``)."""
     launch = infra.get("launch") or {}
-    source = launch.get("codeSource") or "upload"
+    source = workflow.code_source(infra)
+    start = ("; started by exec on the head pod, files in " + workflow.exec_tmp_dir(infra)
+             if workflow.submitter(infra) == "exec" else "")
     if source != "upload":
-        return f"{source} {launch.get('codePath')}"
+        return f"{source} {launch.get('codePath') or '(the image working directory)'}{start}"
     paths = launch.get("rayUploadPaths")
-    return f"upload {', '.join(paths)}" if paths else "upload (the NeMo-RL source folders)"
+    return (f"upload {', '.join(paths)}" if paths else "upload (the NeMo-RL source folders)") + start
 
 
 def _health(entry: dict) -> str | None:

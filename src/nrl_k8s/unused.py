@@ -3,20 +3,23 @@
 Derived from what the renderers consume: ``kinds.raycluster``, ``kinds.rayjob``,
 ``kinds.dgd``, ``kinds.deployment`` and ``recipe`` (driver entrypoint, launch env), and from
 what the long-lived flow (`run --raycluster`) reads: every role's ``daemon``, the Deployments'
-health checks and the driver's code source (which ``workspace.kind`` rayUpload / lustre sets when
-``launch.codeSource`` is not), and from the flow `run` takes (``launch.mode`` rayjob / bringup).
+health checks, the driver's code source (which ``workspace.kind`` rayUpload / lustre sets when
+``launch.codeSource`` is not) and how it starts (``workflow``: ``launch.runMode``,
+``submit.submitter``, ``submit.execTmpDir`` with the exec submitter), and from the flow `run`
+takes (``launch.mode`` rayjob / bringup).
 A field counts as set when present and neither None nor an empty mapping (a block of nulls, as
 the earlier launcher's defaults file writes them, sets nothing).
 """
 
 from __future__ import annotations
 
+from . import workflow
 from .config.schema import CODE_SOURCE_OF_WORKSPACE
 from .kinds.raycluster import ROLES
 
-# Whole blocks no implemented flow reads (reported per set key).
-_UNUSED_BLOCKS = ("submit",)
-_UNUSED_LAUNCH = ("runMode", "attach", "peerWatcher")
+# Keys of blocks no implemented flow reads (reported per set key).
+_UNUSED_SUBMIT = ("kind", "portForward", "devPod", "localDashboardPort")
+_UNUSED_LAUNCH = ("attach", "peerWatcher")
 _FLOW_MODES = ("rayjob", "bringup")  # launch.mode values `run` reads (plan.default_flow)
 # Storage blocks: which fields each volume kind reads.
 _STORAGE_FIELDS = {
@@ -35,14 +38,17 @@ _READ_BY_KIND = {
 def unused_fields(infra: dict) -> list[str]:
     """Dotted paths of fields set in ``infra`` that change nothing in what nrl-k8s renders or runs."""
     out: list[str] = []
-    for block in _UNUSED_BLOCKS:
-        out += _set_keys(infra.get(block), block)
+    submit = infra.get("submit") or {}
+    out += [f"submit.{k}" for k in _UNUSED_SUBMIT if _set(submit.get(k))]
+    if _set(submit.get("execTmpDir")) and workflow.submitter(infra) != "exec":
+        out.append("submit.execTmpDir")
     launch = infra.get("launch") or {}
     if _set(launch.get("mode")) and launch["mode"] not in _FLOW_MODES:
         out.append("launch.mode")
     out += [f"launch.{k}" for k in _UNUSED_LAUNCH if _set(launch.get(k))]
     # upload (the default) packages rayUploadPaths; image and lustre start the driver in codePath.
-    ignored = "codePath" if (launch.get("codeSource") or "upload") == "upload" else "rayUploadPaths"
+    source = workflow.code_source(infra)
+    ignored = "codePath" if source == "upload" else "rayUploadPaths"
     if _set(launch.get(ignored)):
         out.append(f"launch.{ignored}")
 
@@ -53,7 +59,6 @@ def unused_fields(infra: dict) -> list[str]:
     # workspace.kind auto mounts nothing and picks nothing; rayUpload stands for launch.codeSource
     # upload, so it has no effect when launch.codeSource says otherwise.
     kind = (infra.get("workspace") or {}).get("kind")
-    source = launch.get("codeSource") or "upload"
     if kind == "auto" or (kind == "rayUpload" and source != CODE_SOURCE_OF_WORKSPACE[kind]):
         out.append("workspace.kind")
 
@@ -86,10 +91,6 @@ def _timeout_without_url(block: dict | None, prefix: str) -> list[str]:
     block = block or {}
     unused = _set(block.get("healthCheckTimeoutS")) and block.get("healthCheckUrl") is None
     return [f"{prefix}.healthCheckTimeoutS"] if unused else []
-
-
-def _set_keys(block: dict | None, prefix: str) -> list[str]:
-    return [f"{prefix}.{k}" for k, v in (block or {}).items() if _set(v)]
 
 
 def _set(value) -> bool:

@@ -297,6 +297,29 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     "logs --role with dgd": lambda tmp: Case(["logs", *check()[1:], "-s", "dgd", "--role", "gym"], ("--role", "--source dgd")),
     "logs --dashboard-url with head": lambda tmp: Case(
         ["logs", *check()[1:], "-s", "head", "--dashboard-url", "http://127.0.0.1:8265"], ("--dashboard-url", "--source head")),
+    # How the driver starts (run --mode / --submitter / --code-source / --code-path) and what it reads.
+    "a --config the driver would read instead of the run's recipe": override(
+        'infra.launch.entrypoint="python run.py --config $CFG"', "launch.entrypoint", "--config $CFG"),
+    "exec submitter uploading code": lambda tmp: Case(
+        ["run", "--raycluster", "--dry-run", "--submitter", "exec", *check()[1:]],
+        ("override '++infra.submit.submitter=exec'", "submit.submitter", "cannot upload code")),
+    "batch mode with the code uploaded": lambda tmp: Case(
+        ["run", "--raycluster", "--dry-run", "--mode", "batch", *check("++infra.launch.codeSource=upload")[1:]],
+        ("launch.runMode", "cannot upload code")),
+    "--submitter ssh": lambda tmp: Case(["run", "--raycluster", "--dry-run", "--submitter", "ssh", *check()[1:]],
+                                        ("--submitter 'ssh'",)),
+    "--mode with --rayjob": lambda tmp: Case(["run", "--rayjob", "--dry-run", "--mode", "batch", *check()[1:]],
+                                             ("--mode", "--rayjob")),
+    "--code-source upload with --rayjob": lambda tmp: Case(
+        ["run", "--rayjob", "--dry-run", "--code-source", "upload", *check()[1:]], ("--code-source upload", "--rayjob")),
+    "--code-path with the code uploaded": lambda tmp: Case(
+        ["run", "--raycluster", "--dry-run", "--code-path", "/opt/code", *check()[1:]], ("--code-path", "uploaded")),
+    "relative execTmpDir": lambda tmp: Case(
+        ["run", "--raycluster", "--dry-run", "--mode", "batch", *check("++infra.submit.execTmpDir=tmp")[1:]],
+        ("override '++infra.submit.execTmpDir=tmp'", "submit.execTmpDir", "not an absolute path")),
+    "--timeout where batch mode does not wait": lambda tmp: Case(
+        ["run", "--raycluster", "--dry-run", "--timeout", "5", "--mode", "batch", "--code-path", "/c", *check()[1:]],
+        ("--timeout", "batch")),
 }
 
 

@@ -8,9 +8,11 @@ before the run; drivers that must still run when the test looks wait for its ``G
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import uuid
@@ -271,3 +273,117 @@ def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbo
                         f"cluster up said:\n{up.stderr}")
     finally:
         cli("cluster", "down", "--force", *pair)
+
+
+# -- the exec submitter, the run-mode presets, the endpoint-registry reset -------------------------
+# An upstream-style driver: it reads the recipe its hard-coded --config names (nrl-k8s points that
+# at the run's recipe), and shows what it was given. The token is printed as a shell assignment
+# (the CLI redacts it) and as a digest (to compare).
+EXEC_DRIVER = '''\
+import hashlib, os, sys
+cfg = sys.argv[sys.argv.index("--config") + 1]
+print("recipe " + next(line.strip() for line in open(cfg) if "dgd_name" in line))
+print("mode=" + os.environ["MODE"] + " cwd=" + os.getcwd())
+token = os.environ.get("HF_TOKEN", "")
+print("HF_TOKEN=" + token)
+print("token sha " + hashlib.sha256(token.encode()).hexdigest())
+with open(os.environ["PID_FILE"], "w") as out:
+    out.write(str(os.getpid()))
+'''
+
+
+def _exec_infra(ll: LongLived, token: str) -> None:
+    """The driver's code in the test's tree (the "image": the sandbox's head runs on this machine),
+    the exec submitter's files under the test's tmp dir."""
+    (ll.dir / "code/driver.py").write_text(EXEC_DRIVER)
+    ll.infra["submit"] = {"execTmpDir": str(ll.dir / "exec")}
+    ll.infra["launch"]["entrypoint"] = "python3 code/driver.py --config examples/grpo_upstream.yaml"
+    ll.infra["launch"]["env"].update(HF_TOKEN=token, PID_FILE=str(ll.dir / "driver.pid"))
+    ll.write()
+
+
+def _gone(pid: int) -> bool:
+    """The process ended (a zombie nobody reaped counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_exec_submitter_runs_the_driver_on_the_head_pod_and_keeps_its_log(ll):
+    token = f"hf_{uuid.uuid4().hex}"
+    _exec_infra(ll, token)
+    run = ll.run("--wait", "--submitter", "exec", "--code-source", "image", "--code-path", str(ll.dir))
+    assert run.returncode == 0, run.stderr
+    # The hard-coded --config was pointed at the run's recipe (said once); the driver read the DGD name from it.
+    assert "`--config examples/grpo_upstream.yaml` -> `--config \"$NRL_K8S_RECIPE\"`" in run.stderr, run.stderr
+    assert f"recipe dgd_name: {ll.dgd}" in run.stdout
+    assert f"mode=long-lived cwd={ll.dir}" in run.stdout
+    # The secret reached the driver through the container's env (never a file or command line of
+    # ours), and nothing printed shows it.
+    assert f"token sha {hashlib.sha256(token.encode()).hexdigest()}" in run.stdout, run.stdout
+    assert token not in run.stdout + run.stderr
+    record = ll.record()
+    assert record["submitter"] == "exec" and record["exec"]["dir"] == str(ll.dir / f"exec/nrl-{record['run_id']}")
+    assert "through exec" in run.stderr and record["uploaded_bytes"] == 0
+
+    # After it ended: the log is read from the head pod (the copy run --wait saved is removed first).
+    (ll.dir / f"cache/nrl-k8s/runs/{record['run_id']}.log").unlink()
+    for command in (("logs",), ("job", "logs"), ("logs", "recipe.yaml", "--infra", "infra.yaml")):
+        logs = ll.cli(*command)
+        assert logs.returncode == 0, (command, logs.stderr)
+        assert f"recipe dgd_name: {ll.dgd}" in logs.stdout and token not in logs.stdout, command
+    assert (ll.dir / f"exec/nrl-{record['run_id']}/stdout.log").is_file()
+    listed = ll.cli("job", "list")
+    assert re.search(rf"{record['run_id']} +SUCCEEDED +\[exec\]", listed.stdout), listed.stdout
+    status = ll.cli("status", "-o", "json")
+    assert json.loads(status.stdout)["driver"]["status"] == "SUCCEEDED", status.stdout
+
+
+def test_batch_mode_starts_the_driver_by_exec_without_waiting_and_job_stop_force_kills_it(ll, tmp_path):
+    gate = Gate(tmp_path)  # never opened: the driver runs until it is killed
+    _exec_infra(ll, "hf_unused")
+    # TERM is ignored by the driver's processes: only `job stop --force` (KILL) ends it.
+    pid_file = ll.dir / "driver.pid"
+    for key in ("codeSource", "rayUploadPaths"):  # the preset picks the code source (an explicit one would win)
+        ll.infra["launch"].pop(key)
+    ll.infra["launch"].update(runMode="batch", codePath=str(ll.dir),
+                              entrypoint=f"trap '' TERM; echo $$ > {shlex.quote(str(pid_file))}; " + gate.entrypoint())
+    ll.write()
+    run = ll.run()  # batch: exec, the code in the image, no wait
+    assert run.returncode == 0, run.stderr
+    assert "through exec" in run.stderr and "job status" not in run.stdout
+    run_id = ll.record()["run_id"]
+    assert re.search(rf"{run_id} +RUNNING", ll.cli("job", "list").stdout)
+    pid = int(eventually(lambda: pid_file.is_file() and pid_file.read_text().strip(), what="the driver's pid file"))
+    # A second run refuses while it runs, naming it.
+    again = ll.run()
+    assert again.returncode == 2 and run_id in again.stderr and "--replace" in again.stderr
+    term = ll.cli("job", "stop")
+    assert term.returncode == 0 and "TERM" in term.stderr, term.stderr
+    kill = ll.cli("job", "stop", "--force")
+    assert kill.returncode == 0 and "KILL" in kill.stderr, kill.stderr
+    eventually(lambda: _gone(pid), what="the driver killed")
+    eventually(lambda: re.search(rf"{run_id} +STOPPED", ll.cli("job", "list").stdout), what="the driver STOPPED")
+    # --force is for exec drivers; a Ray job is stopped by Ray.
+    assert ll.cli("job", "stop", "-r", "gym", "--force").returncode == 2
+
+
+def test_replace_resets_the_gym_endpoint_registry(ll):
+    job_id = f"rk-{uuid.uuid4().hex[:6]}"
+    daemon = ll.infra["kuberay"]["gym"]["daemon"]
+    daemon["entrypoint"] = f"sh -c 'exec {daemon['entrypoint']}' gym --job-id {job_id}"  # the flag as the gym takes it
+    ll.write()
+    first = ll.run("--no-wait")
+    assert first.returncode == 0, first.stderr
+    name = f"nemo-rl-endpoints-{job_id}"
+    core = client.CoreV1Api(ll.api)
+    core.create_namespaced_config_map(ll.ns, {"metadata": {"name": name}, "data": {"gym_head_server": "http://x"}})
+    with History(core.list_namespaced_config_map, ll.ns) as maps:
+        replaced = ll.run("--no-wait", "--replace")
+        assert replaced.returncode == 0, replaced.stderr
+        maps.wait(lambda h: any(kind == "DELETED" for kind, _ in h.events(name)), what=f"ConfigMap {name} deleted")
+    assert f"configmap {name}" in replaced.stderr and "deleted" in replaced.stderr
+    # Not there: a 404 is fine, and said.
+    again = ll.run("--no-wait", "--replace")
+    assert again.returncode == 0 and f"configmap {name}" in again.stderr and "not there" in again.stderr, again.stderr

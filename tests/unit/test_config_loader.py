@@ -439,7 +439,7 @@ def test_an_earlier_launcher_pair_loads_unchanged(tmp_path):
     assert infra["launch"]["codeSource"] == "upload" and default_flow(infra) == "raycluster"
     assert unstaged_recipe_reads(infra) == []
     assert unused_fields(infra) == [
-        "submit.kind", "submit.portForward", "submit.devPod", "submit.localDashboardPort", "submit.submitter",
-        "submit.execTmpDir", "launch.runMode", "launch.peerWatcher", "workspace.mountPath", "workspace.repoSubdir",
+        "submit.kind", "submit.portForward", "submit.devPod", "submit.localDashboardPort",
+        "submit.execTmpDir", "launch.peerWatcher", "workspace.mountPath", "workspace.repoSubdir",
         "hf_cache.mountPath", "checkpoints.mountPath",
     ]

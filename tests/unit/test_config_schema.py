@@ -229,7 +229,7 @@ def test_dynamo_entry_gets_default_ready_timeout():
         ("launch.mode", "multi", "launch.mode", "expected one of single|disagg|attach|rayjob|bringup"),
         ("launch.runMode", "daemon", "launch.runMode", "expected one of interactive|batch"),
         ("launch.codeSource", "git", "launch.codeSource", "expected one of upload|image|lustre"),
-        ("submit.submitter", "ssh", "submit.submitter", "expected one of portForward|exec"),
+        ("submit.submitter", "ssh", "submit.submitter", "expected one of dashboard|portForward|exec"),
         ("workspace.kind", "nfs", "workspace.kind", "expected one of pvc|lustre|hostPath|emptyDir|rayUpload|auto"),
         ("dynamo.gen.readyTimeoutS", 0, "dynamo.gen.readyTimeoutS", "expected a number >= 1, got integer 0"),
         ("kuberay.gym.segmentSize", -2, "kuberay.gym.segmentSize", "expected a number >= 1"),

@@ -42,7 +42,7 @@ FULL = {
     "submit": {"kind": "portForward", "portForward": True, "localDashboardPort": 8265},
     "launch": {
         "mode": "single",
-        "runMode": "batch",
+        "runMode": "interactive",
         "attach": {"training": "other"},
         "peerWatcher": True,
         "entrypoint": "python run.py",
@@ -94,7 +94,6 @@ EXPECTED_UNUSED = [
     "submit.portForward",
     "submit.localDashboardPort",
     "launch.mode",
-    "launch.runMode",
     "launch.attach",
     "launch.peerWatcher",
     "launch.codePath",
@@ -110,7 +109,7 @@ EXPECTED_UNUSED = [
 
 # Fields whose removal cannot show: read by the DGD wait, always set by the loader, or set
 # to the value that removing it falls back to.
-NOT_OBSERVABLE = {"dynamo.g.readyTimeoutS", "namespace", "scheduler.kind", "launch.codeSource"}
+NOT_OBSERVABLE = {"dynamo.g.readyTimeoutS", "namespace", "scheduler.kind", "launch.codeSource", "launch.runMode"}
 # Values the test descends no further into: free-form blocks and whole fields.
 LEAVES = {"spec", "overrides", "nodeSelector", "affinity", "extra_env", "env", "labels", "annotations", "attach"}
 
@@ -224,6 +223,15 @@ CASES = [
         ["workspace.mountPath", "workspace.repoSubdir", "workspace.kind"],
     ),
     ("workspace auto is listed", {"workspace": {"kind": "auto"}}, ["workspace.kind"]),
+    # How the driver starts (``workflow``): the run mode's preset is the default of the keys it covers.
+    ("runMode batch makes the code the image's: codePath read", {"launch": {"runMode": "batch", "codePath": "/c",
+                                                                           "rayUploadPaths": ["a"]}},
+     ["launch.rayUploadPaths"]),
+    ("execTmpDir without the exec submitter is listed", {"submit": {"submitter": "dashboard", "execTmpDir": "/x"}},
+     ["submit.execTmpDir"]),
+    ("execTmpDir with the exec submitter is read", {"submit": {"submitter": "exec", "execTmpDir": "/x"},
+                                                    "launch": {"codeSource": "image"}}, []),
+    ("execTmpDir with runMode batch (exec) is read", {"submit": {"execTmpDir": "/x"}, "launch": {"runMode": "batch"}}, []),
     (
         "lustre mounts its PVC (with any code source)",
         {"workspace": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/ws"}, "launch": {"codeSource": "image", "codePath": "/c"},

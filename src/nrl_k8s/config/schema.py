@@ -347,7 +347,7 @@ INFRA_SCHEMA = Struct({
         "portForward": Scalar((bool, str), choices=("auto", "kubectl-ray-plugin", "kubectl-port-forward", True, False)),
         "devPod": STR,
         "localDashboardPort": PORT,
-        "submitter": Scalar(choices=("portForward", "exec")),
+        "submitter": Scalar(choices=("dashboard", "portForward", "exec")),  # portForward: upstream's dashboard
         "execTmpDir": STR,
     }),
     "launch": Struct(
