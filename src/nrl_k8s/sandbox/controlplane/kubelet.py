@@ -56,6 +56,9 @@ OPERATOR_AGENT = "kuberay-operator/"  # client-go's User-Agent: the binary's nam
 #: Every pod shares this machine's network: a container port P of a Ray head is served on a free
 #: port that ``NRL_K8S_SANDBOX_PORT_P`` names to the head and the jobs it runs.
 PORT_ENV = "NRL_K8S_SANDBOX_PORT_"
+#: In the env of what ``kubectl exec`` starts in a Ray head (kwok runs it on this machine): the
+#: pod's uid, so those processes end with the pod, as a container's do.
+EXEC_MARK = "NRL_K8S_SANDBOX_EXEC_POD"
 KWOK = ("kwok.x-k8s.io", "v1alpha1")
 _SERVICE_DNS = re.compile(r"\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?(:(\d+))?\b")
 
@@ -99,6 +102,19 @@ def _copy_cri(fd: int, path: Path) -> None:
             stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             sink.write(stamp.encode() + b" stdout F " + line.rstrip(b"\n") + b"\n")
             sink.flush()
+
+
+def _exec_processes(uid: str) -> list[int]:
+    """The processes ``kubectl exec`` started in pod ``uid`` (their env holds ``EXEC_MARK``), detached ones included."""
+    mark = f"{EXEC_MARK}={uid}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def _volume_owner(meta: dict) -> str:
@@ -318,7 +334,7 @@ class LocalKubelet:
         # included); kwok adds its own, which is the sandbox's
         container = {k: v for k, v in env.items() if self.env.get(k) != v}
         self._kwok_objects(pod, local, {**container, "RAY_ADDRESS": head.gcs_address,
-                                        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+                                        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", EXEC_MARK: local.uid})
         for attempt in range(1, RAY_START_ATTEMPTS + 1):
             with self._container_log(local) as out:
                 head.start(out)
@@ -506,6 +522,7 @@ class LocalKubelet:
             self._by_ip.pop(local.ip, None)
         if local.head is not None:
             local.head.stop()
+            terminate(_exec_processes(local.uid), 5.0)
         elif local.process is not None and local.process.poll() is None:
             terminate([local.process.pid], 5.0)
         self.drivers.forget(local.namespace, local.owner)
