@@ -60,6 +60,8 @@ def run(
     skip_daemons: Annotated[bool, typer.Option("--skip-daemons", help="[raycluster] Do not submit the roles' daemons.")] = False,
     repo_root: Annotated[Optional[str], typer.Option("--repo-root", help="[raycluster] Root of launch.rayUploadPaths (default: the git top-level).")] = None,
     recreate: Annotated[bool, typer.Option("--recreate", help="[raycluster] Replace live objects whose spec drifted.")] = False,
+    adopt: Annotated[bool, typer.Option("--adopt", help="Reuse a same-named object another user or a person made "
+                                         "(refused without it, before anything is applied).")] = False,
     mode: Annotated[Optional[str], typer.Option(
         "--mode", metavar="interactive|batch", help="[raycluster] A preset (launch.runMode): interactive = --submitter "
         "dashboard --code-source upload --wait; batch = --submitter exec --code-source image --no-wait. Flags given "
@@ -108,7 +110,7 @@ def run(
                               hint="pass --wait too, or drop --timeout")
         _run_raycluster(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, timeout=timeout,
                         dashboard_url=dashboard_url, run_id=run_id, replace=replace, skip_daemons=skip_daemons,
-                        repo_root=repo_root, recreate=recreate)
+                        repo_root=repo_root, recreate=recreate, adopt=adopt)
         return
 
     from nrl_k8s.plan import RunOptions, parallel_bringup, plan_run
@@ -131,7 +133,7 @@ def run(
 
     kube = connect(ctx, cfg.infra["namespace"])
     options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url, job_timeout_s=timeout,
-                          context=global_options(ctx).context)
+                          context=global_options(ctx).context, adopt=adopt)
     with Progress() as progress:
         result = (run_parallel if parallel else run_rayjob)(kube, plan, options, progress, on_log=_echo)
     render_run_result(result)
@@ -215,7 +217,7 @@ def _print_dry_run(plan, show_secrets: bool) -> None:
 
 
 def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url, run_id, replace, skip_daemons,
-                    repo_root, recreate) -> None:
+                    repo_root, recreate, adopt) -> None:
     from nrl_k8s.plan import plan_longlived
 
     plan = plan_longlived(cfg, run_id)
@@ -233,7 +235,7 @@ def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard
     kube = connect(ctx, cfg.infra["namespace"])
     options = LongLivedOptions(wait=wait, recreate=recreate, replace=replace, skip_daemons=skip_daemons,
                                repo_root=repo_root, dashboard_url=dashboard_url, context=global_options(ctx).context,
-                               job_timeout_s=timeout)
+                               job_timeout_s=timeout, adopt=adopt)
     with Progress() as progress:
         result = run_raycluster(kube, plan, options, progress, on_log=_echo)
     render_longlived_result(result)

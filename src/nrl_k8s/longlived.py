@@ -69,6 +69,7 @@ class LongLivedOptions:
     dashboard_url: str | None = None  # reach the training cluster's dashboard here
     context: str | None = None
     job_timeout_s: float | None = None  # --timeout: how long --wait follows the job; None = until it ends
+    adopt: bool = False  # --adopt: reuse a same-named object another user or a person made
 
 
 @dataclass
@@ -117,9 +118,11 @@ class LongLived(BringUp):
             needed.append(Permission("create", "pods/exec"))
         if self.options.replace and self.plan.registry and not self.options.skip_daemons:
             needed.append(Permission("delete", "configmaps"))
-        _, _, existing, packages = gather(
+        self.adopt = self.options.adopt
+        _, _, _, existing, packages = gather(
             lambda: self.check_permissions(needed),
             lambda: head_services.check_live(self.kube, self.ns, list(self.plan.clusters.values()), self.emit),
+            lambda: self.check_owners(self.plan.manifests()),
             lambda: self.check_dgds(self.plan.dgds),
             self.stage_packages,
         )

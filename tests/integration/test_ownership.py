@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from sandbox_harness import NRL_K8S, run_cli
+from sandbox_harness import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -76,3 +76,23 @@ def test_a_raycluster_made_with_kubectl_is_not_taken_over(users, sandbox):
     down = users("dl5", "cluster", "down", "-t", "kuberay.training")
     assert down.returncode == 0 and "leaving it alone" in down.stderr, down.stderr
     assert listed(users, "rayclusters") == [f"tr-{users.tag}"]
+
+
+def test_run_raycluster_does_not_submit_into_a_raycluster_made_with_kubectl(sandbox, sandbox_namespace, tmp_path):
+    """The issue's case: dl5's long-lived example run, and a person's RayCluster of its training name."""
+    user = f"dl{uuid.uuid4().hex[:4]}"
+    person = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": f"{user}-ll-train"},
+              "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                  {"name": "ray-head", "image": "rayproject/ray:2.49.0"}]}}}}}
+    custom = client.CustomObjectsApi(sandbox.api_client())
+    custom.create_namespaced_custom_object("ray.io", "v1", sandbox_namespace, "rayclusters", person)
+    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": user, "XDG_CACHE_HOME": str(tmp_path)}
+    pair = [str(ROOT / "examples/sandbox_longlived.yaml"), "--infra", str(ROOT / "examples/sandbox_longlived.infra.yaml"),
+            f"infra.namespace={sandbox_namespace}"]
+    refused(run_cli(["run", "--raycluster", "--no-wait", *pair], env=env), f"RayCluster {user}-ll-train",
+            "no nrl-k8s managed-by label")
+    names = [item["metadata"]["name"] for item in
+             custom.list_namespaced_custom_object("ray.io", "v1", sandbox_namespace, "rayclusters")["items"]]
+    assert names == [f"{user}-ll-train"]  # neither the gym cluster nor anything else was made
+    assert custom.list_namespaced_custom_object("nvidia.com", "v1alpha1", sandbox_namespace,
+                                                "dynamographdeployments")["items"] == []
