@@ -159,6 +159,7 @@ class BringUp:
         self.dgd_owners: dict[str, list[str]] = {}  # DGD name -> owner names
         self.cluster: str | None = None  # the training RayCluster, once known
         self.adopt = False  # --adopt: reuse (and drive) a same-named object another user or a person made
+        self._read: dict[tuple[str, str], dict | None] = {}  # (kind, name) -> what check_owners read, for ensure
 
     # -- preflight -------------------------------------------------------------------------
     def check_permissions(self, needed: list[Permission], *, dashboard_url_helps: bool = False) -> None:
@@ -199,7 +200,14 @@ class BringUp:
         """Refuse, before anything is applied, a planned object that exists and is not this user's
         own nrl-k8s object (``ensure`` refuses it too, should one appear meanwhile)."""
         for manifest in manifests:
-            self.refuse_foreign(manifest, self.kube.find(kind_of(manifest), manifest["metadata"]["name"], self.ns))
+            kind, name = kind_of(manifest), manifest["metadata"]["name"]
+            self._read[(kind.plural, name)] = live = self.kube.find(kind, name, self.ns)
+            self.refuse_foreign(manifest, live)
+
+    def read(self, kind: Kind, name: str) -> dict | None:
+        """The live object: what ``check_owners`` read of it, the first time; else a fresh read."""
+        found = self._read.pop((kind.plural, name), UNREAD)
+        return self.kube.find(kind, name, self.ns) if found is UNREAD else found
 
     def refuse_foreign(self, manifest: dict, live: dict | None) -> None:
         """ConfigError (exit 2) when ``live`` (``manifest``'s live object) was made by another user or
@@ -256,7 +264,7 @@ class BringUp:
         the object as just read (None: absent), saving the read."""
         name = manifest["metadata"]["name"]
         if live is UNREAD:
-            live = self.kube.find(kind, name, self.ns)
+            live = self.read(kind, name)
         self.refuse_foreign(manifest, live)
         if live is not None:
             changed = spec_drift(manifest, live)

@@ -169,7 +169,7 @@ class LongLived(BringUp):
         ref = owner_reference(live)
         for obj in [*self.plan.dra.get(role, []), *filter(None, [self.plan.env_secrets.get(role)])]:
             kind, name = kind_of(obj), obj["metadata"]["name"]
-            found = self.kube.find(kind, name, self.ns)
+            found = self.read(kind, name)
             if found is not None and ref["uid"] not in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
                 self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)  # GC takes a replaced cluster's
                 found = None
