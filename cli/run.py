@@ -44,10 +44,10 @@ def run(
     parallel: Annotated[bool, typer.Option(
         "--parallel", help="[rayjob] Bring the DGDs and the RayJob's cluster up at once (launch.bringUp: parallel); "
         "the driver starts once every DGD serves.")] = False,
-    ttl_seconds: Annotated[int, typer.Option(
+    ttl_seconds: Annotated[Optional[int], typer.Option(
         "--ttl-seconds", "--ttl", min=0, metavar="SECONDS",
         help="[rayjob] Keep the finished job's RayCluster (and the DGDs it owns) this long before KubeRay deletes it "
-        "(ttlSecondsAfterFinished; --ttl is upstream's name).")] = 0,
+        "(ttlSecondsAfterFinished; --ttl is upstream's name; default 0: no GPU waits).")] = None,
     active_deadline: Annotated[
         Optional[int], typer.Option("--active-deadline-seconds", min=1, help="[rayjob] Fail the job after this long.")
     ] = None,
@@ -116,7 +116,8 @@ def run(
     from nrl_k8s.plan import RunOptions, parallel_bringup, plan_run
 
     parallel = parallel_bringup(cfg.infra, parallel)
-    plan = plan_run(cfg, RunOptions(shutdown=shutdown, ttl_seconds=ttl_seconds, active_deadline_seconds=active_deadline,
+    ttl = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
+    plan = plan_run(cfg, RunOptions(shutdown=shutdown, **ttl, active_deadline_seconds=active_deadline,
                                     parallel=parallel))
     if dry_run:
         _print_dry_run(plan, show_secrets)

@@ -28,7 +28,7 @@ DEFAULT_READY_TIMEOUT_S = 600
 @dataclass(frozen=True)
 class RunOptions:
     shutdown: bool = True
-    ttl_seconds: int = 0
+    ttl_seconds: int = rayjob.DEFAULT_TTL_SECONDS
     active_deadline_seconds: int | None = None
     parallel: bool = False  # --parallel / launch.bringUp: parallel
 

@@ -112,13 +112,13 @@ def test_oversized_run_secret_is_refused():
 
 
 LIFETIME_CASES = [
-    ("default shutdown with ttl", {}, {"shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 3600}),
+    ("default shutdown with ttl", {}, {"shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 0}),
     ("custom ttl", {"ttl_seconds": 60}, {"shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 60}),
     ("no shutdown drops ttl", {"shutdown": False, "ttl_seconds": 60}, {"shutdownAfterJobFinishes": False}),
     (
         "active deadline",
         {"active_deadline_seconds": 7200},
-        {"shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 3600, "activeDeadlineSeconds": 7200},
+        {"shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 0, "activeDeadlineSeconds": 7200},
     ),
 ]
 

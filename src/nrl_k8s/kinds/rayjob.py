@@ -20,7 +20,9 @@ from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, object_me
 
 KIND = Kind("ray.io", "v1", "rayjobs", "RayJob")
 RUN_ID_LABEL = "nrl-k8s.io/run-id"
-DEFAULT_TTL_SECONDS = 3600
+# 0: KubeRay frees the cluster (and the DGDs and DRA objects it owns) as the job ends; no GPU waits
+# (upstream keeps it 3600 s). `run --wait` keeps the driver's log beside the run record.
+DEFAULT_TTL_SECONDS = 0
 TERMINAL_DEPLOYMENT_STATUSES = frozenset({"Complete", "Failed", "ValidationFailed"})
 RUN_VOLUME = "nrl-k8s-run"
 INTERACTIVE_MODE = "InteractiveMode"
