@@ -175,11 +175,11 @@ def _refuse_other_flow_flags(ctx: typer.Context, raycluster: bool, *, implied: b
 
 
 def _warn_unstaged_recipe(infra: dict, flow: str) -> None:
-    from nrl_k8s.plan import unstaged_recipe_reads
+    from nrl_k8s.plan import command_line_secrets, unstaged_recipe_reads
 
     from ._console import print_warning
 
-    for message, fix in unstaged_recipe_reads(infra, flow):
+    for message, fix in [*unstaged_recipe_reads(infra, flow), *command_line_secrets(infra)]:
         print_warning(message, fix)
 
 

@@ -298,6 +298,25 @@ def registry_configmap(infra: dict) -> str | None:
     return name if re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name) and len(name) <= 253 else None
 
 
+def command_line_secrets(infra: dict) -> list[tuple[str, str]]:
+    """(warning, fix) for each command line that carries a secret (``--token X``, ``--api-key=X``,
+    ``Bearer X``, a known secret value): the entrypoint and daemons go verbatim into the RayJob and
+    Ray's job store, a DGD's args into the DGD. Printed output redacts them; the objects cannot."""
+    from .redact import redact, redact_text
+
+    lines = [("launch.entrypoint", (infra.get("launch") or {}).get("entrypoint"))]
+    lines += [(f"kuberay.{role}.daemon.entrypoint", (entry.get("daemon") or {}).get("entrypoint"))
+              for role, entry in (infra.get("kuberay") or {}).items()]
+    found = [key for key, line in lines if isinstance(line, str) and redact_text(line) != line]
+    for key in sorted(infra.get("dynamo") or {}):
+        spec = dgd.render(infra, key)["spec"]
+        if redact(spec) != spec:
+            found.append(f"dynamo.{key} (a command or argument)")
+    return [(f"{key} passes a secret on its command line, stored as written in the object it goes into",
+             "put the value in infra.launch.env (the run's Secret) and let the program read it from the environment")
+            for key in found]
+
+
 def unstaged_recipe_reads(infra: dict, flow: str | None = None) -> list[tuple[str, str]]:
     """(warning, fix) for each entrypoint that reads ``nrl_k8s_run.yaml`` where nothing stages it
     in ``flow`` ("rayjob" | "raycluster"; default: the one `run` takes, ``default_flow``).

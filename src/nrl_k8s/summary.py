@@ -10,7 +10,7 @@ from pathlib import Path
 from . import workflow
 from .config import LoadedConfig
 from .kinds import dgd, raycluster
-from .plan import RunPlan, default_flow, health_check, plan_longlived, unstaged_recipe_reads
+from .plan import RunPlan, command_line_secrets, default_flow, health_check, plan_longlived, unstaged_recipe_reads
 from .redact import redact
 from .unused import unused_fields
 
@@ -141,7 +141,8 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
         "recipe_injection": _injection(plan),
         "unused": unused_fields(infra),
         "warnings": [{"message": message, "hint": hint}
-                     for message, hint in [*unstaged_recipe_reads(infra), *raycluster.foreign_images(infra)]],
+                     for message, hint in [*unstaged_recipe_reads(infra), *raycluster.foreign_images(infra),
+                                           *command_line_secrets(infra)]],
     }
     return summary if show_secrets else redact(summary)
 
