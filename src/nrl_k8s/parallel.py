@@ -113,8 +113,10 @@ class ParallelRun(RayJobRun):
                 dash.submit(self.plan.rayjob["spec"]["entrypoint"], submission_id=job_id)
             except SubmissionExists:
                 pass  # a retried request that had reached the dashboard
+        # the driver exists: from here nothing is rolled back, a failed jobId patch included (it
+        # once deleted the DGDs, the Secret and the RayJob of a job that then SUCCEEDED)
+        self.submitted, self.result.job_id = True, job_id
         self.kube.patch(rayjob.KIND, self.result.rayjob, {"spec": {"jobId": job_id}}, namespace=self.ns)
-        self.result.job_id = job_id
         self._submitted(f"submitted by nrl-k8s as job {job_id} once every DGD served")
 
 

@@ -200,3 +200,17 @@ def test_ctrl_c_during_the_parallel_waits_rolls_back(run):
     assert proc.returncode == 130, stderr
     assert f"rolled back: deleted DynamoGraphDeployment {run.dgd}" in stderr and "Traceback" not in stderr
     assert run.get(RAY, "rayjobs", run.job) is None
+
+
+def test_a_failure_after_the_driver_is_submitted_rolls_nothing_back(run, tmp_path):
+    """The RayJob's spec.jobId patch fails after the dashboard took the driver: nothing is deleted,
+    exit 1 says what still runs and how to stop it (it once rolled back a job that then SUCCEEDED)."""
+    gate = Gate(tmp_path)
+    with run.sandbox.fault("api-errors", "patch:rayjobs:500:100000"):
+        result = run.run("--parallel", "--no-wait", extra=(gate.override(EXAMPLE_ENTRYPOINT),))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "rolled back" not in result.stderr and "nothing was deleted" in result.stderr, result.stderr
+    assert f"Ray job {run.job}-" in result.stderr and "nrl-k8s job stop" in result.stderr
+    assert run.get(RAY, "rayjobs", run.job) is not None
+    assert run.get(NVIDIA, "dynamographdeployments", run.dgd) is not None
+    gate.open()
