@@ -201,7 +201,10 @@ class BringUp:
         own nrl-k8s object (``ensure`` refuses it too, should one appear meanwhile)."""
         for manifest in manifests:
             kind, name = kind_of(manifest), manifest["metadata"]["name"]
-            self._read[(kind.plural, name)] = live = self.kube.find(kind, name, self.ns)
+            try:
+                self._read[(kind.plural, name)] = live = self.kube.find(kind, name, self.ns)
+            except KindNotServedError:
+                continue  # nothing of it can exist; check_dgds says which versions are served
             self.refuse_foreign(manifest, live)
 
     def read(self, kind: Kind, name: str) -> dict | None:

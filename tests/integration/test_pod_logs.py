@@ -156,8 +156,13 @@ def test_a_k8sjobmode_submitter_pod_logs_its_driver(session):
     assert manifest["kind"] == "RayJob"
     manifest["spec"].update(submissionMode="K8sJobMode", entrypoint=driver)
     manifest["spec"].pop("runtimeEnvYAML", None)
-    for container in manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]:
+    # only the RayJob is applied, not the run's Secret: nothing may read it (a kubelet would hold the pod)
+    pod = manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    secret_volumes = {v["name"] for v in pod.get("volumes") or [] if "secret" in v}
+    pod["volumes"] = [v for v in pod.get("volumes") or [] if v["name"] not in secret_volumes]
+    for container in pod["containers"]:
         container["env"] = [e for e in container.get("env") or [] if "valueFrom" not in e]
+        container["volumeMounts"] = [m for m in container.get("volumeMounts") or [] if m["name"] not in secret_volumes]
     session.sandbox.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
     custom = client.CustomObjectsApi(session.api)
     observe(custom.list_namespaced_custom_object, "ray.io", "v1", session.ns, "rayjobs", field_selector=f"metadata.name={job}",
