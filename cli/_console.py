@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from nrl_k8s.errors import NrlK8sError
+from nrl_k8s.errors import NrlK8sError, one_line
 from nrl_k8s.redact import redact_text
 
 out = Console(highlight=False, soft_wrap=True, emoji=False)  # ":x:" in a message stays text
@@ -15,15 +15,22 @@ if not out.is_terminal:
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
+def _shown(text: str) -> str:
+    """A message as printed: secret values redacted, on one line (a quoted value's newline or escape
+    sequence written as an escape), rich markup escaped."""
+    return escape(one_line(redact_text(text)))
+
+
 def print_warning(message: str, hint: str | None = None) -> None:
-    """``warning: MESSAGE`` and ``hint: HINT`` on stderr, secret values redacted."""
-    err.print(f"[yellow]warning:[/] {escape(redact_text(message))}", markup=True, highlight=False)
+    """``warning: MESSAGE`` and ``hint: HINT`` on stderr, one line each, secret values redacted."""
+    err.print(f"[yellow]warning:[/] {_shown(message)}", markup=True, highlight=False)
     if hint:
-        err.print(f"[yellow]hint:[/] {escape(redact_text(hint))}", markup=True, highlight=False)
+        err.print(f"[yellow]hint:[/] {_shown(hint)}", markup=True, highlight=False)
 
 
 def print_error(error: NrlK8sError) -> None:
-    """``error: MESSAGE`` and ``hint: HINT`` on stderr, secret values redacted (a message may echo input)."""
-    err.print(f"[bold red]error:[/] {escape(redact_text(error.message))}", markup=True, highlight=False)
+    """``error: MESSAGE`` and ``hint: HINT`` on stderr, one line each, secret values redacted (a
+    message may echo input)."""
+    err.print(f"[bold red]error:[/] {_shown(error.message)}", markup=True, highlight=False)
     if error.hint:
-        err.print(f"[yellow]hint:[/] {escape(redact_text(error.hint))}", markup=True, highlight=False)
+        err.print(f"[yellow]hint:[/] {_shown(error.hint)}", markup=True, highlight=False)

@@ -21,6 +21,8 @@ The CLI maps these to exit codes in exactly one handler and prints
 
 from __future__ import annotations
 
+import re
+
 
 class NrlK8sError(Exception):
     exit_code = 1
@@ -62,6 +64,19 @@ def dotted(path: tuple | list) -> str:
     if len(parts) > 12:
         parts = [*parts[:4], f"<{len(parts) - 8} more>", *parts[-4:]]
     return ".".join(parts)
+
+
+# What would break a printed line or hide text: C0/C1 controls (newline, CR, ESC), the Unicode line
+# and paragraph separators, and the bidirectional overrides and isolates.
+_UNPRINTED = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: control characters written as escapes, as ``repr`` writes them
+    (``\\n``, ``\\x1b``, ``\\u2028``). Messages quote user values; this is how they are printed."""
+    return _UNPRINTED.sub(lambda m: _NAMED.get(m[0]) or (f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100
+                                                          else f"\\u{ord(m[0]):04x}"), text)
 
 
 class CredentialError(NrlK8sError):

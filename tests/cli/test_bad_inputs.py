@@ -282,6 +282,10 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
         "++infra.checkpoints={kind: emptyDir}", "infra key 'checkpoints.kind'", "requires 'checkpoints.mountPath'"
     ),
     "override creating an unknown key": override("++infra.foo.bar=1", "unknown infra key 'foo'"),
+    # A value with a line break or an escape sequence is quoted on one line (issue 19).
+    "newline in an override value": lambda tmp: Case(
+        check("infra.kuberay.training.name=tester\nrl"), ("override 'infra.kuberay.training.name=tester\\nrl'", "kuberay.training.name")),
+    "newline in a file name": lambda tmp: Case(check(recipe=tmp / "re\ncipe\u2028.yaml"), ("re\\ncipe\\u2028.yaml", "file not found")),
     # Command-line output paths.
     "check -o into a missing folder": output_into(lambda tmp: tmp / "missing" / "bundle.yaml", "is not an existing directory"),
     "check -o onto a folder": output_into(lambda tmp: tmp, "is a directory"),
