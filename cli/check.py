@@ -85,15 +85,30 @@ def _bundle_format(output: Path | None, fmt: str | None, manifests_only: bool) -
         raise ConfigError("--format json cannot be used with --manifests-only",
                           hint="the manifest stream is YAML (kubectl apply -f -); without --manifests-only, "
                                "--format json gives the whole bundle")
-    if output is not None and (output.is_dir() or not output.parent.is_dir()):
-        problem = "is a directory" if output.is_dir() else f"{output.parent} is not an existing directory"
-        raise ConfigError(f"--output {output}: {problem}", hint="name a file in an existing directory")
+    if output is not None:
+        _writable_target(output)
     if output is None or fmt is not None or manifests_only:
         return fmt
     if output.suffix not in SUFFIXES:
         raise ConfigError(f"--output {output}: unknown format {output.suffix!r}",
                           hint="use a .yaml, .yml or .json file, or say the format with --format yaml|json")
     return SUFFIXES[output.suffix]
+
+
+def _writable_target(output: Path) -> None:
+    """``output`` is a regular file or a new name in an existing directory: writing to a FIFO would
+    block until something reads it, and a device or a socket is no file to keep."""
+    from nrl_k8s.safe_yaml import file_kind
+
+    try:
+        kind = file_kind(output.stat().st_mode)
+    except FileNotFoundError:
+        kind = None if output.parent.is_dir() else ""
+    except OSError as exc:
+        raise ConfigError(f"--output {output}: cannot use it ({exc.strerror})", hint="name a file you can write") from None
+    if kind is not None:
+        problem = f"is {kind}, not a regular file" if kind else f"{output.parent} is not an existing directory"
+        raise ConfigError(f"--output {output}: {problem}", hint="name a regular file in an existing directory")
 
 
 def _bundle_text(data: dict, fmt: str) -> str:
@@ -119,9 +134,18 @@ def _manifests(cfg, output: Path | None, show_secrets: bool) -> None:
 
 def _write_private(path: Path, text: str) -> None:
     """Write ``text`` readable by the owner only (0600), also over an existing file, before any byte is written."""
+    from nrl_k8s.safe_yaml import file_kind
+
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # O_NONBLOCK: a FIFO put there since the check fails to open (or opens at once) instead of
+        # blocking; O_TRUNC only once the file is known to be regular
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            kind = file_kind(os.fstat(fd).st_mode)
+            if kind is not None:
+                raise ConfigError(f"--output {path}: is {kind}, not a regular file",
+                                  hint="name a regular file in an existing directory")
+            os.ftruncate(fd, 0)
             os.fchmod(fd, 0o600)
             handle.write(text)
     except OSError as exc:

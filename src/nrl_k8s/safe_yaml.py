@@ -352,6 +352,13 @@ class _PyLoader(_Composer, _PyEvents, SafeConstructor, _Resolver):
         _Resolver.__init__(self)
 
 
+def file_kind(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it is not a regular file ("a FIFO", ...), else None."""
+    if stat.S_ISREG(mode):
+        return None
+    return "a directory" if stat.S_ISDIR(mode) else _FILE_TYPES.get(stat.S_IFMT(mode), "not a regular file")
+
+
 def _regular(mode: int, shown: str) -> None:
     if stat.S_ISDIR(mode):
         raise ConfigError(f"{shown}: is a directory, expected a YAML file", hint="pass the path of a .yaml file")

@@ -289,6 +289,10 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     # Command-line output paths.
     "check -o into a missing folder": output_into(lambda tmp: tmp / "missing" / "bundle.yaml", "is not an existing directory"),
     "check -o onto a folder": output_into(lambda tmp: tmp, "is a directory"),
+    "check -o onto a FIFO": output_into(lambda tmp: (os.mkfifo(tmp / "out.yaml"), tmp / "out.yaml")[1], "is a FIFO"),
+    "check -o /dev/zero": output_into(lambda tmp: Path("/dev/zero"), "is a character device"),
+    "check --manifests-only -o onto a FIFO": lambda tmp: Case(
+        check("--manifests-only", "-o", str((os.mkfifo(tmp / "m.yaml"), tmp / "m.yaml")[1])), ("--output", "is a FIFO")),
     # Other commands refuse the same way before applying anything.
     "cluster up --dry-run": lambda tmp: Case(
         ["cluster", "up", "--dry-run", str(RECIPE), "--infra", str(DATA / "infra_duplicate_key.yaml")], ("infra_duplicate_key.yaml:6:",)
