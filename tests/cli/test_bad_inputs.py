@@ -22,6 +22,7 @@ import pytest
 
 DATA = Path(__file__).parent / "data" / "bad_inputs"
 RECIPE, INFRA, DGD = DATA / "recipe.yaml", DATA / "infra.yaml", DATA / "dgd.yaml"
+V1BETA1 = Path(__file__).parents[2] / "examples_dgd" / "qwen3_0.6b_kind_v1beta1.yaml"  # a valid v1beta1 DGD
 EXE = shutil.which("nrl-k8s", path=str(Path(sys.executable).parent))
 MEMORY_LIMIT = 200 << 20
 TIMEOUT_S = 120  # only a hang gets near this
@@ -267,6 +268,18 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
         "++infra.dynamo.serving.overrides={services: {Frontend: {envs: [{name: API_TOKEN, value: t0k}]}}}",
         "dynamo.serving.overrides.services.Frontend.envs.0", "API_TOKEN is a secret-looking value written inline",
     ),
+    "inline secret in a v1beta1 DGD's spec.env": dgd_case(
+        "v1beta1_inline_secret", "spec.env.0", "HF_TOKEN is a secret-looking value written inline"),
+    "inline secret in a v1beta1 component's envs": lambda tmp: Case(
+        check(f"infra.dynamo.serving.manifest={V1BETA1}",
+              "++infra.dynamo.serving.overrides={components: {Frontend: {envs: [{name: API_KEY, value: k}]}}}"),
+        ("dynamo.serving.overrides.components.Frontend.envs.0", "API_KEY is a secret-looking value written inline")),
+    "inline secret in a v1beta1 component's container env": lambda tmp: Case(
+        check(f"infra.dynamo.serving.manifest={V1BETA1}",
+              "++infra.dynamo.serving.overrides={components: {Frontend: {podTemplate: {spec: {containers: "
+              "[{name: main, env: [{name: API_KEY, value: k}]}]}}}}}"),
+        ("dynamo.serving.overrides.components.Frontend.podTemplate.spec.containers.main.env.0",
+         "API_KEY is a secret-looking value written inline")),
     "Deployment replicas negative": override("+infra.deployments.reward.spec.replicas=-1", "deployments.reward.spec.replicas: -1 is out of range"),
     "Deployment containers: abc": override(
         "infra.deployments.reward.spec.template.spec.containers=abc", "deployments.reward.spec.template.spec.containers: expected array"

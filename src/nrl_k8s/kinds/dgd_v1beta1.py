@@ -64,6 +64,8 @@ def check_spec(spec: object) -> dict:
                           "component names are unique (case-insensitively)")
         seen[name.lower()] = name
         _check_component(component, ("spec", "components", name))
+    rules.no_inline_secret(spec.get("env"), ("spec", "env"))  # prepended to every component's env
+    rules.no_inline_secret(spec.get("envs"), ("spec", "envs"))  # v1alpha1's name, should one be carried over
     return spec
 
 
@@ -77,6 +79,7 @@ def _component_name(name: object, path: tuple) -> str:
 
 
 def _check_component(component: dict, path: tuple) -> None:
+    rules.no_inline_secret(component.get("envs"), (*path, "envs"))  # v1alpha1's name (the pod template's env is checked with it)
     if "type" in component:
         rules.expect(component["type"], str, (*path, "type"))
     if "replicas" in component:
