@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import collisions
 from .config import LoadedConfig
 from .errors import ConfigError
 from .kinds import deployment, dgd, raycluster
@@ -50,13 +51,21 @@ def parse(infra: dict, specs: list[str]) -> list[Target]:
 
 
 def check_declared(cfg: LoadedConfig) -> None:
-    """Render every declared target, so each is checked against Kubernetes before any command acts.
+    """Render every declared target, so each is checked against Kubernetes before any command acts,
+    and refuse two that would make one object (``collisions``).
 
     Problems name the file (or override) that set the bad key.
     """
     with cfg.located():
-        for target in available(cfg.infra):
-            render_all(cfg.infra, target)
+        declared = [((t.kind, t.key), render_all(cfg.infra, t)) for t in sorted(available(cfg.infra), key=_blame_order)]
+        collisions.check(declared)
+
+
+def _blame_order(target: Target) -> tuple:
+    """Collisions name the later entry: roles after training (in ``raycluster.ROLES`` order), DGDs,
+    then Deployments (what is most easily renamed last)."""
+    rank = raycluster.ROLES.index(target.key) if target.kind == "kuberay" and target.key in raycluster.ROLES else 0
+    return KINDS.index(target.kind), rank, target.key
 
 
 def render(infra: dict, target: Target) -> dict:

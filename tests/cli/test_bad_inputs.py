@@ -143,6 +143,7 @@ def annotations_too_big(tmp: Path) -> Case:
 
 
 HEAD = "kuberay.training.spec.headGroupSpec"
+PORTED = "infra.deployments.reward.spec.template.spec.containers=[{name: server, ports: [{containerPort: 8080}]}]"  # + a Service
 HEAD_CONTAINER = f"{HEAD}.template.spec.containers.0"
 CORPUS: dict[str, Callable[[Path], Case]] = {
     # Files that are not YAML files nrl-k8s can read.
@@ -255,6 +256,24 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     "two dynamo keys, one DGD name": override(
         f"++infra.dynamo.twin={{manifest: {DGD}}}", "dynamo.twin: names the DGD 'tester-dgd', as infra.dynamo.serving does",
     ),
+    "two roles, one RayCluster name": override(
+        "++infra.kuberay.gym={name: tester-rl, spec: {headGroupSpec: {template: {spec: {containers: [{name: h}]}}}}}",
+        "kuberay.gym.name: names the RayCluster 'tester-rl', as infra.kuberay.training does"),
+    "a head Service named as another role's": override(
+        "++infra.kuberay.gym={name: tester-gym, spec: {headGroupSpec: {headService: {metadata: {name: tester-rl-head-svc}}, "
+        "template: {spec: {containers: [{name: h}]}}}}}",
+        "kuberay.gym.spec.headGroupSpec.headService.metadata.name", "'tester-rl-head-svc' would also be RayCluster tester-rl's"),
+    "a Deployment's Service named as a head Service": lambda tmp: Case(
+        check("++infra.deployments.reward.name=tester-rl-head-svc", PORTED),
+        ("override '++infra.deployments.reward.name=tester-rl-head-svc'", "deployments.reward.name",
+         "'tester-rl-head-svc' would also be RayCluster tester-rl's head Service")),
+    "a Deployment's Service named as a DGD's frontend": lambda tmp: Case(
+        check("++infra.deployments.reward.name=tester-dgd-frontend", PORTED),
+        ("deployments.reward.name", "'tester-dgd-frontend' would also be DGD tester-dgd's frontend Service")),
+    "run --raycluster --dry-run: two roles, one name": lambda tmp: Case(
+        ["run", "--raycluster", "--dry-run", *check(
+            "++infra.kuberay.gym={name: tester-rl, spec: {headGroupSpec: {template: {spec: {containers: [{name: h}]}}}}}")[1:]],
+        ("kuberay.gym.name: names the RayCluster 'tester-rl'",)),
     # A secret-looking value written inline would sit in the applied object (issue 19).
     "inline secret in networking.extra_env": lambda tmp: Case(  # the override shown with its value redacted
         check("++infra.networking.extra_env.HF_TOKEN=hf_abc"),
