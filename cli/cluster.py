@@ -40,6 +40,11 @@ def up(
     cfg = load(ctx, recipe, overrides, infra)
     chosen = targets.parse(cfg.infra, target or [])
     plan = plan_longlived(cfg)
+    if wait:  # the daemons' code, checked as the bring-up checks it, with or without --dry-run
+        from nrl_k8s.package import upload_sources
+
+        with cfg.located():
+            upload_sources(plan, repo_root, roles=[t.key for t in chosen if t.kind == "kuberay"])
     if dry_run:
         print_manifests([m for t in chosen for m in clusters.objects(plan, t)], show_secrets=show_secrets)
         return
@@ -105,7 +110,9 @@ def dashboard(
     port: PortOpt = None,
     open_browser: OpenOpt = False,
 ) -> None:
-    """Relay 127.0.0.1 to RayCluster NAME's Ray dashboard through the API server (no recipe, no kubectl); Ctrl-C stops."""
+    """Relay 127.0.0.1 to RayCluster NAME's Ray dashboard through the API server (no recipe, no kubectl); Ctrl-C stops.
+
+    The printed URL carries this session's token; scripts send it as 'Authorization: token TOKEN'."""
     from nrl_k8s import relay
     from nrl_k8s.kube import Kube
     from nrl_k8s.names import validate_name

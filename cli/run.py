@@ -221,7 +221,11 @@ def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard
                     repo_root, recreate, adopt) -> None:
     from nrl_k8s.plan import plan_longlived
 
+    from nrl_k8s.package import upload_sources
+
     plan = plan_longlived(cfg, run_id)
+    with cfg.located():  # what the run uploads, checked before anything is applied, with or without --dry-run
+        upload_sources(plan, repo_root)
     if dry_run:
         _print_dry_run(plan, show_secrets)
         return

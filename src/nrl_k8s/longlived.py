@@ -23,7 +23,11 @@ Everything is rendered first (``plan.plan_longlived``), then:
    already, and are read again when the steps between took longer than ``_READ_AHEAD_S``.
 
 Failure or Ctrl-C before the driver is submitted rolls back what this run created (the ledger),
-never what it reused.
+never what it reused; from the submission on nothing is deleted, and the error says what runs and
+how to stop it. A run killed outright (SIGKILL) cannot roll back: what it created without an owner
+(Deployments, Services, RayClusters; the rest is owned by a RayCluster) carries its run id and stays
+"unfinished" (``unfinished``) until just before the driver is submitted, so `gc` removes it once
+``bringup_seconds`` have passed, and `status` lists it meanwhile.
 """
 
 from __future__ import annotations
@@ -34,13 +38,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import head_services, runs
+from . import gc, head_services, runs, unfinished
 from . import package as package_mod
-from .bringup import GONE_TIMEOUT_S, Background, BringUp, execute, gather, parallel
-from .errors import ConfigError, NrlK8sError, ResourceFailed, SubmissionExists
+from .bringup import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, Background, BringUp, execute, gather, parallel
+from .errors import ConfigError, NotFoundError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Became, Emit, Waiting, Warning
-from .kinds import raycluster
-from .kinds.base import Ready, owned, owner_reference
+from .kinds import raycluster, rayjob
+from .kinds.base import Kind, Ready, owned, owner_reference
 from .kinds.core import CONFIGMAP
 from .kinds.index import kind_of
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
@@ -53,10 +57,21 @@ if TYPE_CHECKING:
 
 _PROVISION_TIMEOUT_S = 1800
 _STOP_TIMEOUT_S = 120
+_BRINGUP_MARGIN_S = 600  # the calls between the waits (dashboards, the package upload, stopping jobs)
 _DASHBOARD_RETRIES = 8
 _READ_AHEAD_S = 2.0  # a job list read ahead is used while at most this old (else read again)
 KIND_METADATA = "nrl-k8s.io/kind"  # Ray job metadata: "driver" or "daemon"
 RUN_METADATA = "nrl-k8s.io/run-id"
+
+
+def bringup_seconds(plan: LongLivedPlan) -> float:
+    """How long a live bring-up of ``plan`` may take: its Deployments' waits, then its clusters' and
+    DGDs' (at once), then its daemons' health checks, and a margin for the calls between."""
+    deployments = max((DEPLOYMENT_TIMEOUT_S + plan.health.get(key, ("", 0.0))[1] for key in plan.deployments),
+                      default=0.0)
+    clusters = max([_PROVISION_TIMEOUT_S, *plan.ready_timeouts.values()])
+    daemons = sum(daemon.health[1] for daemon in plan.daemons.values() if daemon.health)
+    return deployments + clusters + daemons + _BRINGUP_MARGIN_S
 
 
 @dataclass(frozen=True)
@@ -106,6 +121,8 @@ class LongLived(BringUp):
         self._ahead: Background | None = None  # the driver step's reads, started early (read_ahead)
         self.submitted = False
         self.submitting = False  # a driver POST was sent: the job may exist even if it failed
+        self.unfinished: list[tuple[Kind, str]] = []  # what this bring-up created unowned or took over
+        self._unfinished_s = bringup_seconds(plan)
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> tuple[dict, dict[str, package_mod.Package]]:
@@ -144,21 +161,47 @@ class LongLived(BringUp):
         """The working_dir of the driver (always: it carries the recipe) and of each daemon of
         ``roles`` (default: all) with upload paths, keyed by "driver" / role. Too big: exit 2
         before anything is applied."""
-        root = package_mod.repo_root(self.options.repo_root)
+        root, sources = package_mod.upload_sources(self.plan, self.options.repo_root, roles)
         text = recipe_text(self.plan.recipe)
-
-        def stage(code, where: str) -> package_mod.Package:
-            paths = [] if code.source != "upload" else package_mod.upload_paths(
-                list(code.upload_paths) if code.upload_paths else None, root, where=where)
-            return package_mod.stage(root, paths, text)
-
-        staged = {"driver": stage(self.plan.driver.code, "launch.rayUploadPaths")} if roles is None else {}
-        for role, daemon in self.plan.daemons.items():
-            if daemon.code.source == "upload" and (roles is None or role in roles):
-                staged[role] = stage(daemon.code, f"kuberay.{role}.daemon.rayUploadPaths")
-        return staged
+        return {name: package_mod.stage(root, paths, text) for name, paths in sources.items()}
 
     # -- bring-up --------------------------------------------------------------------------
+    def create(self, kind: Kind, manifest: dict, label: str) -> dict:
+        """Created with the run id; with no owner, unfinished until :meth:`finish` (``unfinished``)."""
+        manifest = unfinished.stamp(manifest, self.plan.run_id, self._unfinished_s)
+        if unfinished.unfinished(manifest):
+            self.unfinished.append((kind, manifest["metadata"]["name"]))
+        return super().create(kind, manifest, label)
+
+    def ensure(self, kind: Kind, manifest: dict, label: str, **options) -> tuple[dict, str]:
+        """``BringUp.ensure``; a reused object of a bring-up that did not finish is taken over
+        (this run's id and deadline), so gc leaves it to this run, which finishes it."""
+        live, action = super().ensure(kind, manifest, label, **options)
+        if action == "reused" and unfinished.unfinished(live):
+            name = manifest["metadata"]["name"]
+            before = live["metadata"]["labels"].get(rayjob.RUN_ID_LABEL, "?")
+            self.unfinished.append((kind, name))
+            live = self.kube.patch(kind, name, unfinished.takeover(self.plan.run_id, self._unfinished_s),
+                                   namespace=self.ns)
+            self.emit(Became(label, f"{kind.kind} {name} taken over from run {before}, whose bring-up did not finish"))
+        return live, action
+
+    def finish(self) -> None:
+        """The bring-up is done: what it created or took over is no longer unfinished (gc leaves it)."""
+        failed = []
+        for kind, name in self.unfinished:
+            try:
+                self.kube.patch(kind, name, unfinished.FINISHED, namespace=self.ns)
+            except NotFoundError:
+                continue
+            except NrlK8sError as err:
+                failed.append(f"{kind.kind} {name} ({err.message})")
+        self.unfinished = []
+        if failed:
+            self.emit(Warning(f"could not mark {', '.join(failed)} as brought up: once the deadline in its "
+                              f"{gc.DEADLINE_ANNOTATION} annotation passes, `nrl-k8s gc` takes it for a "
+                              "killed bring-up's; run again (a warm re-run marks it) before then"))
+
     def ensure_cluster(self, role: str) -> None:
         """A role's RayCluster ensured, then its DRA objects and env Secret, owned by it."""
         manifest, label = self.plan.clusters[role], f"kuberay.{role}"
@@ -292,6 +335,7 @@ class LongLived(BringUp):
         if not present:
             dash.upload_package(package)
             self.result.uploaded_bytes = len(package.zip_bytes())
+        self.finish()
         self.emit(Became("code", f"{package.uri} ({_size(self.result.uploaded_bytes)} uploaded)"
                          if self.result.uploaded_bytes else f"{package.uri} (already on the cluster)"))
         entrypoint = driver.entrypoint
@@ -310,6 +354,7 @@ class LongLived(BringUp):
 
         driver, directory, drivers = self.plan.driver, self.plan.exec_dir, self.exec_drivers()
         pod = drivers.prepare(directory, driver_script(driver.entrypoint, driver.env), recipe_text(self.plan.recipe))
+        self.finish()
         self.submitting = True
         drivers.start(directory)
         self.submitted = True

@@ -46,9 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from nrl_k8s.cache import cache_dir, private_dir
-from nrl_k8s.errors import ConfigError, NrlK8sError
+from nrl_k8s.errors import ConfigError, InfraError, NrlK8sError, dotted
 
-__all__ = ["DEFAULT_UPLOAD_PATHS", "MAX_PACKAGE_BYTES", "RECIPE_FILE", "Package", "repo_root", "stage", "upload_paths"]
+__all__ = ["DEFAULT_UPLOAD_PATHS", "MAX_PACKAGE_BYTES", "RECIPE_FILE", "Package", "check_declared_paths", "repo_root",
+           "stage", "upload_paths", "upload_sources"]
 
 # NeMo-RL's layout (NVIDIA-NeMo/RL): the `nemo_rl` package and `examples/` (the run_*.py entry
 # points and their configs) at the top; its submodules live in `3rdparty/<Name>-workspace/`, each a
@@ -166,19 +167,67 @@ def repo_root(explicit: str | None = None, cwd: str | None = None) -> Path:
                       hint=_REPO_ROOT_HINT)
 
 
-def upload_paths(paths: list[str] | None, root: Path, *, where: str) -> list[Path]:
+def upload_paths(paths: list[str] | None, root: Path, *, where: str | tuple) -> list[Path]:
     """The upload paths under ``root``: ``paths`` (each must exist and stay inside ``root``), or the
-    :data:`DEFAULT_UPLOAD_PATHS` that exist when ``paths`` is None. ``where`` names the config key."""
+    :data:`DEFAULT_UPLOAD_PATHS` that exist when ``paths`` is None. ``where`` names the config key:
+    as text, or as an infra key path (then problems are InfraErrors, which name the file that set it)."""
     root = Path(root)
     if paths is not None:
-        return [_inside(root, path, f"{where}.{index}") for index, path in enumerate(paths)]
-    found = [_inside(root, path, f"{where} (default)") for path in DEFAULT_UPLOAD_PATHS if (root / path).exists()]
+        return [_inside(root, path, _at(where, index)) for index, path in enumerate(paths)]
+    found = [_inside(root, path, _at(where, "(default)")) for path in DEFAULT_UPLOAD_PATHS if (root / path).exists()]
     if not found:
-        raise ConfigError(
-            f"{where} is unset and none of its defaults ({', '.join(DEFAULT_UPLOAD_PATHS)}) exist under {root}",
-            hint=f"run from a NeMo-RL checkout, pass --repo-root, or set {where}",
-        )
+        _refuse(where, f"is unset and none of its defaults ({', '.join(DEFAULT_UPLOAD_PATHS)}) exist under {root}",
+                f"run from a NeMo-RL checkout, pass --repo-root, or set {_label(where)}", sep=" ")
     return found
+
+
+def _at(where: str | tuple, part: int | str) -> str | tuple:
+    if isinstance(where, tuple):
+        return where if part == "(default)" else (*where, part)
+    return f"{where} {part}" if part == "(default)" else f"{where}.{part}"
+
+
+def _label(where: str | tuple) -> str:
+    return dotted(where) if isinstance(where, tuple) else where
+
+
+def _refuse(where: str | tuple, problem: str, hint: str, sep: str = ": ") -> None:
+    if isinstance(where, tuple):
+        raise InfraError(where, problem, hint=hint)
+    raise ConfigError(f"{where}{sep}{problem}", hint=hint)
+
+
+def check_declared_paths(infra: dict) -> None:
+    """Every ``rayUploadPaths`` entry of the infra (``launch``'s and each daemon's) written as an
+    upload path can be: relative to the repository root and inside it. Needs no checkout (every
+    command checks it); :func:`upload_sources` checks the rest against the checkout."""
+    declared = [(("launch", "rayUploadPaths"), (infra.get("launch") or {}).get("rayUploadPaths"))]
+    declared += [(("kuberay", role, "daemon", "rayUploadPaths"), ((entry or {}).get("daemon") or {}).get("rayUploadPaths"))
+                 for role, entry in sorted((infra.get("kuberay") or {}).items())]
+    for key, paths in declared:
+        for index, path in enumerate(paths or []):
+            problem = _outside(path)
+            if problem:
+                raise InfraError((*key, index), f"{path!r} {problem}", hint="upload paths are relative to the repository "
+                                 "root (--repo-root, else the git top-level of the current directory)")
+
+
+def upload_sources(plan, explicit_root: str | None, roles=None) -> tuple[Path, dict[str, list[Path]]]:
+    """(repository root, upload paths) of what a long-lived ``plan`` uploads: the driver's ("driver",
+    unless ``roles`` is given: always, it carries the recipe; none without code upload) and each daemon
+    of ``roles`` (default all) that uploads code, keyed by role. What `run --raycluster` checks before
+    anything is applied, and `run --dry-run` with it; no file is read."""
+    root = repo_root(explicit_root)
+
+    def paths(code, where: tuple) -> list[Path]:
+        return [] if code.source != "upload" else upload_paths(
+            list(code.upload_paths) if code.upload_paths else None, root, where=where)
+
+    found = {"driver": paths(plan.driver.code, ("launch", "rayUploadPaths"))} if roles is None else {}
+    for role, daemon in plan.daemons.items():
+        if daemon.code.source == "upload" and (roles is None or role in roles):
+            found[role] = paths(daemon.code, ("kuberay", role, "daemon", "rayUploadPaths"))
+    return root, found
 
 
 def stage(root: Path, paths: list[Path], recipe_text: str, *, limit: int = MAX_PACKAGE_BYTES) -> Package:
@@ -217,18 +266,26 @@ def stage(root: Path, paths: list[Path], recipe_text: str, *, limit: int = MAX_P
 
 # -- walking the tree -------------------------------------------------------------------------
 
-def _inside(root: Path, path: str, where: str) -> Path:
+def _outside(path: str) -> str | None:
+    """Why ``path`` (as written) cannot be an upload path, else None."""
     pure = PurePosixPath(path)
     if pure.is_absolute() or ".." in pure.parts:
-        raise ConfigError(f"{where}: {path!r} must be a path relative to the repository root {root}, inside it",
-                          hint=_REPO_ROOT_HINT)
+        return "must be a path relative to the repository root, inside it"
+    return None
+
+
+def _inside(root: Path, path: str, where: str | tuple) -> Path:
+    problem = _outside(path)
+    if problem:
+        _refuse(where, f"{path!r} {problem} ({root})", _REPO_ROOT_HINT)
+    pure = PurePosixPath(path)
     full = root.joinpath(*pure.parts)
     if not full.exists():
-        raise ConfigError(f"{where}: {path!r} does not exist under the repository root {root}",
-                          hint=f"upload paths are relative to the repository root; {_REPO_ROOT_HINT}")
+        _refuse(where, f"{path!r} does not exist under the repository root {root}",
+                f"upload paths are relative to the repository root; {_REPO_ROOT_HINT}")
     if not full.resolve().is_relative_to(root.resolve()):
-        raise ConfigError(f"{where}: {path!r} leads outside the repository root {root} (to {full.resolve()})",
-                          hint="upload only files inside the repository root")
+        _refuse(where, f"{path!r} leads outside the repository root {root} (to {full.resolve()})",
+                "upload only files inside the repository root")
     return full
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import collisions
+from . import collisions, package
 from .config import LoadedConfig
 from .errors import ConfigError
 from .kinds import deployment, dgd, raycluster
@@ -52,13 +52,14 @@ def parse(infra: dict, specs: list[str]) -> list[Target]:
 
 def check_declared(cfg: LoadedConfig) -> None:
     """Render every declared target, so each is checked against Kubernetes before any command acts,
-    and refuse two that would make one object (``collisions``).
+    refuse two that would make one object (``collisions``) and an upload path no checkout can hold.
 
     Problems name the file (or override) that set the bad key.
     """
     with cfg.located():
         declared = [((t.kind, t.key), render_all(cfg.infra, t)) for t in sorted(available(cfg.infra), key=_blame_order)]
         collisions.check(declared)
+        package.check_declared_paths(cfg.infra)
 
 
 def _blame_order(target: Target) -> tuple:

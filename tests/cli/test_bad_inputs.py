@@ -274,6 +274,16 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
         ["run", "--raycluster", "--dry-run", *check(
             "++infra.kuberay.gym={name: tester-rl, spec: {headGroupSpec: {template: {spec: {containers: [{name: h}]}}}}}")[1:]],
         ("kuberay.gym.name: names the RayCluster 'tester-rl'",)),
+    # Upload paths: what no checkout can hold is refused by every command; the rest as the run checks it.
+    "rayUploadPaths: [/etc]": override("++infra.launch.rayUploadPaths=[/etc]", "launch.rayUploadPaths.0: '/etc' must be a path relative"),
+    "a daemon's rayUploadPaths leaving the root": override(
+        "++infra.kuberay.training.daemon={entrypoint: python d.py, rayUploadPaths: [code/../../up]}",
+        "kuberay.training.daemon.rayUploadPaths.0: 'code/../../up' must be a path relative"),
+    "run --raycluster --dry-run: a missing upload path": lambda tmp: Case(
+        ["run", "--raycluster", "--dry-run", "--repo-root", str(tmp), *check("++infra.launch.rayUploadPaths=[nope]")[1:]],
+        ("override '++infra.launch.rayUploadPaths=[nope]'", "launch.rayUploadPaths.0: 'nope' does not exist")),
+    "run --raycluster --dry-run outside a checkout": lambda tmp: Case(
+        ["run", "--raycluster", "--dry-run", *check("++infra.launch.rayUploadPaths=[code]")[1:]], ("is not inside a git checkout",)),
     # A secret-looking value written inline would sit in the applied object (issue 19).
     "inline secret in networking.extra_env": lambda tmp: Case(  # the override shown with its value redacted
         check("++infra.networking.extra_env.HF_TOKEN=hf_abc"),
