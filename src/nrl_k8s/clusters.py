@@ -35,27 +35,36 @@ def objects(plan, target: targets.Target) -> list[dict]:
 def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit) -> None:
     """Ensure the chosen targets (reuse identical, warn on drift, ``recreate`` replaces) with the
     long-lived flow's steps; with ``wait``, await them and submit the chosen roles' daemons.
-    Nothing is rolled back: what came up stays up."""
+    Nothing is rolled back: what came up stays up, even on an error or Ctrl-C. Only a command
+    killed outright leaves what it created unfinished (``unfinished``: gc removes it past its deadline)."""
     from .longlived import LongLived, LongLivedOptions
 
-    keys = {kind: [t.key for t in chosen if t.kind == kind] for kind in targets.KINDS}
     with LongLived(kube, plan, LongLivedOptions(recreate=options.recreate, repo_root=options.repo_root), emit) as steps:
-        steps.adopt = options.adopt
-        steps.check_owners([m for target in chosen for m in objects(plan, target)])
-        packages = steps.stage_packages(roles=keys["kuberay"]) if options.wait else {}
-        steps.deployments({k: plan.deployments[k] for k in keys["deployments"]},
-                          {k: plan.health[k] for k in keys["deployments"] if k in plan.health},
-                          recreate=options.recreate, wait=options.wait)
-        for role in keys["kuberay"]:
-            steps.ensure_cluster(role)
-        dgds = {}
-        for key in keys["dynamo"]:  # awaited as they run: a drifted DGD kept as it is
-            manifest = plan.dgds[key]
-            dgds[key], _ = steps.ensure(dgd.kind_of(manifest), manifest, f"dynamo.{key}", recreate=options.recreate)
-        if not options.wait:
-            return
-        steps.wait_all(roles=keys["kuberay"], dgds=dgds)
-        steps.daemons(packages, roles=keys["kuberay"])
+        try:
+            _up(steps, plan, chosen, options)
+        finally:
+            steps.finish()
+
+
+def _up(steps, plan, chosen: list[targets.Target], options: UpOptions) -> None:
+    """``up``'s steps over ``steps`` (a ``LongLived``)."""
+    keys = {kind: [t.key for t in chosen if t.kind == kind] for kind in targets.KINDS}
+    steps.adopt = options.adopt
+    steps.check_owners([m for target in chosen for m in objects(plan, target)])
+    packages = steps.stage_packages(roles=keys["kuberay"]) if options.wait else {}
+    steps.deployments({k: plan.deployments[k] for k in keys["deployments"]},
+                      {k: plan.health[k] for k in keys["deployments"] if k in plan.health},
+                      recreate=options.recreate, wait=options.wait)
+    for role in keys["kuberay"]:
+        steps.ensure_cluster(role)
+    dgds = {}
+    for key in keys["dynamo"]:  # awaited as they run: a drifted DGD kept as it is
+        manifest = plan.dgds[key]
+        dgds[key], _ = steps.ensure(dgd.kind_of(manifest), manifest, f"dynamo.{key}", recreate=options.recreate)
+    if not options.wait:
+        return
+    steps.wait_all(roles=keys["kuberay"], dgds=dgds)
+    steps.daemons(packages, roles=keys["kuberay"])
 
 
 def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: bool = False, emit: Emit) -> None:

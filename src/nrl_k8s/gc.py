@@ -14,17 +14,23 @@ that window (`kill -9`, a closed laptop) leaves them unowned. For each such obje
 - no RayJob: ``kept`` until the deadline (the run may still be waiting for its DGDs), then ``deleted``.
 
 Objects created with an owner (``run --parallel``, ``run --raycluster``) never need this: GC
-deletes them with their owner. Deployments outlive runs by design and are never touched.
+deletes them with their owner. Deployments outlive runs by design and are never touched, but for
+those of a long-lived bring-up that never finished: the unowned objects of `run --raycluster` and
+`cluster up` are judged by ``unfinished`` (label ``nrl-k8s.io/bringup``), and only this user's.
+
+``$NRL_K8S_NOW`` (seconds since the epoch, or ``+SECONDS`` from now) judges deadlines as of that
+time: what gc will do then (with ``--dry-run``), or a test's clock.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from . import usage
-from .errors import ConflictError, NotFoundError
+from .errors import ConfigError, ConflictError, NotFoundError
 from .kinds import dgd, dra, raycluster, rayjob, secret
 from .kinds.base import MANAGED_BY_SELECTOR, Kind, owner_reference
 from .kube_errors import KindNotServedError
@@ -32,7 +38,20 @@ from .kube_errors import KindNotServedError
 DEADLINE_ANNOTATION = "nrl-k8s.io/owner-deadline"
 # Past the DGDs' readiness the run creates its RayJob at once; the margin covers the calls between.
 MARGIN_S = 60
-SELECTOR = f"{MANAGED_BY_SELECTOR},{rayjob.RUN_ID_LABEL}"
+BRINGUP_LABEL = "nrl-k8s.io/bringup"  # an unfinished long-lived bring-up's object: ``unfinished`` judges it
+SELECTOR = f"{MANAGED_BY_SELECTOR},{rayjob.RUN_ID_LABEL},!{BRINGUP_LABEL}"
+NOW_ENV = "NRL_K8S_NOW"
+
+
+def current_time() -> float:
+    """Now, or the time ``$NRL_K8S_NOW`` names (seconds since the epoch, or ``+SECONDS`` from now)."""
+    value = os.environ.get(NOW_ENV, "").strip()
+    if not value:
+        return time.time()
+    try:
+        return time.time() + float(value[1:]) if value.startswith("+") else float(value)
+    except ValueError:
+        raise ConfigError(f"${NOW_ENV} is {value!r}", hint="give seconds since the epoch, or +SECONDS from now") from None
 
 
 def with_deadline(manifest: dict, seconds: float, now: float | None = None) -> dict:
@@ -63,7 +82,9 @@ class Leftover:
 
 def find(kube, namespace: str, now: float | None = None) -> list[Leftover]:
     """Every unowned object a run created in ``namespace``, with what gc does to it."""
-    now = time.time() if now is None else now
+    from . import unfinished
+
+    now = current_time() if now is None else now
     jobs: dict[str, dict | None] = {}
     found = []
     for kind, obj in _candidates(kube, namespace):
@@ -72,7 +93,7 @@ def find(kube, namespace: str, now: float | None = None) -> list[Leftover]:
             jobs[run_id] = _latest(kube.list(rayjob.KIND, namespace, label_selector=f"{rayjob.RUN_ID_LABEL}={run_id}"))
         verdict, reason = _judge(kube, kind, obj, jobs[run_id], namespace, now)
         found.append(Leftover(kind, obj["metadata"]["name"], run_id, verdict, reason, obj))
-    return found
+    return found + unfinished.find(kube, namespace, now)
 
 
 def collect(kube, namespace: str, leftovers: list[Leftover]) -> list[tuple[Leftover, str]]:
@@ -151,9 +172,19 @@ def _link(kube, item: Leftover, namespace: str) -> str:
 
 
 def _delete(kube, item: Leftover, namespace: str) -> str:
-    """Delete guarded by the version judged: changed since (a new user, an owner) means judge again next time."""
-    try:
-        gone = kube.delete(item.kind, item.name, namespace, resource_version=item.obj["metadata"]["resourceVersion"])
-    except ConflictError:
-        return "kept (it changed while gc ran: run gc again)"
-    return "deleted" if gone else "already gone"
+    """Delete guarded by the version judged: changed since (a new user, an owner, a run taking it
+    over) means judge again next time; a change of its status only (an operator's) is deleted still."""
+    judged = item.obj
+    for _ in range(3):
+        try:
+            gone = kube.delete(item.kind, item.name, namespace, resource_version=judged["metadata"]["resourceVersion"])
+        except ConflictError:
+            live = kube.find(item.kind, item.name, namespace)
+            if live is None:
+                return "already gone"
+            if any(live["metadata"].get(k) != judged["metadata"].get(k) for k in ("labels", "annotations", "ownerReferences")):
+                return "kept (it changed while gc ran: run gc again)"
+            judged = live
+            continue
+        return "deleted" if gone else "already gone"
+    return "kept (it changed while gc ran: run gc again)"

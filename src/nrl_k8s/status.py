@@ -4,15 +4,20 @@
 record's, else the newest on the training cluster's head pod.
 
 ``left`` lists what a run that died (SIGKILL, lost laptop) can leave running with nothing to
-remove it, each with the command that does.
+remove it, each with the command that does: among them this user's objects of a long-lived
+bring-up that has not finished (``unfinished``), before their deadline too (a killed run's, or a
+live one's: the row says which to expect by when).
 """
 
 from __future__ import annotations
 
-from . import gc, usage
+import os
+
+from . import gc, unfinished, usage
 from .errors import ApiError, NotFoundError, NrlK8sError
 from .kinds import dgd, pod, raycluster, rayjob
-from .kinds.base import condition_true, delete_command
+from .config.interpolate import user_name
+from .kinds.base import OWNER_LABEL, condition_true, delete_command
 from .serving import probe_frontend
 
 
@@ -112,7 +117,7 @@ def _dynamo(kube, key: str, manifest: dict) -> dict:
     return row
 
 
-def _left(kube, ns: str, job: dict | None, dynamo: list[dict]) -> list[dict]:
+def _left(kube, ns: str, job: dict | None, dynamo: list[dict], user: str) -> list[dict]:
     left = []
     for row in dynamo:
         if row["owners"] or not row.get("users"):
@@ -128,6 +133,7 @@ def _left(kube, ns: str, job: dict | None, dynamo: list[dict]) -> list[dict]:
         left.append({"what": f"RayJob {job['name']}", "reason": "running without a driver: if no `nrl-k8s run` is "
                      "waiting to rescue it, nothing submits it", "remove": delete_command(rayjob.KIND, job["name"],
                      job["namespace"]) + "   (or: nrl-k8s cluster down RECIPE -t kuberay.training --force)"})
+    left += [row for row in unfinished.status_rows(kube, ns, user) if row["what"] not in {r["what"] for r in left}]
     listed = {row["what"] for row in left}
     return left + [row for row in gc_rows(kube, ns) if row["what"] not in listed]
 
@@ -173,5 +179,5 @@ def collect(kube, infra: dict, record: dict | None = None) -> dict:
         "driver": _exec_driver(kube, infra, record),
         "rayjob": job,
         "dynamo": dynamo,
-        "left": _left(kube, ns, job, dynamo),
+        "left": _left(kube, ns, job, dynamo, (infra.get("labels") or {}).get(OWNER_LABEL) or user_name(os.environ)),
     }
