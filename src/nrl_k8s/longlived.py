@@ -161,19 +161,9 @@ class LongLived(BringUp):
         """The working_dir of the driver (always: it carries the recipe) and of each daemon of
         ``roles`` (default: all) with upload paths, keyed by "driver" / role. Too big: exit 2
         before anything is applied."""
-        root = package_mod.repo_root(self.options.repo_root)
+        root, sources = package_mod.upload_sources(self.plan, self.options.repo_root, roles)
         text = recipe_text(self.plan.recipe)
-
-        def stage(code, where: str) -> package_mod.Package:
-            paths = [] if code.source != "upload" else package_mod.upload_paths(
-                list(code.upload_paths) if code.upload_paths else None, root, where=where)
-            return package_mod.stage(root, paths, text)
-
-        staged = {"driver": stage(self.plan.driver.code, "launch.rayUploadPaths")} if roles is None else {}
-        for role, daemon in self.plan.daemons.items():
-            if daemon.code.source == "upload" and (roles is None or role in roles):
-                staged[role] = stage(daemon.code, f"kuberay.{role}.daemon.rayUploadPaths")
-        return staged
+        return {name: package_mod.stage(root, paths, text) for name, paths in sources.items()}
 
     # -- bring-up --------------------------------------------------------------------------
     def create(self, kind: Kind, manifest: dict, label: str) -> dict:
