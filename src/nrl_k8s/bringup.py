@@ -41,6 +41,16 @@ UNREAD = object()  # BringUp.ensure: the live object was not read yet
 DEPLOYMENT_TIMEOUT_S = 600
 
 
+def _owners_patch(live: dict, ref: dict, replacing: str | None) -> dict | None:
+    """The patch making ``ref`` an owner of ``live`` in place of the owner of uid ``replacing``; None when it is already so."""
+    before = live["metadata"].get("ownerReferences") or []
+    kept = [o for o in before if o.get("uid") != replacing]
+    linked = any(o.get("uid") == ref["uid"] for o in kept)
+    if linked and len(kept) == len(before):
+        return None
+    return {"metadata": {"ownerReferences": kept if linked else [*kept, ref]}}
+
+
 class Interrupted(NrlK8sError):
     """Ctrl-C / SIGTERM during the bring-up."""
 
@@ -347,7 +357,7 @@ class BringUp:
                 self.dgd_owners[name] = [owner["metadata"]["name"]]
             self.create(self.dgd_kinds[name], manifest, label)
             self.dgd_actions[name] = "created"
-            self.emit(Applied(label, name, "created" + (f", owned by RayCluster {owner['metadata']['name']}"
+            self.emit(Applied(label, name, "created" + (f", owned by {owner['kind']} {owner['metadata']['name']}"
                                                         if owner is not None else "")))
 
     def claim(self, name: str) -> dict:
@@ -369,36 +379,39 @@ class BringUp:
                   for key, manifest in dgds.items()},
                  self.emit, lambda key: self.emit(Became(f"dynamo.{key}", "serving")))
 
-    def add_owner(self, kind: Kind, name: str, owner: dict) -> None:
-        """Make ``owner`` a non-controlling owner of an object this run created (GC deletes it with the owner)."""
+    def create_owned(self, kind: Kind, manifest: dict, owner: dict, label: str) -> dict:
+        """Create ``manifest`` with ``owner`` already its owner (never a moment without one)."""
+        created = self.create(kind, owned(manifest, owner), label)
+        self.emit(Applied(label, manifest["metadata"]["name"],
+                          f"created ({kind.kind}), owned by {owner['kind']} {owner['metadata']['name']}"))
+        return created
+
+    def add_owner(self, kind: Kind, name: str, owner: dict, replacing: str | None = None) -> None:
+        """Make ``owner`` a non-controlling owner of an object this run created (GC deletes it with
+        the owner), in place of the owner of uid ``replacing`` when given (one patch: never unowned)."""
         ref = owner_reference(owner)
 
-        def change(live: dict) -> dict | None:
-            owners = live["metadata"].get("ownerReferences") or []
-            return None if any(o.get("uid") == ref["uid"] for o in owners) else {
-                "metadata": {"ownerReferences": [*owners, ref]}}
+        self.kube.modify(kind, name, lambda live: _owners_patch(live, ref, replacing), self.ns)
 
-        self.kube.modify(kind, name, change, self.ns)
-
-    def link_owner(self, name: str, cluster: dict, live: dict | None = None) -> None:
-        """Add ``cluster`` as a non-controlling owner of DGD ``name`` (``live``: the DGD as just read
-        or patched, saving a read); GC then deletes it with the cluster.
+    def link_owner(self, name: str, owner: dict, live: dict | None = None, replacing: str | None = None) -> None:
+        """Add ``owner`` (the RayJob or its RayCluster) as a non-controlling owner of DGD ``name``, in
+        place of the owner of uid ``replacing`` when given (``live``: the DGD as just read or patched,
+        saving a read); GC then deletes it with that owner.
 
         A DGD that existed before this run with no owner and no other user is left alone (with a
         warning); adding an owner to a DGD that already has others is warned.
         """
-        ref = owner_reference(cluster)
+        ref = owner_reference(owner)
         self.ledger.cluster_uid = ref["uid"]
         action = self.dgd_actions[name]
         seen: dict = {}
 
         def change(current: dict) -> dict | None:
-            owners = seen["owners"] = current["metadata"].get("ownerReferences") or []
+            seen["owners"] = [o for o in current["metadata"].get("ownerReferences") or [] if o.get("uid") != replacing]
             seen["shared"] = any(user != self.ledger.run for user in dgd.users(current))
-            if any(o.get("uid") == ref["uid"] for o in owners) or (action == "reused" and not owners
-                                                                    and not seen["shared"]):
+            if action == "reused" and not seen["owners"] and not seen["shared"]:
                 return None
-            return {"metadata": {"ownerReferences": [*owners, ref]}}
+            return _owners_patch(current, ref, replacing)
 
         updated = self.kube.modify(self.dgd_kinds[name], name, change, self.ns, current=live)
         names = [o.get("name") for o in seen["owners"]]
@@ -410,11 +423,11 @@ class BringUp:
         if any(o.get("uid") == ref["uid"] for o in seen["owners"]):
             self.dgd_owners[name] = names
             return
-        if seen["owners"]:
+        if seen["owners"] and replacing is None:
             self.emit(Warning(f"DGD {name} already has owner(s) {', '.join(names)}; adding "
                               f"{ref['name']} as a second owner (GC deletes it once every owner is gone)"))
         self.dgd_owners[name] = [o.get("name") for o in updated["metadata"]["ownerReferences"]]
-        self.emit(Became(f"dgd {name}", f"owned by RayCluster {ref['name']}"))
+        self.emit(Became(f"dgd {name}", f"owned by {ref['kind']} {ref['name']}"))
 
     def report_unlinked(self) -> None:
         """DGDs this run created that no RayCluster owns: nothing deletes them when the run ends."""

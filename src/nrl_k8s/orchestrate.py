@@ -1,19 +1,24 @@
 """`run --rayjob`: the ordering that matters (SPEC "run --rayjob").
 
 0. preflight: every permission the run needs, a live Service with a head Service name the
-   RayJob would get (``head_services``), DGD drift, a RayJob of the same name (a finished one
-   nrl-k8s created is replaced, a live one refused) — before anything is created;
-1. the Deployments (+ Services) ensured and awaited Available and healthy; every DGD applied (or reused when an identical one already exists, adding this run to its
-   users) and awaited in parallel; 2. the run Secret (recipe and launch.env), the DRA objects and the RayJob
-   applied, the RayJob made the Secret's owner; 3. its RayCluster followed and the DRA objects and each
-   DGD back-patched with a non-controlling ownerReference to it (GC then deletes the DGDs with
-   the cluster); 4. the stalled-driver rescue, then the run recorded (``runs``); 5. optionally
-   follow the job to its end: its driver log streamed (and kept with the record) until Ray
-   reports it over, then the RayJob until KubeRay does, within ``job_timeout_s``.
+   RayJob would get (``head_services``), objects another user or a person made, DGD drift, a
+   RayJob of the same name (a finished one nrl-k8s created is replaced, a live one refused) —
+   before anything is created;
+1. the Deployments (+ Services) ensured and awaited Available and healthy;
+2. the start lease (``kinds.lease``), then the RayJob suspended (KubeRay makes nothing yet) and
+   owned by the lease, then the run Secret, the DRA objects and every DGD created with the RayJob
+   as their owner (a DGD reused as identical is linked to it and lists this run among its users);
+3. every DGD awaited serving, in parallel; no training GPU is held meanwhile;
+4. the RayJob resumed; its RayCluster followed, and the DRA objects and DGDs moved from the
+   RayJob to it (GC deletes them with the cluster, which KubeRay deletes when the job ends); the
+   lease released (the RayJob's owner removed, the Job deleted);
+5. the stalled-driver rescue, then the run recorded (``runs``); 6. optionally follow the job to
+   its end: its driver log streamed (and kept with the record) until Ray reports it over, then
+   the RayJob until KubeRay does, within ``job_timeout_s``.
 
-What exists unowned in between (the DGDs, the Secret, the DRA objects) is created with the time
-by which the run will have linked it (``gc.with_deadline``): if this command is killed first,
-`nrl-k8s gc` finds and removes it. `run --parallel` (``parallel``) never leaves that window.
+Nothing is ever unowned. If this command dies before step 4 ends, the lease ends at its deadline
+(the longest DGD readyTimeoutS + ``plan.START_MARGIN_S``) and GC deletes the RayJob and all it
+owns, with no one involved. `run --parallel` (``parallel``) uses KubeRay's pre-running deadline instead.
 
 Any failure or Ctrl-C before the driver is submitted rolls back what the run's ledger holds
 (see ``rollback``). Once the driver is submitted nothing is rolled back: the error says the
@@ -22,17 +27,18 @@ RayJob keeps running and how to stop it.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import bringup, gc, head_services, runs
+from . import bringup, head_services, runs
 from .bringup import GONE_TIMEOUT_S, BringUp
-from .errors import ApiError, ConfigError, DashboardError, ResourceFailed, SubmissionExists, WaitTimeout
+from .errors import ApiError, ConfigError, DashboardError, NotFoundError, ResourceFailed, SubmissionExists, WaitTimeout
 from .events import Applied, Became, Emit, Waiting, Warning
-from .kinds import dgd, raycluster, rayjob, secret
-from .kinds.base import Failed, Pending, Ready, delete_command, managed
+from .kinds import dgd, lease, raycluster, rayjob, secret
+from .kinds.base import Failed, Pending, Ready, delete_command, managed, owned
 from .kinds.index import kind_of
 from .plan import RunPlan
 from .probe import run_permissions
@@ -45,6 +51,7 @@ _PROVISION_TIMEOUT_S = 1800
 _DASHBOARD_RETRIES = 8
 _STATUS_GRACE_S = 60  # for KubeRay to mark a RayJob over once Ray reported its job over
 _FOREVER_S = 10 * 365 * 86400
+_LEASE_SAFETY_S = 30  # a wait before the release gives up this long before the lease would end under the run
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class RayJobRun(BringUp):
         self.plan, self.options = plan, options
         self.result = RunResult(rayjob=name, namespace=ns, dgds=self.dgd_actions, owners=self.dgd_owners)
         self.submitted = False  # the driver exists: from now on nothing is rolled back
+        self.lease_ends = math.inf  # monotonic time the start lease ends (serial run, until released)
+        self.job: dict | None = None  # the RayJob as created
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> dict[str, dict | None]:
@@ -110,7 +119,10 @@ class RayJobRun(BringUp):
         """A finished RayJob nrl-k8s created is deleted (with its cluster and the DGDs only it owned)."""
         name = self.result.rayjob
         if not rayjob.terminal(job) or not managed(job):
-            state = "is still running" if not rayjob.terminal(job) else "was not created by nrl-k8s"
+            held = any(o.get("kind") == lease.KIND.kind for o in job["metadata"].get("ownerReferences") or [])
+            state = ("is held suspended by the start lease of a run that may have died: the lease deletes it "
+                     "with all it owns at its deadline" if held
+                     else "is still running" if not rayjob.terminal(job) else "was not created by nrl-k8s")
             raise ConfigError(
                 f"RayJob {name} already exists in namespace {self.ns} and {state}",
                 hint=f"wait for it to finish, or delete it: kubectl -n {self.ns} delete rayjob {name}",
@@ -138,17 +150,53 @@ class RayJobRun(BringUp):
         self.emit(Became("rayjob", f"finished {name} deleted"))
 
     # -- bring-up --------------------------------------------------------------------------
-    def apply_rayjob(self) -> None:
-        """The run Secret and the DRA objects, then the RayJob, then the RayJob made the Secret's
-        owner (GC deletes it with the run); the DRA objects get their RayCluster as owner in ``link_owners``."""
-        self.create(secret.KIND, gc.with_deadline(self.plan.secret, gc.MARGIN_S), "secret")
-        self.emit(Applied("secret", self.plan.secret["metadata"]["name"], "created"))
+    def apply_held(self) -> dict:
+        """The lease, the RayJob suspended and owned by it, then the run Secret and the DRA objects
+        created with the RayJob as their owner (``apply_dgds`` does the DGDs): none is ever unowned."""
+        held_by = self.create(lease.KIND, self.plan.lease, "lease")
+        seconds = self.plan.lease["spec"]["activeDeadlineSeconds"]
+        self.lease_ends = time.monotonic() + seconds
+        self.emit(Applied("lease", held_by["metadata"]["name"], f"created (Job; deletes the run's objects in {seconds}s "
+                                                                "unless released)"))
+        self.job = self.create(rayjob.KIND, owned(rayjob.held(self.plan.rayjob), held_by), "rayjob")
+        self.emit(Applied("rayjob", self.result.rayjob, "created suspended, owned by the lease"))
+        self.create_owned(secret.KIND, self.plan.secret, self.job, "secret")
         for obj in self.plan.dra:
-            self.create(kind_of(obj), gc.with_deadline(obj, gc.MARGIN_S), "dra")
-            self.emit(Applied("dra", obj["metadata"]["name"], f"created ({obj['kind']})"))
-        job = self.create(rayjob.KIND, self.plan.rayjob, "rayjob")
-        self.emit(Applied("rayjob", self.result.rayjob, "created"))
-        self.add_owner(secret.KIND, self.plan.secret["metadata"]["name"], job)
+            self.create_owned(kind_of(obj), obj, self.job, "dra")
+        return self.job
+
+    def resume(self) -> None:
+        """Every DGD serves: the RayJob resumed (once KubeRay has suspended it, so the cluster name
+        read next is the new cluster's)."""
+        self.kube.wait(rayjob.KIND, lambda obj: Failed("the RayJob was deleted") if obj is None
+                       else Ready() if rayjob.suspended(obj) else Pending("waiting for KubeRay to suspend it"),
+                       name=self.result.rayjob, namespace=self.ns, timeout_s=self.lease_left(),
+                       what=f"RayJob {self.result.rayjob}")
+        self.kube.patch(rayjob.KIND, self.result.rayjob, rayjob.resume_patch(self.plan.rayjob), namespace=self.ns)
+        self.emit(Became("rayjob", "resumed: KubeRay makes its cluster"))
+
+    def lease_left(self) -> float:
+        """How long a wait before the release may take: the lease must not end under a live run."""
+        return max(self.lease_ends - time.monotonic() - _LEASE_SAFETY_S, 1.0)
+
+    def release(self) -> None:
+        """The run's objects hang off the RayCluster now: the RayJob loses the lease as its owner and
+        the lease is deleted."""
+        name = lease.name_of(self.result.rayjob)
+
+        def change(live: dict) -> dict | None:
+            owners = live["metadata"].get("ownerReferences") or []
+            kept = [o for o in owners if not (o.get("kind") == lease.KIND.kind and o.get("name") == name)]
+            return None if kept == owners else {"metadata": {"ownerReferences": kept or None}}
+
+        try:
+            self.kube.modify(rayjob.KIND, self.result.rayjob, change, self.ns)
+        except NotFoundError:
+            pass  # the job came and went: nothing left to hold
+        self.kube.delete(lease.KIND, name, self.ns)
+        self.ledger.created = [entry for entry in self.ledger.created if entry.kind != lease.KIND]
+        self.lease_ends = math.inf
+        self.emit(Became("lease", "released"))
 
     def _job_over(self) -> bool:
         job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
@@ -164,8 +212,8 @@ class RayJobRun(BringUp):
             return Pending("waiting for KubeRay to name the RayCluster")
 
         job = self.kube.wait(rayjob.KIND, named, name=self.result.rayjob, namespace=self.ns,
-                             timeout_s=_CLUSTER_NAME_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("rayjob", r)),
-                             what=f"RayJob {self.result.rayjob}")
+                             timeout_s=min(_CLUSTER_NAME_TIMEOUT_S, self.lease_left()),
+                             on_progress=lambda r: self.emit(Waiting("rayjob", r)), what=f"RayJob {self.result.rayjob}")
         self.result.raycluster = self.cluster = rayjob.cluster_name(job)
         if self.result.raycluster is None:
             raise ResourceFailed(f"RayJob {self.result.rayjob} ended before KubeRay created its RayCluster: "
@@ -179,16 +227,19 @@ class RayJobRun(BringUp):
             return Ready("gone") if self._job_over() else Pending("not created yet")
 
         return self.kube.wait(raycluster.KIND, exists, name=self.result.raycluster, namespace=self.ns,
-                              timeout_s=_CLUSTER_NAME_TIMEOUT_S, what=f"RayCluster {self.result.raycluster}")
+                              timeout_s=min(_CLUSTER_NAME_TIMEOUT_S, self.lease_left()),
+                              what=f"RayCluster {self.result.raycluster}")
 
     def link_owners(self, cluster: dict | None) -> None:
+        """The DRA objects and the DGDs moved from the RayJob to ``cluster``."""
         if cluster is None:  # came and went with its finished job
             self.report_unlinked()
             return
+        uid = self.job["metadata"]["uid"]
         for obj in self.plan.dra:
-            self.add_owner(kind_of(obj), obj["metadata"]["name"], cluster)
+            self.add_owner(kind_of(obj), obj["metadata"]["name"], cluster, replacing=uid)
         for name in self.dgd_actions:
-            self.link_owner(name, cluster)
+            self.link_owner(name, cluster, replacing=uid)
 
     # -- stalled-driver rescue -------------------------------------------------------------
     def rescue_driver(self) -> None:
@@ -311,12 +362,11 @@ class RayJobRun(BringUp):
         """Everything up to the driver's submission, in the serial order."""
         existing = self.preflight()
         self.deployments(self.plan.deployments, self.plan.health)
-        # owned once the RayJob's cluster exists: if this command dies first, `nrl-k8s gc` removes them
-        longest = max(self.plan.ready_timeouts.values(), default=0)
-        self.apply_dgds({key: gc.with_deadline(m, longest + gc.MARGIN_S) for key, m in self.plan.dgds.items()}, existing)
+        self.apply_dgds(self.plan.dgds, existing, owner=self.apply_held())
         self.wait_dgds(self.plan.dgds, self.plan.ready_timeouts)
-        self.apply_rayjob()
+        self.resume()
         self.link_owners(self.follow_cluster())
+        self.release()
         self.rescue_driver()
 
 

@@ -30,7 +30,7 @@ from .bringup import Background, parallel
 from .errors import ConfigError, ForbiddenError, NrlK8sError, ResourceFailed, SubmissionExists
 from .events import Applied, Emit, Warning
 from .kinds import core, raycluster, rayjob, secret
-from .kinds.base import Failed, owned
+from .kinds.base import Failed
 from .kinds.index import kind_of
 from .orchestrate import LiveOptions, RayJobRun, RunResult, execute
 from .plan import RunPlan
@@ -65,17 +65,14 @@ class ParallelRun(RayJobRun):
             raise ConfigError("the API server dropped spec.preRunningDeadlineSeconds or submissionMode "
                               "InteractiveMode from the RayJob: its KubeRay predates --parallel",
                               hint=f"{crds.HELMFILE_HINT}; {crds.UPGRADE[crds.RAYJOB]}; or run without --parallel")
-        self.create(secret.KIND, owned(self.plan.secret, job), "secret")
-        self.emit(Applied("secret", self.plan.secret["metadata"]["name"], "created, owned by the RayJob"))
+        self.create_owned(secret.KIND, self.plan.secret, job, "secret")
 
     def apply_owned(self, cluster: dict | None, existing: dict[str, dict | None]) -> None:
         """The DRA objects and the DGDs, created with ``cluster`` as their owner."""
         if cluster is None:
             raise self.job_failure("its RayCluster was gone before the DGDs could be created")
         for obj in self.plan.dra:
-            self.create(kind_of(obj), owned(obj, cluster), "dra")
-            self.emit(Applied("dra", obj["metadata"]["name"], f"created ({obj['kind']}), owned by RayCluster "
-                                                              f"{self.result.raycluster}"))
+            self.create_owned(kind_of(obj), obj, cluster, "dra")
         self.apply_dgds(self.plan.dgds, existing, owner=cluster)
 
     def wait_all(self) -> None:
@@ -119,12 +116,6 @@ class ParallelRun(RayJobRun):
         self.kube.patch(rayjob.KIND, self.result.rayjob, {"spec": {"jobId": job_id}}, namespace=self.ns)
         self._submitted(f"submitted by nrl-k8s as job {job_id} once every DGD served")
 
-
-    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
-        # owned objects (DGDs, DRA objects, the Secret) first, so each is deleted and reported
-        # before the RayJob whose deletion would let GC take them unseen
-        self.ledger.created.reverse()
-        return super().fail(error)
 
     def bring_up(self) -> None:
         existing = self.preflight()

@@ -15,13 +15,14 @@ from . import recipe as recipe_mod
 from .config import LoadedConfig
 from .errors import ConfigError, InfraError
 from .execdriver import RECIPE_NAME, check_tmp_dir, run_dir
-from .kinds import deployment, dgd, rayjob
+from .kinds import deployment, dgd, lease, rayjob
 from .kinds.base import MANAGED_BY, labelled
 
 DEFAULT_HEALTH_TIMEOUT_S = 300.0
-# `run --parallel`: KubeRay fails the RayJob (and deletes its cluster, GC its DGDs) unless the
-# driver is submitted within the longest DGD readyTimeoutS plus this margin.
-PRE_RUNNING_MARGIN_S = 120
+# How long after its longest DGD readyTimeoutS a run that died while starting is ended with no one
+# involved: `run --parallel`'s RayJob fails (KubeRay's pre-running deadline; its cluster deleted,
+# GC takes the DGDs), the serial run's start lease (``kinds.lease``) ends and GC takes the rest.
+START_MARGIN_S = 120
 DEFAULT_READY_TIMEOUT_S = 600
 
 
@@ -52,12 +53,13 @@ class RunPlan:
     health: dict[str, tuple[str, float]]  # infra.deployments key -> (healthCheckUrl, healthCheckTimeoutS)
     dra: list[dict]  # DRA objects the RayJob's pods claim (named after the RayJob; owned by its cluster later)
     infra: dict  # resolved (kept, secrets redacted, in the run record)
+    lease: dict | None = None  # the serial run's start lease, owning the suspended RayJob (``kinds.lease``)
 
     def manifests(self) -> list[dict]:
-        """Everything that would be applied, in apply order: Deployments (and their Services),
-        DGDs, the Secret, the DRA objects, the RayJob."""
-        return [*(m for objects in self.deployments.values() for m in objects), *self.dgds.values(), self.secret,
-                *self.dra, self.rayjob]
+        """Everything that would be applied, in apply order: Deployments (and their Services), the
+        lease (serial), the RayJob, the Secret, the DRA objects, the DGDs."""
+        return [*(m for objects in self.deployments.values() for m in objects), *([self.lease] if self.lease else []),
+                self.rayjob, self.secret, *self.dra, *self.dgds.values()]
 
 
 def default_flow(infra: dict) -> str:
@@ -95,7 +97,7 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
     run_id = recipe_mod.run_id(cfg.infra, final_recipe, list(dgds.values()))
     timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
-    pre_running = (int(max(timeouts.values(), default=DEFAULT_READY_TIMEOUT_S)) + PRE_RUNNING_MARGIN_S
+    pre_running = (int(max(timeouts.values(), default=DEFAULT_READY_TIMEOUT_S)) + START_MARGIN_S
                    if options.parallel else None)
     job, dra = rayjob.render_with_dra(
         cfg.infra,
@@ -104,6 +106,7 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
         ttl_seconds=options.ttl_seconds,
         active_deadline_seconds=options.active_deadline_seconds,
         pre_running_deadline_seconds=pre_running,
+        suspend=not options.parallel,
     )
     notes += driver_notes(cfg.infra, final_recipe, names)
     # every object the run creates carries its run id (`nrl-k8s gc` finds what a dead run left)
@@ -115,7 +118,9 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     head_services.check_planned([job])
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
                    secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts,
-                   deployments=deployments, health=health, dra=dra, infra=cfg.infra)
+                   deployments=deployments, health=health, dra=dra, infra=cfg.infra,
+                   lease=None if options.parallel else lease.render(
+                       cfg.infra, job, int(max(timeouts.values(), default=0)) + START_MARGIN_S))
 
 
 def driver_notes(infra: dict, recipe: dict, dgd_names: list[str]) -> list[str]:

@@ -71,22 +71,22 @@ class Ledger:
     emit: Emit
     created: list[Created] = field(default_factory=list)
     claimed: list[Created] = field(default_factory=list)
-    cluster_uid: str | None = None  # the RayCluster this run linked its DGDs to
+    cluster_uid: str | None = None  # the owner (RayJob or RayCluster) this run linked reused DGDs to
 
     def rollback(self, interrupts: RollbackInterrupts) -> bool:
         """Undo everything; True when a further Ctrl-C aborted it."""
         done: dict[str, list[str]] = {"deleted": [], "kept": [f"DynamoGraphDeployment {entry.name} (existed before this "
                                                               "run)" for entry in self.claimed]}
         left: list[LeftBehind] = []
-        todo = list(self.created)
+        todo = self.created[::-1]
         try:
             # Reused DGDs first: off with this run before its RayJob goes, so GC cannot take them
             # with this run's RayCluster.
             for entry in list(self.claimed):
                 self._release(entry, unclaim=True)
                 self.claimed.remove(entry)
-            # Creation order: the DGDs go before the RayJob, whose deletion would let GC take
-            # them (and leave the report unsure whether they were deleted).
+            # Newest first: every object is created after its owner, so each is deleted (and
+            # reported) before the owner whose deletion would let GC take it unseen.
             while todo:
                 entry = todo[0]
                 self.emit(Waiting("rollback", f"deleting {entry.kind.kind} {entry.name}"))

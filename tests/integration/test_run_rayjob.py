@@ -88,17 +88,44 @@ def _deleted(history: History, name: str) -> dict | None:
     return next((obj for kind, obj in history.events(name) if kind == "DELETED"), None)
 
 
-def test_happy_path_links_dgd_to_cluster_and_gc_cleans_up(run, tmp_path):
+def _uids(obj: dict) -> list[str]:
+    return [o["uid"] for o in obj["metadata"].get("ownerReferences") or []]
+
+
+def _rv(obj: dict) -> int:
+    return int(obj["metadata"]["resourceVersion"])
+
+
+def test_happy_path_suspend_order_then_dgd_moved_to_cluster_and_gc_cleans_up(run, tmp_path):
     gate = Gate(tmp_path)
-    with run.history(RAY, "rayclusters") as clusters, run.history(NVIDIA, "dynamographdeployments") as dgds:
+    with run.history(RAY, "rayjobs") as jobs, run.history(RAY, "rayclusters") as clusters, \
+            run.history(NVIDIA, "dynamographdeployments") as dgds, run.sandbox.fault("delay", "dgd:3"):
         result = run.run("--no-wait", "--driver-grace", "30", extra=(gate.override(EXAMPLE_ENTRYPOINT),))
         assert result.returncode == 0, result.stderr
         # The driver waits for the gate: the job, its RayCluster and the linked DGD are all live.
-        cluster = run.get(RAY, "rayjobs", run.job)["status"]["rayClusterName"]
+        job = run.get(RAY, "rayjobs", run.job)
+        cluster = job["status"]["rayClusterName"]
         cluster_uid = run.get(RAY, "rayclusters", cluster)["metadata"]["uid"]
         (owner,) = run.get(NVIDIA, "dynamographdeployments", run.dgd)["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"], owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == (
             "RayCluster", cluster, cluster_uid, False, False)
+        # The lease is released: the RayJob has no owner left and the Job is gone.
+        assert not job["metadata"].get("ownerReferences")
+        with pytest.raises(client.ApiException) as gone:
+            client.BatchV1Api(run.api).read_namespaced_job(f"{run.job}-lease", run.ns)
+        assert gone.value.status == 404
+
+        # The RayJob was created suspended, owned by its lease; the DGD owned by the RayJob from
+        # its first revision; the cluster made only once the DGD served (no GPU held meanwhile),
+        # then the DGD moved to it (the sandbox's resourceVersions are one global counter).
+        (_, created), dgd_events = jobs.events(run.job)[0], dgds.events(run.dgd)
+        assert created["spec"]["suspend"] is True
+        assert [(o["kind"], o["name"]) for o in created["metadata"]["ownerReferences"]] == [("Job", f"{run.job}-lease")]
+        assert dgd_events[0][0] == "ADDED" and _uids(dgd_events[0][1]) == [created["metadata"]["uid"]]
+        served = next(obj for _, obj in dgd_events if (obj.get("status") or {}).get("state") == "successful")
+        moved = next(obj for _, obj in dgd_events if _uids(obj) == [cluster_uid])
+        assert _rv(served) < _rv(clusters.events(cluster)[0][1]) < _rv(moved)
+        assert all(_uids(obj) for _, obj in dgd_events), "the DGD had a moment without an owner"
 
         gate.open()
         done = run.wait_for(RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete")
@@ -107,15 +134,7 @@ def test_happy_path_links_dgd_to_cluster_and_gc_cleans_up(run, tmp_path):
         assert f"dgd_name: {run.dgd}" in logs and "backend: dynamo" in logs
         clusters.wait(lambda h: _deleted(h, cluster), what=f"RayCluster {cluster} deleted")
         dgds.wait(lambda h: _deleted(h, run.dgd), what=f"DGD {run.dgd} deleted")
-
-    # From its first event: created without an owner, linked to the cluster, then deleted by
-    # GC once the cluster was gone (the sandbox's resourceVersions are one global counter).
-    events = dgds.events(run.dgd)
-    assert events[0][0] == "ADDED" and not events[0][1]["metadata"].get("ownerReferences")
-    assert any(kind == "MODIFIED" and [o["uid"] for o in obj["metadata"].get("ownerReferences") or []] == [cluster_uid]
-               for kind, obj in events)
-    cluster_gone, dgd_gone = _deleted(clusters, cluster), _deleted(dgds, run.dgd)
-    assert int(cluster_gone["metadata"]["resourceVersion"]) < int(dgd_gone["metadata"]["resourceVersion"])
+    assert _rv(_deleted(clusters, cluster)) < _rv(_deleted(dgds, run.dgd))
 
 
 def test_wait_exits_zero_on_success_with_summary(run):
@@ -167,7 +186,7 @@ def test_rayjob_apply_failure_rolls_back_dgds(run):
 def test_pre_existing_dgd_is_reused_and_never_deleted(run):
     up = run.cli("cluster", "up", "--target", "dynamo.serving", *PAIR, *run.overrides())
     assert up.returncode == 0, up.stderr
-    with run.sandbox.fault("api-errors", "create:rayjobs:422:1"):
+    with run.sandbox.fault("api-errors", "patch:rayjobs:422:1"):  # the resume, after the DGD was reused
         result = run.run("--wait")
     assert result.returncode == 1
     assert "reused" in result.stderr and "existed before this run" in result.stderr

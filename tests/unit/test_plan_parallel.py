@@ -9,7 +9,7 @@ import pytest
 
 from nrl_k8s.config.loader import load_config
 from nrl_k8s.kinds import rayjob
-from nrl_k8s.plan import PRE_RUNNING_MARGIN_S, RunOptions, parallel_bringup, plan_run
+from nrl_k8s.plan import START_MARGIN_S, RunOptions, parallel_bringup, plan_run
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = (ROOT / "examples/grpo_two_dgds.yaml", ROOT / "examples/grpo_two_dgds.kind.infra.yaml")
@@ -30,11 +30,37 @@ def test_parallel_rayjob_waits_for_its_job_id_until_the_longest_ready_timeout_pl
     p = plan("++infra.dynamo.policy.readyTimeoutS=30", "++infra.dynamo.judge.readyTimeoutS=900", parallel=True)
     spec = p.rayjob["spec"]
     assert spec["submissionMode"] == "InteractiveMode" and "jobId" not in spec
-    assert spec["preRunningDeadlineSeconds"] == 900 + PRE_RUNNING_MARGIN_S
+    assert spec["preRunningDeadlineSeconds"] == 900 + START_MARGIN_S
     assert spec["shutdownAfterJobFinishes"] is True  # KubeRay deletes the cluster (and GC the DGDs) when it fails
-    # the same objects as the serial plan otherwise
+    assert "suspend" not in spec and p.lease is None
+    # the same objects as the serial plan otherwise, which adds its start lease
     serial = plan("++infra.dynamo.policy.readyTimeoutS=30", "++infra.dynamo.judge.readyTimeoutS=900")
-    assert [m["metadata"]["name"] for m in p.manifests()] == [m["metadata"]["name"] for m in serial.manifests()]
+    assert sorted(m["metadata"]["name"] for m in p.manifests()) == sorted(
+        m["metadata"]["name"] for m in serial.manifests() if m is not serial.lease)
+
+
+def test_the_serial_rayjob_starts_suspended_and_held_by_a_lease_until_the_longest_ready_timeout_plus_a_margin():
+    p = plan("++infra.dynamo.policy.readyTimeoutS=30", "++infra.dynamo.judge.readyTimeoutS=900")
+    assert p.rayjob["spec"]["suspend"] is True and p.rayjob["spec"]["submissionMode"] == "HTTPMode"
+    spec = p.lease["spec"]
+    assert (p.lease["apiVersion"], p.lease["kind"]) == ("batch/v1", "Job")
+    assert p.lease["metadata"]["name"] == p.rayjob["metadata"]["name"] + "-lease"
+    # never a pod; failed by the Job controller at the deadline, then deleted by the TTL controller
+    assert spec["parallelism"] == 0 and spec["ttlSecondsAfterFinished"] == 0
+    assert spec["activeDeadlineSeconds"] == 900 + START_MARGIN_S
+    assert p.lease["metadata"]["labels"][rayjob.RUN_ID_LABEL] == p.run_id
+    # the lease comes first, then the RayJob it owns, then what the RayJob owns
+    kinds = [m["kind"] for m in p.manifests()]
+    assert kinds.index("Job") < kinds.index("RayJob") < kinds.index("Secret") < kinds.index("DynamoGraphDeployment")
+
+
+def test_a_kueue_rayjob_is_created_without_its_queue_label_and_handed_to_kueue_by_it():
+    p = plan("++infra.scheduler.kind=kueue", "++infra.scheduler.queue=team-a")
+    assert p.rayjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert "kueue.x-k8s.io/queue-name" not in rayjob.held(p.rayjob)["metadata"]["labels"]
+    assert "kueue.x-k8s.io/queue-name" not in p.lease["metadata"]["labels"]  # Kueue would suspend the lease
+    assert rayjob.resume_patch(p.rayjob) == {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "team-a"}}}
+    assert rayjob.resume_patch(plan().rayjob) == {"spec": {"suspend": False}}
 
 
 def test_every_object_the_run_creates_carries_its_run_id():

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from . import deployment, dgd, dra, raycluster, rayjob, secret, service
+from . import deployment, dgd, dra, lease, raycluster, rayjob, secret, service
 from .base import Kind
 
 _BY_KIND = {(k.api_version, k.kind): k for k in (deployment.KIND, service.KIND, secret.KIND, raycluster.KIND,
-                                                 rayjob.KIND, *dgd.KINDS, *dra.KINDS)}
+                                                 rayjob.KIND, lease.KIND, *dgd.KINDS, *dra.KINDS)}
 
 
 def kind_of(manifest: dict) -> Kind:

@@ -24,6 +24,7 @@ RUN_ID_LABEL = "nrl-k8s.io/run-id"
 # (upstream keeps it 3600 s). `run --wait` keeps the driver's log beside the run record.
 DEFAULT_TTL_SECONDS = 0
 TERMINAL_DEPLOYMENT_STATUSES = frozenset({"Complete", "Failed", "ValidationFailed"})
+SUSPENDED = "Suspended"
 RUN_VOLUME = "nrl-k8s-run"
 INTERACTIVE_MODE = "InteractiveMode"
 
@@ -47,6 +48,7 @@ def render(
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     active_deadline_seconds: int | None = None,
     pre_running_deadline_seconds: int | None = None,
+    suspend: bool = False,
 ) -> dict:
     """The RayJob of run ``run_id`` on a fresh cluster; the recipe and launch.env reach its driver
     through ``render_secret(infra, recipe, run_id)``.
@@ -54,6 +56,7 @@ def render(
     With ``pre_running_deadline_seconds`` (``run --parallel``) the RayJob is in InteractiveMode:
     KubeRay brings the cluster up and waits for ``spec.jobId`` (the run submits the driver and
     then sets it), and fails the RayJob (deleting its cluster) when that does not happen in time.
+    With ``suspend`` (the serial run) KubeRay makes nothing until the run resumes it (``resume_patch``).
     """
     entry = raycluster.role_entry(infra, "training")
     metadata = object_metadata(
@@ -74,6 +77,8 @@ def render(
         "submissionMode": "HTTPMode" if pre_running_deadline_seconds is None else INTERACTIVE_MODE,
         "shutdownAfterJobFinishes": shutdown,
     }
+    if suspend:
+        spec["suspend"] = True
     if pre_running_deadline_seconds is not None:
         spec["preRunningDeadlineSeconds"] = pre_running_deadline_seconds
     if shutdown:
@@ -83,6 +88,25 @@ def render(
     spec["rayClusterSpec"] = raycluster.render_spec(infra, "training")
     _deliver(spec["rayClusterSpec"], run_id, list(recipe_mod.launch_env(infra)))
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
+
+
+def held(job: dict) -> dict:
+    """A suspended ``job`` as the run creates it: without its Kueue queue label, since Kueue
+    admits a queued job (clearing ``suspend``) on its own, whatever the DGDs' state."""
+    labels = {k: v for k, v in job["metadata"]["labels"].items() if k != raycluster.KUEUE_QUEUE_LABEL}
+    return {**job, "metadata": {**job["metadata"], "labels": labels}}
+
+
+def resume_patch(job: dict) -> dict:
+    """What hands the suspended ``job`` over once its DGDs serve: ``suspend`` cleared, or with a
+    Kueue queue its label given back (Kueue then clears ``suspend`` when it admits the job)."""
+    queue = job["metadata"]["labels"].get(raycluster.KUEUE_QUEUE_LABEL)
+    return {"metadata": {"labels": {raycluster.KUEUE_QUEUE_LABEL: queue}}} if queue else {"spec": {"suspend": False}}
+
+
+def suspended(obj: dict) -> bool:
+    """KubeRay has suspended it: no cluster, and a cluster name only after it is resumed."""
+    return (obj.get("status") or {}).get("jobDeploymentStatus") == SUSPENDED
 
 
 def render_with_dra(infra: dict, run_id: str, **options) -> tuple[dict, list[dict]]:

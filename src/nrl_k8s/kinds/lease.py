@@ -1,0 +1,53 @@
+"""The start lease of `run --rayjob`: a Kubernetes Job that owns the suspended RayJob until the run
+has brought it up, so nothing outlives a launcher that dies first.
+
+Why a Job: the serial run creates its RayJob suspended, and KubeRay checks neither
+``activeDeadlineSeconds`` nor ``preRunningDeadlineSeconds`` while a RayJob is ``Suspended``
+(ray-operator v1.6.1, ``rayjob_controller.go``: a suspended RayJob goes from ``Initializing`` to
+``Suspending`` before either deadline is looked at, and ``Suspended`` is never requeued), so a
+suspended RayJob whose launcher died would keep its DGDs serving forever. Kubernetes' own
+controllers end the lease instead, with no person and no add-on involved:
+
+- the Job has ``parallelism: 0``, so it never makes a pod, and never completes;
+- the Job controller fails it at ``activeDeadlineSeconds`` (``DeadlineExceeded``);
+- the TTL-after-finished controller then deletes it (``ttlSecondsAfterFinished: 0``);
+- garbage collection deletes what it owns, the RayJob, and with it everything the RayJob owns
+  (its RayCluster, the run Secret, the DGDs and DRA objects not yet moved to the cluster).
+
+The run releases the lease (the RayJob loses this owner, the Job is deleted) once the DGDs and
+DRA objects are owned by the RayJob's RayCluster; from then on KubeRay's own end of the job frees them.
+"""
+
+from __future__ import annotations
+
+from .base import MANAGED_BY, Kind, object_metadata
+from .rayjob import RUN_ID_LABEL
+
+KIND = Kind("batch", "v1", "jobs", "Job")
+SUFFIX = "-lease"  # KubeRay's submitter Job takes the RayJob's own name
+
+
+def name_of(rayjob_name: str) -> str:
+    return rayjob_name + SUFFIX
+
+
+def render(infra: dict, rayjob: dict, seconds: int) -> dict:
+    """The lease of ``rayjob`` (a rendered RayJob), ending ``seconds`` after it is created. Not the
+    RayJob's scheduler labels: a Kueue queue label would make Kueue manage (suspend) the lease."""
+    meta = rayjob["metadata"]
+    head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    labels = [MANAGED_BY, infra.get("labels"), {RUN_ID_LABEL: meta["labels"][RUN_ID_LABEL]}]
+    metadata = object_metadata(name_of(meta["name"]), meta["namespace"], labels, [], key=("kuberay", "training"))
+    return {
+        "apiVersion": KIND.api_version,
+        "kind": KIND.kind,
+        "metadata": metadata,
+        "spec": {
+            "parallelism": 0,  # never a pod: the Job is only a deadline
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": seconds,
+            "ttlSecondsAfterFinished": 0,
+            # never started (parallelism 0), but a Job must have a valid pod template
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "lease", "image": head["image"]}]}},
+        },
+    }
