@@ -21,7 +21,9 @@ OpenOpt = Annotated[bool, typer.Option("--open/--no-open", help="Open the URL in
 
 def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
               role: RoleOpt = None, target: TargetOpt = None, port: PortOpt = None, open_browser: OpenOpt = False) -> None:
-    """Relay 127.0.0.1 to a Ray dashboard or a DGD frontend through the API server (no kubectl); Ctrl-C stops."""
+    """Relay 127.0.0.1 to a Ray dashboard or a DGD frontend through the API server (no kubectl); Ctrl-C stops.
+
+    The printed URL carries this session's token; scripts send it as 'Authorization: token TOKEN'."""
     from nrl_k8s import relay
     from nrl_k8s.errors import ConfigError
     from nrl_k8s.targets import available
@@ -43,20 +45,24 @@ def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
 
 
 def serve(kube, upstream, port: int | None, open_browser: bool) -> None:
-    """Relay 127.0.0.1:``port`` to ``upstream`` until Ctrl-C: the URL on stdout, what it relays to on stderr."""
+    """Relay 127.0.0.1:``port`` to ``upstream`` until Ctrl-C: the URL with the session's token on stdout
+    (the only place the token is shown), what it relays to and how scripts pass the token on stderr."""
     from nrl_k8s import relay
 
     from ._console import err
 
     server = relay.Relay(kube.connection, upstream, port)
-    typer.echo(server.url)  # the one line on stdout, for scripts
+    typer.echo(server.token_url)  # the one line on stdout, for scripts
     if port is None and server.port != upstream.port:
         err.print(f"note: 127.0.0.1:{upstream.port} is in use; listening on {server.port} instead", markup=False)
     err.print(f"relaying to {upstream.what} (namespace {upstream.namespace}) through the API server at "
               f"{kube.connection.host}; Ctrl-C stops", markup=False)
+    err.print(f"open the URL above (its token logs the browser in); scripts send the token as 'Authorization: token "
+              f"TOKEN', e.g. ray job list --address {server.url.rstrip('/')} "
+              f"--headers '{{\"Authorization\": \"token TOKEN\"}}'", markup=False)
     if open_browser:
         import webbrowser
 
-        webbrowser.open(server.url)
+        webbrowser.open(server.token_url)
     server.run()
     err.print("stopped", markup=False)

@@ -13,13 +13,26 @@ absolute links of ``text/html`` pages are moved there too. The relay strips the 
 ``Location`` and relays a request path that already carries the prefix unchanged. The API server
 consumes ``Authorization`` (a backend never sees one): the client's is dropped, the kubeconfig's sent.
 
-The relay listens on 127.0.0.1 only and relays only requests addressed to a loopback name (``Host``)
-and, when a browser says where a request comes from (``Origin``), coming from the relay's own pages:
-another web page cannot borrow its credentials (DNS rebinding, cross-site requests).
+Who may use it. The relay listens on 127.0.0.1 only and relays only requests addressed to a loopback
+name (``Host``) and, when a browser says where a request comes from (``Origin``), coming from the
+relay's own pages: another web page cannot borrow its credentials (DNS rebinding, cross-site requests).
+Every request must also carry the relay's token, a random one per start (``secrets.token_urlsafe``)
+that appears only in the URL printed on stdout (``http://127.0.0.1:PORT/?token=T``), as Jupyter does,
+so another user of the machine cannot use the port: a ``GET``/``HEAD`` bearing it in its query gets
+the HttpOnly, ``SameSite=Strict`` cookie ``nrl-k8s-relay-PORT`` and a redirect to the same URL
+without it; later requests (websockets too) carry the cookie. A script sends ``Authorization: token T``
+(or ``Bearer T``), or the token in the query. Anything else is a 403 saying to open the printed URL.
+A request that may change something (any method but ``GET``, ``HEAD``, ``OPTIONS``) authenticated by
+the cookie alone also needs an ``Origin`` (else a ``Referer``) that is the relay's own, since a
+browser attaches cookies to requests other pages start; a header or query token cannot come from a
+page that does not know it. Neither the token nor the cookie is passed on: the API server gets the
+client's other cookies and the target without its ``token`` parameter.
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import signal
 import socket
 import socketserver
@@ -27,7 +40,7 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 import urllib3
 
@@ -39,8 +52,8 @@ from .kinds import dgd, raycluster
 from .kinds.service import KIND as SERVICE
 from .tunnel import close_socket, is_upgrade, request_head, upgrade
 
-__all__ = ["Relay", "Upstream", "cluster_dashboard", "frontend", "local_location", "ray_dashboard", "refusal",
-           "request_headers", "upstream_path"]
+__all__ = ["Admitted", "Login", "Refused", "Relay", "Upstream", "admission", "cluster_dashboard", "cookie_name",
+           "frontend", "local_location", "ray_dashboard", "refusal", "request_headers", "upstream_path"]
 
 LOOPBACK = "127.0.0.1"
 CONNECT_TIMEOUT_S = 10.0
@@ -49,6 +62,8 @@ CHUNK = 64 * 1024
 NOT_PASSED_ON = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
                            "te", "trailer", "transfer-encoding", "upgrade", "host", "authorization", "expect"})
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+TOKEN_PARAM = "token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # any other may change something
 
 
 @dataclass(frozen=True)
@@ -122,10 +137,15 @@ def local_location(location: str, prefix: str, server: str) -> str:
     return rest + (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
-def request_headers(headers: list[tuple[str, str]], auth: dict[str, str], *, upgrade: bool = False) -> list[tuple[str, str]]:
-    """The client's end-to-end headers plus ``auth``; an upgrade keeps ``Upgrade`` and says ``Connection: Upgrade``."""
+def request_headers(headers: list[tuple[str, str]], auth: dict[str, str], *, upgrade: bool = False,
+                    drop_cookie: str | None = None) -> list[tuple[str, str]]:
+    """The client's end-to-end headers plus ``auth``, without the cookie ``drop_cookie`` (a ``Cookie``
+    left empty is dropped); an upgrade keeps ``Upgrade`` and says ``Connection: Upgrade``."""
     named = {token.strip().lower() for key, value in headers if key.lower() == "connection" for token in value.split(",")}
     kept = [(k, v) for k, v in headers if k.lower() not in NOT_PASSED_ON and k.lower() not in named]
+    if drop_cookie is not None:
+        kept = [(k, _without_cookie(v, drop_cookie) if k.lower() == "cookie" else v) for k, v in kept]
+        kept = [(k, v) for k, v in kept if k.lower() != "cookie" or v]
     if upgrade:
         kept += [(k, v) for k, v in headers if k.lower() == "upgrade"] + [("Connection", "Upgrade")]
     return kept + list(auth.items())
@@ -135,9 +155,108 @@ def refusal(host: str | None, origin: str | None, port: int) -> str | None:
     """Why a request may not use the relay (None: it may): only loopback names, and only the relay's own pages."""
     if host is not None and _address(f"//{host}")[1] not in _LOOPBACK_NAMES:
         return f"nrl-k8s dashboard relays only requests for 127.0.0.1 or localhost, not for {host}"
-    if origin is not None and _address(origin) not in {("http", name, port) for name in _LOOPBACK_NAMES}:
+    if origin is not None and not _own(origin, port):
         return f"nrl-k8s dashboard relays only requests from its own pages (http://{LOOPBACK}:{port}), not from {origin}"
     return None
+
+
+def cookie_name(port: int) -> str:
+    """The relay's cookie; one per port, as cookies are shared by every port of a host."""
+    return f"nrl-k8s-relay-{port}"
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """Relay the request, to ``target`` (the client's without its ``token`` parameter)."""
+
+    target: str
+
+
+@dataclass(frozen=True)
+class Login:
+    """A valid token in a page's URL: set the cookie and redirect to ``location`` (the URL without it)."""
+
+    location: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    why: str
+
+
+Admission = Admitted | Login | Refused
+
+
+def admission(token: str, port: int, method: str, target: str, headers: list[tuple[str, str]], *,
+              upgrade: bool = False) -> Admission:
+    """Whether a request to the relay on ``port`` proves it knows ``token`` (see the module): by its
+    ``Authorization`` header, its query or the relay's cookie (then, for a method that may change
+    something, only from the relay's own pages)."""
+    target, offered = _without_token(target)
+    if any(_same(t, token) for t in offered):
+        return Login(target) if method in ("GET", "HEAD") and not upgrade else Admitted(target)
+    if any(_same(t, token) for t in _authorization_tokens(headers)):
+        return Admitted(target)
+    if not any(_same(t, token) for t in _cookies(headers, cookie_name(port))):
+        return Refused(f"nrl-k8s dashboard: this relay needs its token: open the URL it printed "
+                       f"(http://{LOOPBACK}:{port}/?token=...), or send it as 'Authorization: token TOKEN'")
+    if method not in SAFE_METHODS:
+        source = _header(headers, "Origin") or _header(headers, "Referer")
+        if source is None or not _own(source, port):
+            return Refused(f"nrl-k8s dashboard relays a {method} only from its own pages (Origin or Referer "
+                           f"http://{LOOPBACK}:{port}); scripts send 'Authorization: token TOKEN'")
+    return Admitted(target)
+
+
+def _same(offered: str, token: str) -> bool:
+    return hmac.compare_digest(offered.encode(), token.encode())
+
+
+def _without_token(target: str) -> tuple[str, list[str]]:
+    """(``target`` in origin form without its ``token`` parameters, their values)."""
+    if not target.startswith("/"):  # absolute form
+        parts = urlsplit(target)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    path, mark, query = target.partition("?")
+    kept, tokens = [], []
+    for item in query.split("&") if mark else []:
+        name, _, value = item.partition("=")
+        if unquote_plus(name) == TOKEN_PARAM:
+            tokens.append(unquote_plus(value))
+        else:
+            kept.append(item)
+    return path + (f"?{'&'.join(kept)}" if kept else ""), tokens
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    return next((v for k, v in headers if k.lower() == name.lower()), None)
+
+
+def _authorization_tokens(headers: list[tuple[str, str]]) -> list[str]:
+    """The credentials of ``Authorization: token T`` and ``Authorization: Bearer T`` headers."""
+    found = []
+    for key, value in headers:
+        scheme, _, credential = value.strip().partition(" ")
+        if key.lower() == "authorization" and scheme.lower() in ("token", "bearer"):
+            found.append(credential.strip())
+    return found
+
+
+def _cookies(headers: list[tuple[str, str]], name: str) -> list[str]:
+    """The values of the cookie ``name`` in every ``Cookie`` header."""
+    return [value.strip() for key, header in headers if key.lower() == "cookie"
+            for cookie_name_, _, value in (pair.strip().partition("=") for pair in header.split(";"))
+            if cookie_name_ == name]
+
+
+def _without_cookie(header: str, name: str) -> str:
+    """A ``Cookie`` header without the cookie ``name``."""
+    return "; ".join(pair.strip() for pair in header.split(";") if pair.strip() and pair.strip().partition("=")[0] != name)
+
+
+def _own(url: str, port: int) -> bool:
+    """Whether ``url`` (an Origin or a Referer) is on the relay: http, a loopback name, its port."""
+    return _address(url) in {("http", name, port) for name in _LOOPBACK_NAMES}
 
 
 def _address(url: str) -> tuple[str, str | None, int | None]:
@@ -165,6 +284,9 @@ class Relay:
         self._serving = threading.Event()
         self.port = self._server.server_address[1]
         self.url = f"http://{LOOPBACK}:{self.port}/"
+        self.token = secrets.token_urlsafe(32)  # this start's; shown only in token_url
+        self.token_url = f"{self.url}?{TOKEN_PARAM}={self.token}"
+        self._cookie = f"{cookie_name(self.port)}={self.token}; Path=/; HttpOnly; SameSite=Strict"
 
     def serve_forever(self) -> None:
         """Serve until ``close`` (from another thread) or KeyboardInterrupt."""
@@ -210,24 +332,38 @@ class Relay:
                 self._open.discard(sock)
 
     def handle(self, h: _Handler) -> None:
+        upgrading = is_upgrade(h.headers.get("Connection"), h.headers.get("Upgrade"))
         why = refusal(h.headers.get("Host"), h.headers.get("Origin"), self.port)
-        if why:
+        verdict = Refused(why) if why else admission(self.token, self.port, h.command, h.path, h.headers.items(),
+                                                      upgrade=upgrading)
+        if isinstance(verdict, Refused):
             h.close_connection = True
-            _reply(h, 403, why)
-        elif is_upgrade(h.headers.get("Connection"), h.headers.get("Upgrade")):
-            self._tunnel(h)
+            _reply(h, 403, verdict.why)
+        elif isinstance(verdict, Login):
+            h.close_connection = True  # a GET's body, if any, is not read
+            h.send_response_only(302)
+            h.send_header("Location", verdict.location)
+            h.send_header("Set-Cookie", self._cookie)
+            h.send_header("Cache-Control", "no-store")
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+        elif upgrading:
+            self._tunnel(h, verdict.target)
         else:
-            self._forward(h)
+            self._forward(h, verdict.target)
 
-    def _forward(self, h: _Handler) -> None:
+    def _headers(self, h: _Handler, auth: dict[str, str], upgrade: bool = False) -> list[tuple[str, str]]:
+        return request_headers(h.headers.items(), auth, upgrade=upgrade, drop_cookie=cookie_name(self.port))
+
+    def _forward(self, h: _Handler, target: str) -> None:
         try:
             body, chunked = _request_body(h)
         except ValueError:
             h.close_connection = True
             return _reply(h, 400, f"nrl-k8s dashboard: Content-Length {h.headers.get('Content-Length')!r} is not a number")
         try:
-            url = self.connection.host + upstream_path(self.upstream.prefix, h.path)
-            headers = request_headers(h.headers.items(), self.connection.headers())
+            url = self.connection.host + upstream_path(self.upstream.prefix, target)
+            headers = self._headers(h, self.connection.headers())
             response = self._pool.urlopen(h.command, url, body=body, headers=urllib3.HTTPHeaderDict(headers),
                                           chunked=chunked, retries=False, redirect=False, preload_content=False,
                                           decode_content=False, timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S))
@@ -272,7 +408,7 @@ class Relay:
         if chunked:
             h.wfile.write(b"0\r\n\r\n")
 
-    def _tunnel(self, h: _Handler) -> None:
+    def _tunnel(self, h: _Handler, target: str) -> None:
         """An upgrade: its own socket to the API server, the request head, then bytes both ways."""
         h.close_connection = True
         server = urlsplit(self.connection.host)
@@ -283,9 +419,8 @@ class Relay:
             return _reply(h, 502, f"nrl-k8s dashboard: cannot reach the API server at {self.connection.host}: {exc}")
         self.track(upstream)
         try:
-            target = server.path.rstrip("/") + upstream_path(self.upstream.prefix, h.path)
-            headers = request_headers(h.headers.items(), auth, upgrade=True)
-            upgrade(h, upstream, request_head(h.command, target, server.netloc, headers))
+            path = server.path.rstrip("/") + upstream_path(self.upstream.prefix, target)
+            upgrade(h, upstream, request_head(h.command, path, server.netloc, self._headers(h, auth, upgrade=True)))
         except OSError:
             pass
         finally:

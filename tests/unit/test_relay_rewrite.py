@@ -1,11 +1,13 @@
 """nrl_k8s.relay's request and response rewriting (pure): request paths onto the service proxy's
-prefix, Location headers back to the relay's root, headers passed on, and who may use the relay."""
+prefix, Location headers back to the relay's root, headers passed on, and who may use the relay
+(loopback names, its own pages, the session token)."""
 
 from __future__ import annotations
 
 import pytest
 
-from nrl_k8s.relay import Upstream, local_location, refusal, request_headers, upstream_path
+from nrl_k8s.relay import (Admitted, Login, Refused, Upstream, admission, cookie_name, local_location, refusal,
+                           request_headers, upstream_path)
 
 PREFIX = Upstream("team", "rc-head-svc", 8265, "the dashboard").prefix
 SERVER = "https://api.example:6443"
@@ -89,3 +91,67 @@ def test_refusal(host, origin, refused):
     assert bool(why) == refused
     if refused:
         assert "nrl-k8s dashboard relays only" in why
+
+
+def test_request_headers_drop_the_relays_cookie_only():
+    sent = [("Cookie", "a=1; nrl-k8s-relay-8265=T; b=2"), ("Cookie", "nrl-k8s-relay-8265=T"),
+            ("Cookie", "nrl-k8s-relay-8000=other"), ("Authorization", "token T")]
+    assert request_headers(sent, {}, drop_cookie=cookie_name(8265)) == [
+        ("Cookie", "a=1; b=2"), ("Cookie", "nrl-k8s-relay-8000=other")]
+
+
+TOKEN, PORT = "s3cret-Token_x", 8265
+COOKIE = ("Cookie", f"theme=dark; {cookie_name(PORT)}={TOKEN}")
+OWN = ("Origin", f"http://127.0.0.1:{PORT}")
+SHORT = "needs its token"
+CROSS = "only from its own pages"
+ADMISSIONS = {
+    # name: (method, target, headers, upgrade, expected: Admitted(target) | Login(location) | Refused text)
+    "nothing": ("GET", "/", [], False, SHORT),
+    "a wrong token in the query": ("GET", "/?token=guess", [], False, SHORT),
+    "a wrong header token": ("GET", "/api/jobs/", [("Authorization", "token guess")], False, SHORT),
+    "a wrong cookie": ("GET", "/", [("Cookie", f"{cookie_name(PORT)}=guess")], False, SHORT),
+    "another port's cookie": ("GET", "/", [("Cookie", f"{cookie_name(8000)}={TOKEN}")], False, SHORT),
+    "the token as another cookie's value": ("GET", "/", [("Cookie", f"x={TOKEN}")], False, SHORT),
+    "an empty token": ("GET", "/?token=", [("Authorization", "token ")], False, SHORT),
+    "a token prefix": ("GET", f"/?token={TOKEN[:-1]}", [], False, SHORT),
+    "a non-ASCII token": ("GET", "/?token=%C3%A9", [("Authorization", "token \u00e9")], False, SHORT),
+    "Basic auth": ("GET", "/", [("Authorization", f"Basic {TOKEN}")], False, SHORT),
+    "the token in a page URL: log in": ("GET", f"/jobs/?token={TOKEN}", [], False, Login("/jobs/")),
+    "the token among other parameters": ("GET", f"/api/jobs/?a=1&token={TOKEN}&b=%20", [], False,
+                                         Login("/api/jobs/?a=1&b=%20")),
+    "HEAD with the token: log in": ("HEAD", f"/?token={TOKEN}", [], False, Login("/")),
+    "absolute-form target with the token": ("GET", f"http://127.0.0.1:{PORT}/x?token={TOKEN}", [], False, Login("/x")),
+    "a websocket with the token in the query": ("GET", f"/ws?token={TOKEN}", [], True, Admitted("/ws")),
+    "a POST with the token in the query": ("POST", f"/api/jobs/?token={TOKEN}", [], False, Admitted("/api/jobs/")),
+    "header token": ("GET", "/api/jobs/", [("Authorization", f"token {TOKEN}")], False, Admitted("/api/jobs/")),
+    "Bearer header token": ("GET", "/v1/models", [("authorization", f"Bearer {TOKEN}")], False, Admitted("/v1/models")),
+    "header token POST without Origin": ("POST", "/api/jobs/", [("Authorization", f"token {TOKEN}")], False,
+                                         Admitted("/api/jobs/")),
+    "cookie GET": ("GET", "/api/jobs/", [COOKIE], False, Admitted("/api/jobs/")),
+    "cookie websocket": ("GET", "/ws", [COOKIE], True, Admitted("/ws")),
+    "cookie GET with a stale token in the query": ("GET", "/?token=old&x=1", [COOKIE], False, Admitted("/?x=1")),
+    "cookie POST without Origin or Referer": ("POST", "/api/jobs/", [COOKIE], False, CROSS),
+    "cookie DELETE without Origin": ("DELETE", "/api/jobs/j", [COOKIE], False, CROSS),
+    "cookie PUT from another site": ("PUT", "/x", [COOKIE, ("Origin", "https://evil.example")], False, CROSS),
+    "cookie PATCH from another local port": ("PATCH", "/x", [COOKIE, ("Origin", "http://127.0.0.1:3000")], False, CROSS),
+    "cookie POST from an opaque origin": ("POST", "/x", [COOKIE, ("Origin", "null")], False, CROSS),
+    "cookie POST with a foreign Referer": ("POST", "/x", [COOKIE, ("Referer", "https://evil.example/a")], False, CROSS),
+    "cookie POST over https Referer": ("POST", "/x", [COOKIE, ("Referer", f"https://127.0.0.1:{PORT}/")], False, CROSS),
+    "cookie custom method without Origin": ("PROPFIND", "/x", [COOKIE], False, CROSS),
+    "cookie POST from the relay's page": ("POST", "/api/jobs/", [COOKIE, OWN], False, Admitted("/api/jobs/")),
+    "cookie POST from the relay's page by name": ("POST", "/x", [COOKIE, ("Origin", f"http://localhost:{PORT}")], False,
+                                                  Admitted("/x")),
+    "cookie DELETE with the relay's Referer": ("DELETE", "/x", [COOKIE, ("Referer", f"http://127.0.0.1:{PORT}/#/jobs")],
+                                               False, Admitted("/x")),
+    "cookie OPTIONS without Origin": ("OPTIONS", "/x", [COOKIE], False, Admitted("/x")),
+}
+
+
+@pytest.mark.parametrize(("method", "target", "headers", "upgrade", "expected"), ADMISSIONS.values(), ids=ADMISSIONS.keys())
+def test_admission(method, target, headers, upgrade, expected):
+    got = admission(TOKEN, PORT, method, target, headers, upgrade=upgrade)
+    if isinstance(expected, str):
+        assert isinstance(got, Refused) and expected in got.why and TOKEN not in got.why
+    else:
+        assert got == expected
