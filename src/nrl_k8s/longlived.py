@@ -123,6 +123,7 @@ class LongLived(BringUp):
         self.submitting = False  # a driver POST was sent: the job may exist even if it failed
         self.unfinished: list[tuple[Kind, str]] = []  # what this bring-up created unowned or took over
         self._unfinished_s = bringup_seconds(plan)
+        self._unsure = False  # driver_started could not tell (the API failed): fail says how to check
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> tuple[dict, dict[str, package_mod.Package]]:
@@ -383,7 +384,20 @@ class LongLived(BringUp):
         try:
             return self.driver_source().get_job(self.plan.driver.submission_id) is not None
         except NrlK8sError:
+            self._unsure = True
             return None
+
+    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
+        """``BringUp.fail``; when it could not tell whether the driver started (nothing is then
+        deleted), the error also says how to find out and how to stop it."""
+        failure = super().fail(error)
+        if self._unsure:
+            run_id = self.plan.run_id
+            failure.hint = "; ".join(filter(None, [failure.hint, (
+                f"driver {run_id} may be running on RayCluster {self.cluster}; nothing was deleted: see "
+                f"`nrl-k8s job list`, stop it with `nrl-k8s job stop --job {run_id}`"
+                + (" (--force: KILL)" if self.plan.submitter == "exec" else ""))]))
+        return failure
 
     def running_hint(self) -> str:
         from .execdriver import LOG_NAME
