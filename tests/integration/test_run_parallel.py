@@ -1,8 +1,8 @@
-"""`run --rayjob --parallel` and `nrl-k8s gc`, as a user runs them, against the sandbox.
+"""`run --rayjob`, parallel and serial, killed or failing, as a user runs it, against the sandbox.
 
-A killed `nrl-k8s` (kill -9) is the case both exist for: in the parallel order the RayJob's
-pre-running deadline and GC remove everything; in the serial order `gc` removes exactly what
-the dead run left. The points where the CLI is killed are found by watching the objects it
+A killed `nrl-k8s` (kill -9) is the case both orders are built for: in the parallel order the
+RayJob's pre-running deadline and GC remove everything; in the serial order the start lease
+(a Job with a deadline) and GC do. The points where the CLI is killed are found by watching the objects it
 creates; per-kind sandbox delays (the ``delay`` fault) keep each wait open long enough.
 """
 
@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually, interruptible, run_cli
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, run_cli
 from test_run_rayjob import EXAMPLE_ENTRYPOINT, NVIDIA, PAIR, RAY, Run
 
 APPS = ("apps", "v1")
@@ -131,51 +131,40 @@ def test_kill_9_in_the_parallel_order_leaves_nothing_once_the_deadline_passes(ru
     assert created and all(_owners(_first(dgds, name)) for name in created)
 
 
-def test_kill_9_in_the_serial_order_then_gc_removes_exactly_the_leftovers(run, tmp_path):
-    names = {point: f"ser-{point}-{uuid.uuid4().hex[:4]}" for point in ("dgd", "rayjob", "cluster")}
+def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_path):
+    names = {point: f"ser-{point}-{uuid.uuid4().hex[:4]}" for point in ("rayjob", "dgd", "cluster")}
     killed = Killed(run, tmp_path)
-    gc = lambda *flags: run.cli("-n", run.ns, "gc", *flags)  # noqa: E731
+    batch = client.BatchV1Api(run.api)
+    # readyTimeoutS 30: the lease ends 30 + 120 s after it is created. The DGD delay keeps the
+    # second run's DGD wait open; the failing DGD patches hold the third run where it moves its DGD
+    # from the resumed RayJob to the new cluster, before it releases the lease.
     with run.history(RAY, "rayjobs") as jobs, run.history(NVIDIA, "dynamographdeployments") as dgds, \
-            run.sandbox.fault("delay", "dgd:45;raycluster:600"):
-        # killed in its DGD wait (the CLI would give up at readyTimeoutS 30): its owner deadline is
-        # 30 + 60 s after the DGD is created
-        killed.start(names["dgd"], extra=("infra.dynamo.serving.readyTimeoutS=30",))
-        killed.start(names["rayjob"])
-        killed.start(names["cluster"])
-        waiting = killed.kill_when(dgds, names["dgd"], f"{names['dgd']}-dgd")
-        killed.kill_when(jobs, names["rayjob"], names["rayjob"])
-        jobs.wait(lambda h: any((o.get("status") or {}).get("rayClusterName") for _, o in h.events(names["cluster"])),
-                  what="the third run's cluster named")
-        killed.kill_when(jobs, names["cluster"], names["cluster"])
+            run.history(RAY, "rayclusters") as clusters, History(batch.list_namespaced_job, run.ns) as leases, \
+            run.sandbox.fault("delay", "dgd:20;raycluster:600"), \
+            run.sandbox.fault("api-errors", "patch:dynamographdeployments:500:100000"):
+        for name in names.values():
+            killed.start(name, extra=("infra.dynamo.serving.readyTimeoutS=30",))
+        killed.kill_when(jobs, names["rayjob"], names["rayjob"])  # right after the suspended RayJob is created
+        killed.kill_when(dgds, names["dgd"], f"{names['dgd']}-dgd")  # during the DGD wait
+        cluster_of = lambda h, name: next((o["status"].get("rayClusterName") for _, o in h.events(name)  # noqa: E731
+                                           if not o["spec"].get("suspend") and (o.get("status") or {}).get("rayClusterName")), None)
+        jobs.wait(lambda h: cluster_of(h, names["cluster"]), what="the third run's RayJob resumed and its cluster named")
+        killed.kill_when(clusters, names["cluster"], cluster_of(jobs, names["cluster"]))  # moving its DGD to the cluster
 
-        # Before its deadline the first run may still be starting: kept. The other two have live
-        # RayJobs: whatever of theirs is still unowned (the CLI may have linked its DGD before it
-        # died) is linked to their RayJob or its cluster, as the run would have done.
-        dry = gc("--dry-run")
-        assert dry.returncode == 0, dry.stderr
-        assert f"kept: DynamoGraphDeployment {names['dgd']}-dgd" in dry.stdout and "would delete" not in dry.stdout
-        for name in (names["rayjob"], names["cluster"]):
-            run.wait_for(RAY, "rayjobs", name, lambda o: o and o["status"].get("rayClusterName"))
-        linked = gc()
-        assert linked.returncode == 0, linked.stderr
-        for line in linked.stdout.splitlines():
-            assert line.startswith("linked to Ray") or line.startswith(f"kept: DynamoGraphDeployment {names['dgd']}-dgd"), line
-        for name in (names["rayjob"], names["cluster"]):
-            cluster = run.get(RAY, "rayclusters", run.get(RAY, "rayjobs", name)["status"]["rayClusterName"])
-            assert _owners(run.get(NVIDIA, "dynamographdeployments", f"{name}-dgd")) == [cluster["metadata"]["uid"]]
-        assert run.get(NVIDIA, "dynamographdeployments", f"{names['dgd']}-dgd") is not None
-
-        # Past the first run's deadline, gc deletes its DGD — and only that.
-        deadline = waiting["metadata"]["annotations"]["nrl-k8s.io/owner-deadline"]
-        eventually(lambda: gc("--dry-run").stdout.count("would delete") == 1,
-                   what=f"the first run's owner deadline ({deadline}) to pass")
-        deleted = gc()
-        rows = [line for line in deleted.stdout.splitlines() if line.startswith("deleted:")]
-        assert rows == [f"deleted: DynamoGraphDeployment {names['dgd']}-dgd (run {waiting['metadata']['labels']['nrl-k8s.io/run-id']}: "
-                        "its run died before creating its RayJob)"], deleted.stdout
-        dgds.wait(lambda h: any(kind == "DELETED" for kind, _ in h.events(f"{names['dgd']}-dgd")), what="deleted")
-        assert {n for n in dgds.objects()} == {f"{names['rayjob']}-dgd", f"{names['cluster']}-dgd"}
-        assert gc("--dry-run").stdout.strip().startswith("nothing left behind")
+        # No one runs gc: each lease fails at its deadline, the TTL controller deletes it, and GC
+        # takes its RayJob and everything that hangs off it.
+        leases.wait(lambda h: h.events() and not h.objects(), what="every lease ended", timeout_s=2 * DEADLINE_S)
+        jobs.wait(lambda h: not h.objects(), what="every RayJob deleted")
+        clusters.wait(lambda h: not h.objects(), what="every cluster deleted")
+        dgds.wait(lambda h: h.events() and not h.objects(), what="every DGD collected")
+    ended = {obj["metadata"]["name"]: obj for kind, obj in leases.events() if kind != "DELETED"
+             and any(c["type"] == "Failed" for c in (obj.get("status") or {}).get("conditions") or [])}
+    assert {f"{name}-lease" for name in names.values()} <= set(ended)
+    assert all(next(c for c in obj["status"]["conditions"] if c["type"] == "Failed")["reason"] == "DeadlineExceeded"
+               for obj in ended.values())
+    # Nothing was unowned at any moment: each RayJob and DGD had an owner from its first revision.
+    assert all(_owners(_first(jobs, name)) for name in names.values())
+    assert all(_owners(_first(dgds, name)) for name in {obj["metadata"]["name"] for _, obj in dgds.events()})
 
 
 def test_parallel_dgd_failure_rolls_back_everything_the_run_created(run):
