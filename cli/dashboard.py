@@ -63,6 +63,6 @@ def serve(kube, upstream, port: int | None, open_browser: bool) -> None:
     if open_browser:
         import webbrowser
 
-        webbrowser.open(server.token_url)
+        webbrowser.open(server.open_url())  # its token logs in once: the browser's command line is public
     server.run()
     err.print("stopped", markup=False)

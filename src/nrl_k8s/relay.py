@@ -21,7 +21,9 @@ that appears only in the URL printed on stdout (``http://127.0.0.1:PORT/?token=T
 so another user of the machine cannot use the port: a ``GET``/``HEAD`` bearing it in its query gets
 the HttpOnly, ``SameSite=Strict`` cookie ``nrl-k8s-relay-PORT`` and a redirect to the same URL
 without it; later requests (websockets too) carry the cookie. A script sends ``Authorization: token T``
-(or ``Bearer T``), or the token in the query. Anything else is a 403 saying to open the printed URL.
+(or ``Bearer T``), or the token in the query. ``--open`` gives the browser another URL whose token
+logs in once (a command line is visible to other users). Anything else is a 403 saying to open the
+printed URL.
 A request that may change something (any method but ``GET``, ``HEAD``, ``OPTIONS``) authenticated by
 the cookie alone also needs an ``Origin`` (else a ``Referer``) that is the relay's own, since a
 browser attaches cookies to requests other pages start; a header or query token cannot come from a
@@ -174,9 +176,11 @@ class Admitted:
 
 @dataclass(frozen=True)
 class Login:
-    """A valid token in a page's URL: set the cookie and redirect to ``location`` (the URL without it)."""
+    """A valid token in a page's URL: set the cookie and redirect to ``location`` (the URL without it);
+    ``once``: the one-time token it was (to be used up)."""
 
     location: str
+    once: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,13 +192,17 @@ Admission = Admitted | Login | Refused
 
 
 def admission(token: str, port: int, method: str, target: str, headers: list[tuple[str, str]], *,
-              upgrade: bool = False) -> Admission:
+              upgrade: bool = False, once: frozenset[str] = frozenset()) -> Admission:
     """Whether a request to the relay on ``port`` proves it knows ``token`` (see the module): by its
     ``Authorization`` header, its query or the relay's cookie (then, for a method that may change
-    something, only from the relay's own pages)."""
+    something, only from the relay's own pages). A page's URL may instead carry one of the one-time
+    tokens ``once`` (the URL given to a browser's command line, which others may read)."""
     target, offered = _without_token(target)
+    page = method in ("GET", "HEAD") and not upgrade
     if any(_same(t, token) for t in offered):
-        return Login(target) if method in ("GET", "HEAD") and not upgrade else Admitted(target)
+        return Login(target) if page else Admitted(target)
+    if page and (used := next((o for t in offered for o in once if _same(t, o)), None)):
+        return Login(target, once=used)
     if any(_same(t, token) for t in _authorization_tokens(headers)):
         return Admitted(target)
     if not any(_same(t, token) for t in _cookies(headers, cookie_name(port))):
@@ -286,6 +294,7 @@ class Relay:
         self.url = f"http://{LOOPBACK}:{self.port}/"
         self.token = secrets.token_urlsafe(32)  # this start's; shown only in token_url
         self.token_url = f"{self.url}?{TOKEN_PARAM}={self.token}"
+        self._once: set[str] = set()
         self._cookie = f"{cookie_name(self.port)}={self.token}; Path=/; HttpOnly; SameSite=Strict"
 
     def serve_forever(self) -> None:
@@ -324,6 +333,21 @@ class Relay:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def open_url(self) -> str:
+        """A URL for a browser's command line (other users may read it): its token logs in once."""
+        once = secrets.token_urlsafe(32)
+        with self._lock:
+            self._once.add(once)
+        return f"{self.url}?{TOKEN_PARAM}={once}"
+
+    def _use(self, once: str | None) -> bool:
+        """Use up the one-time token ``once`` (None: not one); False when it was already used."""
+        with self._lock:
+            if once is None or once in self._once:
+                self._once.discard(once or "")
+                return True
+            return False
+
     def track(self, sock: socket.socket, opened: bool = True) -> None:
         with self._lock:
             if opened:
@@ -334,8 +358,12 @@ class Relay:
     def handle(self, h: _Handler) -> None:
         upgrading = is_upgrade(h.headers.get("Connection"), h.headers.get("Upgrade"))
         why = refusal(h.headers.get("Host"), h.headers.get("Origin"), self.port)
+        with self._lock:
+            once = frozenset(self._once)
         verdict = Refused(why) if why else admission(self.token, self.port, h.command, h.path, h.headers.items(),
-                                                      upgrade=upgrading)
+                                                      upgrade=upgrading, once=once)
+        if isinstance(verdict, Login) and not self._use(verdict.once):
+            verdict = Refused("nrl-k8s dashboard: that one-time URL was used already; open the URL the relay printed")
         if isinstance(verdict, Refused):
             h.close_connection = True
             _reply(h, 403, verdict.why)

@@ -301,6 +301,17 @@ def test_the_token_in_the_url_buys_a_cookie(tmp_path, pki, api):
     assert not any(relay.token in json.dumps(s["headers"]) + s["path"] for s in seen)
 
 
+def test_an_open_url_logs_in_once(tmp_path, pki, api):
+    url, seen, _ = api
+    with relaying(connection(tmp_path, pki, url)) as relay:
+        opened = relay.open_url()
+        first, again = (httpx.get(opened, timeout=WAIT_S) for _ in range(2))
+    assert opened.startswith(relay.url + "?token=") and relay.token not in opened
+    assert first.status_code == 302 and first.headers["set-cookie"].startswith(f"{cookie_name(relay.port)}={relay.token};")
+    assert again.status_code == 403 and "open the URL it printed" in again.text
+    assert seen == []
+
+
 def test_a_cookie_post_only_from_the_relays_own_pages(tmp_path, pki, api):
     url, seen, _ = api
     with relaying(connection(tmp_path, pki, url)) as relay:

@@ -145,12 +145,17 @@ ADMISSIONS = {
     "cookie DELETE with the relay's Referer": ("DELETE", "/x", [COOKIE, ("Referer", f"http://127.0.0.1:{PORT}/#/jobs")],
                                                False, Admitted("/x")),
     "cookie OPTIONS without Origin": ("OPTIONS", "/x", [COOKIE], False, Admitted("/x")),
+    "a one-time token in a page URL": ("GET", "/?a=1&token=once-1", [], False, Login("/?a=1", once="once-1")),
+    "a one-time token on a websocket": ("GET", "/ws?token=once-1", [], True, SHORT),
+    "a one-time token on a POST": ("POST", "/api/jobs/?token=once-1", [], False, SHORT),
+    "a one-time token as a header": ("GET", "/", [("Authorization", "token once-1")], False, SHORT),
+    "a one-time token as the cookie": ("GET", "/", [("Cookie", f"{cookie_name(PORT)}=once-1")], False, SHORT),
 }
 
 
 @pytest.mark.parametrize(("method", "target", "headers", "upgrade", "expected"), ADMISSIONS.values(), ids=ADMISSIONS.keys())
 def test_admission(method, target, headers, upgrade, expected):
-    got = admission(TOKEN, PORT, method, target, headers, upgrade=upgrade)
+    got = admission(TOKEN, PORT, method, target, headers, upgrade=upgrade, once=frozenset({"once-1"}))
     if isinstance(expected, str):
         assert isinstance(got, Refused) and expected in got.why and TOKEN not in got.why
     else:
