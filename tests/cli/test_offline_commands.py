@@ -82,7 +82,7 @@ def test_check_output_bundle_redacts_secrets(cli, tmp_path, monkeypatch, suffix)
     text = target.read_text()
     data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
     assert set(data) == {"infra", "recipe", "manifests", "long_lived"}
-    assert [m["kind"] for m in data["manifests"]] == ["DynamoGraphDeployment", "Secret", "RayJob"]
+    assert [m["kind"] for m in data["manifests"]] == ["Job", "RayJob", "Secret", "DynamoGraphDeployment"]
     assert [m["kind"] for m in data["long_lived"]] == ["RayCluster", "Secret", "DynamoGraphDeployment"]  # HF_TOKEN: its env Secret
     assert data["recipe"]["policy"]["generation"]["backend"] == "dynamo"
     assert "hf_topsecret" not in text and "hf_topsecret" not in result.stdout
@@ -96,8 +96,8 @@ def test_run_dry_run_prints_dgd_then_secret_then_rayjob(cli):
     result = cli("run", "--rayjob", "--dry-run", *KIND)
     assert result.exit_code == 0, result.stderr
     docs = list(yaml.safe_load_all(result.stdout))
-    assert [d["kind"] for d in docs] == ["DynamoGraphDeployment", "Secret", "RayJob"]
-    job = docs[2]
+    assert [d["kind"] for d in docs] == ["Job", "RayJob", "Secret", "DynamoGraphDeployment"]  # the lease first
+    job = docs[1]
     assert job["spec"]["submissionMode"] == "HTTPMode"
     assert "NRL_K8S_RECIPE" in job["spec"]["entrypoint"]
     for doc in docs:
@@ -107,7 +107,7 @@ def test_run_dry_run_prints_dgd_then_secret_then_rayjob(cli):
 
 def test_run_dry_run_flags_reach_the_rayjob(cli):
     result = cli("run", "--dry-run", *KIND, "--no-shutdown", "--active-deadline-seconds", "3600")
-    job = list(yaml.safe_load_all(result.stdout))[-1]
+    job = next(d for d in yaml.safe_load_all(result.stdout) if d["kind"] == "RayJob")
     assert job["spec"]["shutdownAfterJobFinishes"] is False
     assert "ttlSecondsAfterFinished" not in job["spec"]
     assert job["spec"]["activeDeadlineSeconds"] == 3600
@@ -148,10 +148,10 @@ def test_run_dry_run_prints_every_object_in_apply_order(cli):
     result = cli("run", "--dry-run", *LONG_LIVED)
     assert result.exit_code == 0, result.stderr
     docs = list(yaml.safe_load_all(result.stdout))
-    assert [d["kind"] for d in docs] == ["Deployment", "Service", "DynamoGraphDeployment", "Secret", "ComputeDomain",
-                                         "ResourceClaimTemplate", "RayJob"]
-    job = docs[-1]["metadata"]["name"]
-    claims = docs[-1]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"]
+    assert [d["kind"] for d in docs] == ["Deployment", "Service", "Job", "RayJob", "Secret", "ComputeDomain",
+                                         "ResourceClaimTemplate", "DynamoGraphDeployment"]
+    job = docs[3]["metadata"]["name"]
+    claims = docs[3]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"]
     assert {c["resourceClaimTemplateName"] for c in claims} == {f"{job}-cd-channel", f"{job}-roce"}
 
 

@@ -43,7 +43,7 @@ def test_dry_run_prints_the_secret_redacted_and_no_value_in_the_rayjob(cli):
     assert result.exit_code == 0, result.stderr
     assert not _leaks(result.stdout + result.stderr)
     assert "secret values are redacted" in result.stderr
-    _, secret, job = yaml.safe_load_all(result.stdout)
+    _, job, secret, _ = yaml.safe_load_all(result.stdout)  # lease, RayJob, Secret, DGD
     assert set(secret["stringData"]) == {"recipe.yaml", "HF_HOME", *(k.rsplit(".", 1)[1] for k in SECRETS if k.startswith("infra.")),
                                          "PATH"}
     assert set(secret["stringData"].values()) == {REDACTED}
@@ -54,7 +54,7 @@ def test_dry_run_prints_the_secret_redacted_and_no_value_in_the_rayjob(cli):
 def test_dry_run_show_secrets_prints_what_would_be_applied_and_still_nothing_in_the_rayjob(cli):
     result = cli("run", "--dry-run", "--show-secrets", *KIND, *OVERRIDES)
     assert result.exit_code == 0, result.stderr
-    _, secret, job = yaml.safe_load_all(result.stdout)
+    _, job, secret, _ = yaml.safe_load_all(result.stdout)  # lease, RayJob, Secret, DGD
     assert secret["stringData"]["HF_TOKEN"] == HF
     assert "recipe_s3cr3t" in secret["stringData"]["recipe.yaml"]
     assert not _leaks(yaml.safe_dump(job))

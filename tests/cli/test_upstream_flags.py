@@ -60,7 +60,7 @@ def refused(result: subprocess.CompletedProcess, *words: str) -> None:
 # -- check --manifests-only -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("pair, kinds", [
-    (KIND, ["DynamoGraphDeployment", "Secret", "RayJob"]),
+    (KIND, ["Job", "RayJob", "Secret", "DynamoGraphDeployment"]),
     (BRINGUP, ["Deployment", "Service", "RayCluster", "ComputeDomain", "ResourceClaimTemplate", "RayCluster",
                "DynamoGraphDeployment"]),
 ], ids=["rayjob flow", "long-lived flow"])
@@ -79,7 +79,7 @@ def test_manifests_only_to_a_file(nrl, tmp_path):
     target = tmp_path / "run.yaml"
     written = nrl("check", *KIND, "--manifests-only", "-o", str(target))
     assert written.returncode == 0 and written.stdout == "", written.stderr
-    assert f"wrote 3 manifest(s) to {target}" in written.stderr
+    assert f"wrote 4 manifest(s) to {target}" in written.stderr
     assert target.read_text() == nrl("check", *KIND, "--manifests-only").stdout
     assert target.stat().st_mode & 0o777 == 0o600
 
@@ -152,7 +152,8 @@ def test_validate_is_a_hidden_deprecated_check(nrl, tmp_path):
 
 def _ttl(result: subprocess.CompletedProcess):
     assert result.returncode == 0, result.stderr
-    return list(yaml.safe_load_all(result.stdout))[-1]["spec"].get("ttlSecondsAfterFinished")
+    job = next(d for d in yaml.safe_load_all(result.stdout) if d["kind"] == "RayJob")
+    return job["spec"].get("ttlSecondsAfterFinished")
 
 
 def test_ttl_is_ttl_seconds(nrl):
