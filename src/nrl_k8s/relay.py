@@ -185,6 +185,8 @@ class Login:
 
 @dataclass(frozen=True)
 class Refused:
+    """Answer 403 with ``why``."""
+
     why: str
 
 
