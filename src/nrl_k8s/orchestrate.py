@@ -8,6 +8,8 @@
 2. the start lease (``kinds.lease``), then the RayJob suspended (KubeRay makes nothing yet) and
    owned by the lease, then the run Secret, the DRA objects and every DGD created with the RayJob
    as their owner (a DGD reused as identical is linked to it and lists this run among its users);
+   KubeRay refuses to suspend a RayJob that keeps its cluster (``--no-shutdown``): then the lease
+   owns them, and the RayJob is created (owned by the lease, taking the Secret) in step 4;
 3. every DGD awaited serving, in parallel; no training GPU is held meanwhile;
 4. the RayJob resumed; its RayCluster followed, and the DRA objects and DGDs moved from the
    RayJob to it (GC deletes them with the cluster, which KubeRay deletes when the job ends); the
@@ -86,7 +88,9 @@ class RayJobRun(BringUp):
         self.result = RunResult(rayjob=name, namespace=ns, dgds=self.dgd_actions, owners=self.dgd_owners)
         self.submitted = False  # the driver exists: from now on nothing is rolled back
         self.lease_ends = math.inf  # monotonic time the start lease ends (serial run, until released)
-        self.job: dict | None = None  # the RayJob as created
+        self.lease: dict | None = None  # the start lease and the RayJob, as created
+        self.job: dict | None = None
+        self.holder: dict | None = None  # what owns the run's objects until its RayCluster does
 
     # -- preflight -------------------------------------------------------------------------
     def preflight(self) -> dict[str, dict | None]:
@@ -151,27 +155,43 @@ class RayJobRun(BringUp):
 
     # -- bring-up --------------------------------------------------------------------------
     def apply_held(self) -> dict:
-        """The lease, the RayJob suspended and owned by it, then the run Secret and the DRA objects
-        created with the RayJob as their owner (``apply_dgds`` does the DGDs): none is ever unowned."""
-        held_by = self.create(lease.KIND, self.plan.lease, "lease")
+        """The lease, then the RayJob suspended and owned by it, then the run Secret and the DRA
+        objects created with the RayJob as their owner (``apply_dgds`` does the DGDs): none is ever
+        unowned. KubeRay refuses to suspend a RayJob that keeps its cluster (``--no-shutdown``):
+        then the lease itself owns them until ``resume`` creates the RayJob. Their owner."""
+        self.lease = self.create(lease.KIND, self.plan.lease, "lease")
         seconds = self.plan.lease["spec"]["activeDeadlineSeconds"]
         self.lease_ends = time.monotonic() + seconds
-        self.emit(Applied("lease", held_by["metadata"]["name"], f"created (Job; deletes the run's objects in {seconds}s "
-                                                                "unless released)"))
-        self.job = self.create(rayjob.KIND, owned(rayjob.held(self.plan.rayjob), held_by), "rayjob")
-        self.emit(Applied("rayjob", self.result.rayjob, "created suspended, owned by the lease"))
-        self.create_owned(secret.KIND, self.plan.secret, self.job, "secret")
+        self.emit(Applied("lease", self.lease["metadata"]["name"], f"created (Job; deletes the run's objects in "
+                                                                   f"{seconds}s unless released)"))
+        if self.plan.rayjob["spec"].get("suspend"):
+            self.job = self.create(rayjob.KIND, owned(rayjob.held(self.plan.rayjob), self.lease), "rayjob")
+            self.emit(Applied("rayjob", self.result.rayjob, "created suspended, owned by the lease"))
+        self.holder = self.job or self.lease
+        self.create_owned(secret.KIND, self.plan.secret, self.holder, "secret")
         for obj in self.plan.dra:
-            self.create_owned(kind_of(obj), obj, self.job, "dra")
-        return self.job
+            self.create_owned(kind_of(obj), obj, self.holder, "dra")
+        return self.holder
 
     def resume(self) -> None:
-        """Every DGD serves: the RayJob resumed (once KubeRay has suspended it, so the cluster name
-        read next is the new cluster's)."""
-        self.kube.wait(rayjob.KIND, lambda obj: Failed("the RayJob was deleted") if obj is None
-                       else Ready() if rayjob.suspended(obj) else Pending("waiting for KubeRay to suspend it"),
-                       name=self.result.rayjob, namespace=self.ns, timeout_s=self.lease_left(),
-                       what=f"RayJob {self.result.rayjob}")
+        """Every DGD serves: the suspended RayJob resumed (once KubeRay has suspended it, so the
+        cluster name read next is the new cluster's), or the RayJob created, owned by the lease."""
+        if self.job is None:
+            self.job = self.create(rayjob.KIND, owned(self.plan.rayjob, self.lease), "rayjob")
+            self.emit(Applied("rayjob", self.result.rayjob, "created, owned by the lease"))
+            self.add_owner(secret.KIND, self.plan.secret["metadata"]["name"], self.job,
+                           replacing=self.lease["metadata"]["uid"])
+            return
+
+        def suspended(obj):
+            if obj is None:
+                return Failed("the RayJob was deleted")
+            if rayjob.terminal(obj):
+                return Failed(f"it ended before it was resumed: {rayjob.readiness(obj).reason}")
+            return Ready() if rayjob.suspended(obj) else Pending("waiting for KubeRay to suspend it")
+
+        self.kube.wait(rayjob.KIND, suspended, name=self.result.rayjob, namespace=self.ns,
+                       timeout_s=self.lease_left(), what=f"RayJob {self.result.rayjob}")
         self.kube.patch(rayjob.KIND, self.result.rayjob, rayjob.resume_patch(self.plan.rayjob), namespace=self.ns)
         self.emit(Became("rayjob", "resumed: KubeRay makes its cluster"))
 
@@ -231,11 +251,11 @@ class RayJobRun(BringUp):
                               what=f"RayCluster {self.result.raycluster}")
 
     def link_owners(self, cluster: dict | None) -> None:
-        """The DRA objects and the DGDs moved from the RayJob to ``cluster``."""
+        """The DRA objects and the DGDs moved from their holder (the RayJob, or the lease) to ``cluster``."""
         if cluster is None:  # came and went with its finished job
             self.report_unlinked()
             return
-        uid = self.job["metadata"]["uid"]
+        uid = self.holder["metadata"]["uid"]
         for obj in self.plan.dra:
             self.add_owner(kind_of(obj), obj["metadata"]["name"], cluster, replacing=uid)
         for name in self.dgd_actions:

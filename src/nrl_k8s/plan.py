@@ -106,7 +106,7 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
         ttl_seconds=options.ttl_seconds,
         active_deadline_seconds=options.active_deadline_seconds,
         pre_running_deadline_seconds=pre_running,
-        suspend=not options.parallel,
+        suspend=not options.parallel and options.shutdown,  # KubeRay refuses to suspend one that keeps its cluster
     )
     notes += driver_notes(cfg.infra, final_recipe, names)
     # every object the run creates carries its run id (`nrl-k8s gc` finds what a dead run left)

@@ -16,8 +16,8 @@ PAIR = (ROOT / "examples/grpo_two_dgds.yaml", ROOT / "examples/grpo_two_dgds.kin
 ENV = {"NRL_K8S_USER": "unit"}
 
 
-def plan(*overrides: str, parallel: bool = False):
-    return plan_run(load_config(PAIR[0], list(overrides), PAIR[1], env=ENV), RunOptions(parallel=parallel))
+def plan(*overrides: str, parallel: bool = False, shutdown: bool = True):
+    return plan_run(load_config(PAIR[0], list(overrides), PAIR[1], env=ENV), RunOptions(parallel=parallel, shutdown=shutdown))
 
 
 def test_serial_rayjob_is_http_mode_without_a_pre_running_deadline():
@@ -52,6 +52,13 @@ def test_the_serial_rayjob_starts_suspended_and_held_by_a_lease_until_the_longes
     # the lease comes first, then the RayJob it owns, then what the RayJob owns
     kinds = [m["kind"] for m in p.manifests()]
     assert kinds.index("Job") < kinds.index("RayJob") < kinds.index("Secret") < kinds.index("DynamoGraphDeployment")
+
+
+def test_a_rayjob_that_keeps_its_cluster_is_not_suspended_but_still_leased():
+    """KubeRay fails a suspended RayJob whose shutdownAfterJobFinishes is false (ValidationFailed)."""
+    p = plan(shutdown=False)
+    assert "suspend" not in p.rayjob["spec"] and p.rayjob["spec"]["shutdownAfterJobFinishes"] is False
+    assert p.lease is not None
 
 
 def test_a_kueue_rayjob_is_created_without_its_queue_label_and_handed_to_kueue_by_it():
