@@ -1,5 +1,7 @@
 """`nrl-k8s dashboard` against the sandbox, as a subprocess: the Ray dashboard of a RayJob's cluster
-(HTTP and the job log tail websocket), a DGD's OpenAI frontend, Ctrl-C, and bad flags."""
+(HTTP and the job log tail websocket), a DGD's OpenAI frontend, Ctrl-C, and bad flags. The printed URL
+carries the session's token: opened as a browser opens it, it logs the client in (a cookie); without
+the token nothing is relayed."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import sys
 import uuid
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -57,10 +59,26 @@ def cli(sandbox, sandbox_namespace):
     return invoke
 
 
-def answered(url: str):
-    """The JSON of a 200 answer to GET ``url`` through the relay; None for any other answer (the API
+def token_of(url: str) -> str:
+    """The token of the URL the relay printed."""
+    (token,) = parse_qs(urlsplit(url).query)["token"]
+    return token
+
+
+def browser(url: str) -> httpx.Client:
+    """A client that opened the printed ``url`` as a browser does: the token's redirect set the
+    relay's cookie, which authenticates what it asks next (relative to the relay's root)."""
+    client = httpx.Client(base_url=url.partition("?")[0], timeout=DEADLINE_S)
+    login = client.get(url)
+    assert login.status_code == 302 and login.headers["location"] == "/", (login.status_code, login.text)
+    assert "token" not in login.headers["location"] and len(client.cookies) == 1
+    return client
+
+
+def answered(client: httpx.Client, path: str, **headers: str):
+    """The JSON of a 200 answer to GET ``path`` through the relay; None for any other answer (the API
     server answers 503 while the Service has no ready endpoint)."""
-    response = httpx.get(url, timeout=DEADLINE_S)
+    response = client.get(path, headers=headers)
     return response.json() if response.status_code == 200 else None
 
 
@@ -74,12 +92,13 @@ def stopped(proc: subprocess.Popen) -> tuple[str, str]:
 
 # -- a minimal websocket client (RFC 6455): enough for a server that pushes text -------------------
 
-def ws_connect(url: str, path: str) -> socket.socket:
+def ws_connect(url: str, path: str, header: str) -> socket.socket:
+    """A websocket through the relay at ``url``, authenticated by ``header`` (a Cookie or an Authorization)."""
     parts = urlsplit(url)
     sock = socket.create_connection((parts.hostname, parts.port), timeout=DEADLINE_S)
     key = base64.b64encode(secrets.token_bytes(16)).decode()
     sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{header}\r\n\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:
         more = sock.recv(1)  # byte by byte: frames that follow stay in the socket
@@ -129,33 +148,48 @@ def test_dashboard_relays_the_rayjob_clusters_dashboard_and_the_dgd_frontend(cli
     cluster, job_id = job["status"]["rayClusterName"], job["status"]["jobId"]
     assert cluster != cli.job  # the RayJob's suffixed cluster, found through the RayJob
 
-    with cli.dashboard("--port", "0") as (url, proc):
+    with cli.dashboard("--port", "0") as (url, proc), browser(url) as page:
+        token, base = token_of(url), url.partition("?")[0]
+        assert urlsplit(url).path == "/" and len(token) >= 32
         # the RayJob has its job id before its cluster's head is up: wait for the dashboard to answer
-        version = eventually(lambda: answered(f"{url}api/version"), what="the Ray dashboard through the relay")
+        version = eventually(lambda: answered(page, "api/version"), what="the Ray dashboard through the relay")
         assert version["ray_version"]
-        jobs = eventually(lambda: [j for j in answered(f"{url}api/jobs/") or [] if j["submission_id"] == job_id],
+        refused = httpx.get(f"{base}api/version", timeout=DEADLINE_S)  # no token: refused, whoever asks
+        assert refused.status_code == 403 and "open the URL it printed" in refused.text
+        wrong = httpx.get(f"{base}?token={token[::-1]}", timeout=DEADLINE_S)
+        assert wrong.status_code == 403
+        jobs = eventually(lambda: [j for j in answered(page, "api/jobs/") or [] if j["submission_id"] == job_id],
                           what=f"job {job_id} listed through the relay")
         assert jobs[0]["status"] in ("PENDING", "RUNNING")
-        tail = ws_connect(url, f"/api/jobs/{job_id}/logs/tail")  # open while the job waits on the gate
+        cookie = "Cookie: " + "; ".join(f"{k}={v}" for k, v in page.cookies.items())
+        tail = ws_connect(url, f"/api/jobs/{job_id}/logs/tail", cookie)  # open while the job waits on the gate
         with tail:
             out, err = stopped(proc)
             while tail.recv(65536):  # Ctrl-C closed the relayed websocket too (else: a timeout)
                 pass
     assert out == "" and f"the Ray dashboard of RayCluster {cluster}" in err and err.rstrip().endswith("stopped")
+    assert token not in err and "Authorization: token TOKEN" in err
 
     models_url = tmp_path / "opened"  # the DGD serves until the job ends (then GC deletes it)
-    browser = tmp_path / "browser"
-    browser.write_text(f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(models_url)!r}).write_text(sys.argv[1])\n")
-    browser.chmod(0o700)
-    with cli.dashboard("--target", "dynamo.serving", "--port", "0", "--open", extra_env={"BROWSER": str(browser)}) as (url, proc):
-        models = eventually(lambda: answered(url + "v1/models"), what="the DGD frontend through the relay")
-        assert eventually(models_url.is_file, what="the browser opened") and models_url.read_text() == url
+    opener = tmp_path / "browser"
+    opener.write_text(f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(models_url)!r}).write_text(sys.argv[1])\n")
+    opener.chmod(0o700)
+    with (cli.dashboard("--target", "dynamo.serving", "--port", "0", "--open", extra_env={"BROWSER": str(opener)}) as (url, proc),
+          httpx.Client(base_url=url.partition("?")[0], timeout=DEADLINE_S) as script):
+        bearer = {"Authorization": f"Bearer {token_of(url)}"}  # as an OpenAI client sends its api_key
+        models = eventually(lambda: answered(script, "v1/models", **bearer), what="the DGD frontend through the relay")
+        assert script.get("v1/models").status_code == 403
+        assert eventually(models_url.is_file, what="the browser opened")
+        opened = models_url.read_text()  # not the printed URL: a token that logs in once
+        assert opened.partition("?")[0] == url.partition("?")[0] and token_of(opened) != token_of(url)
+        logins = [httpx.get(opened, timeout=DEADLINE_S).status_code for _ in range(2)]
+        assert logins == [302, 403]
         _, err = stopped(proc)
     assert models["object"] == "list" and models["data"][0]["object"] == "model"
     assert f"the frontend of DGD {cli.job}-dgd" in err
 
     with cli.dashboard("--port", "0") as (url, proc):
-        with ws_connect(url, f"/api/jobs/{job_id}/logs/tail") as tail:
+        with ws_connect(url, f"/api/jobs/{job_id}/logs/tail", f"Authorization: token {token_of(url)}") as tail:
             texts, logged = ws_texts(tail), ""
             while "relay-two\n" not in logged:  # printed before the gate: the job still runs (else: a timeout)
                 logged += next(texts)

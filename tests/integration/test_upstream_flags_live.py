@@ -1,18 +1,22 @@
 """Upstream's flags against the sandbox, through the installed CLI: `logs --source daemon|auto` reads a
 role's daemon (its latest submission), `cluster dashboard NAME` relays to a RayCluster's dashboard
-with no recipe, and what `check --manifests-only` prints is accepted by `kubectl apply`."""
+with no recipe (the token of its URL in the ray job CLI's --headers, as its hint says; a job POSTed
+with the browser's cookie but no Origin is refused and never reaches Ray), and what
+`check --manifests-only` prints is accepted by `kubectl apply`."""
 
 from __future__ import annotations
 
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -44,18 +48,30 @@ def gym(sandbox, sandbox_namespace, tmp_path):
     gate.open()
 
 
-def relaying(proc: subprocess.Popen) -> str:
-    """The URL `cluster dashboard` printed (its one stdout line)."""
+def relaying(proc: subprocess.Popen) -> tuple[str, list[str]]:
+    """(the URL `cluster dashboard` printed, its one stdout line; its stderr lines up to the one telling
+    scripts how to send the token). Nothing more is printed until it stops."""
     ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
     url = proc.stdout.readline().strip() if ready else ""
     assert url.startswith("http://127.0.0.1:"), (url, proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
-    return url
+    lines: list[str] = []
+    while not lines or "scripts send the token" not in lines[-1]:
+        ready, _, _ = select.select([proc.stderr], [], [], DEADLINE_S)
+        assert ready and (line := proc.stderr.readline()), lines
+        lines.append(line)
+    return url, lines
 
 
-def answered(url: str):
+def answered(url: str, **headers: str):
     """The JSON of a 200 answer to GET ``url`` through the relay, else None (the head is still starting)."""
-    response = httpx.get(url, timeout=DEADLINE_S)
+    response = httpx.get(url, headers=headers, timeout=DEADLINE_S)
     return response.json() if response.status_code == 200 else None
+
+
+def ray_cli(hint: str, token: str) -> list[str]:
+    """The `ray job ...` command of the relay's hint, TOKEN replaced, run by this environment's ray."""
+    argv = shlex.split(hint[hint.index("ray job "):].replace("TOKEN", token))
+    return [str(Path(sys.executable).with_name("ray")), *argv[1:]]
 
 
 def logged(cli, *flags: str, text: str) -> subprocess.CompletedProcess:
@@ -71,33 +87,50 @@ def test_logs_source_daemon_and_cluster_dashboard(gym, tmp_path):
     proc = interruptible([NRL_K8S, "cluster", "dashboard", gym.name, "-n", gym.ns, "--port", "0", "--open"],
                          {**gym.env, "BROWSER": str(browser)})
     try:
-        url = relaying(proc)
-        assert eventually(lambda: answered(f"{url}api/version"), what="the Ray dashboard through the relay")["ray_version"]
-        assert eventually(opened.is_file, what="the browser opened") and opened.read_text() == url
-        jobs = answered(f"{url}api/jobs/")
-        assert [j["submission_id"] for j in jobs] == [gym.daemon]
+        printed, early = relaying(proc)
+        (token,), url = parse_qs(urlsplit(printed).query)["token"], printed.partition("?")[0]
+        script = {"Authorization": f"token {token}"}
+        assert eventually(lambda: answered(f"{url}api/version", **script),
+                          what="the Ray dashboard through the relay")["ray_version"]
+        assert eventually(opened.is_file, what="the browser opened")  # a URL whose own token logs in once
+        assert opened.read_text().partition("?")[0] == url and token not in opened.read_text()
+        assert httpx.get(f"{url}api/jobs/", timeout=DEADLINE_S).status_code == 403  # no token
+        listed = subprocess.run(ray_cli(early[-1], token), env=gym.env, capture_output=True, text=True, timeout=DEADLINE_S)
+        assert listed.returncode == 0 and gym.daemon in listed.stdout, listed.stdout + listed.stderr
+
+        # a page of another site POSTing a job with the browser's cookie, without Origin (an old browser,
+        # a privacy extension): refused, and Ray never gets it
+        with httpx.Client(base_url=url, timeout=DEADLINE_S) as browser:
+            assert browser.get(printed).status_code == 302 and len(browser.cookies) == 1
+            forged = browser.post("api/jobs/", json={"entrypoint": "echo forged", "submission_id": f"forged-{gym.name}"})
+            assert forged.status_code == 403 and "only from its own pages" in forged.text, forged.text
+            own = browser.get("api/jobs/", headers={"Origin": url.rstrip("/")})  # the relay's own page reads jobs
+            assert own.status_code == 200
+        assert [j["submission_id"] for j in own.json()] == [gym.daemon]  # no forged job
 
         daemon = logged(gym, "--role", "gym", "--source", "daemon", text="daemon-one")
         assert daemon.stdout == logged(gym, "--role", "gym", "--source", "auto", text="daemon-one").stdout
 
         # another job on the gym cluster: the driver source follows the newest job, the daemon source keeps the daemon
         other = httpx.post(f"{url}api/jobs/", json={"entrypoint": "echo other-job", "submission_id": f"other-{gym.name}"},
-                           timeout=DEADLINE_S)
+                           headers=script, timeout=DEADLINE_S)
         assert other.status_code == 200, other.text
         logged(gym, "--role", "gym", text="other-job")
         assert "other-job" not in logged(gym, "--role", "gym", "--source", "daemon", text="daemon-one").stdout
 
         # the daemon submitted again under a suffixed id (as `run --raycluster --replace` does): its latest submission
         again = httpx.post(f"{url}api/jobs/", json={"entrypoint": "echo daemon-two", "submission_id": f"{gym.daemon}-2"},
-                           timeout=DEADLINE_S)
+                           headers=script, timeout=DEADLINE_S)
         assert again.status_code == 200, again.text
         logged(gym, "--role", "gym", "--source", "daemon", text="daemon-two")
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=DEADLINE_S)
+        out, rest = proc.communicate(timeout=DEADLINE_S)
+    err = "".join(early) + rest
     assert proc.returncode == 0 and "Traceback" not in err, err
     assert out == "" and f"the Ray dashboard of RayCluster {gym.name} (namespace {gym.ns})" in err
+    assert token not in err
 
     # training declares no daemon: auto is what `logs` shows by default (here: no training cluster)
     plain, auto = gym("logs"), gym("logs", "--source", "auto")
