@@ -148,8 +148,10 @@ class Sandbox:
         return result
 
 
-def start_sandbox(directory: Path, *faults: str, env: dict[str, str] | None = None) -> Sandbox:
-    args = ["sandbox", "up", "--dir", str(directory)]
+def start_sandbox(directory: Path, *faults: str, env: dict[str, str] | None = None, flags: tuple[str, ...] = ()) -> Sandbox:
+    """``sandbox up`` with ``--fault`` per fault and ``flags`` as they are (``Sandbox.faults``
+    lists the ``faults`` only)."""
+    args = ["sandbox", "up", "--dir", str(directory), *flags]
     for fault in faults:
         args += ["--fault", fault]
     result = nrl_k8s(*args, env=env)
@@ -165,9 +167,10 @@ def stop_sandbox(box: Sandbox) -> subprocess.CompletedProcess:
 
 
 @contextlib.contextmanager
-def separate_sandbox(directory: Path, *faults: str, env: dict[str, str] | None = None) -> Iterator[Sandbox]:
-    """Start a sandbox of its own in ``directory`` (with ``faults`` and ``env``) and always stop it."""
-    box = start_sandbox(directory, *faults, env=env)
+def separate_sandbox(directory: Path, *faults: str, env: dict[str, str] | None = None,
+                     flags: tuple[str, ...] = ()) -> Iterator[Sandbox]:
+    """Start a sandbox of its own in ``directory`` (with ``faults``, ``env`` and ``flags``) and always stop it."""
+    box = start_sandbox(directory, *faults, env=env, flags=flags)
     try:
         yield box
     finally:

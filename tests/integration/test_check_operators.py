@@ -18,9 +18,9 @@ def check(box) -> subprocess.CompletedProcess:
     return run_cli(["check", *PAIR], env=env, timeout=DEADLINE_S)
 
 
-def test_check_warns_that_kuberay_1_5_lacks_what_parallel_needs(separate_sandbox):
-    with separate_sandbox("old-rayjob-crd") as box:
-        result = check(box)
+def test_check_warns_that_kuberay_1_5_lacks_what_parallel_needs(fault_sandbox):
+    box = fault_sandbox("old-rayjob-crd")
+    result = check(box)
     assert result.returncode == 0, result.stdout + result.stderr  # a warning: run --rayjob still works
     lines = result.stdout.splitlines()
     assert "  ok   CRD rayjobs.ray.io (v1)" in lines
@@ -40,13 +40,13 @@ def test_check_passes_the_parallel_fields_on_the_current_sandbox(sandbox):
             in result.stdout.splitlines())
 
 
-def test_run_refuses_a_dgd_version_the_cluster_does_not_serve_before_creating_anything(separate_sandbox):
-    with separate_sandbox("no-dgd-crd") as box:
-        env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-        result = run_cli(["run", "--rayjob", "--no-wait", *PAIR], env=env, timeout=DEADLINE_S)
-        with box.api_client() as api:
-            jobs = client.CustomObjectsApi(api).list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")
-            secrets = client.CoreV1Api(api).list_namespaced_secret("default")
+def test_run_refuses_a_dgd_version_the_cluster_does_not_serve_before_creating_anything(fault_sandbox):
+    box = fault_sandbox("no-dgd-crd")
+    env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
+    result = run_cli(["run", "--rayjob", "--no-wait", *PAIR], env=env, timeout=DEADLINE_S)
+    with box.api_client() as api:
+        jobs = client.CustomObjectsApi(api).list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")
+        secrets = client.CoreV1Api(api).list_namespaced_secret("default")
     assert result.returncode == 1, result.stdout + result.stderr
     assert ("error: the API server does not serve DynamoGraphDeployment nvidia.com/v1alpha1 (its CRD is not "
             "installed); nothing was created") in result.stderr

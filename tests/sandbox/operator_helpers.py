@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import socket
+import stat
 from pathlib import Path
 
 from kubernetes import client
@@ -183,3 +184,19 @@ def listening(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def not_private(root: Path, *, dirs: bool = True) -> list[str]:
+    """``root`` and everything under it that group or others may access (symlinks skipped;
+    directories too unless ``dirs``)."""
+    found = []
+    for path in [root, *root.rglob("*")]:
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            continue  # removed meanwhile
+        if stat.S_ISLNK(info.st_mode) or (stat.S_ISDIR(info.st_mode) and not dirs):
+            continue
+        if info.st_mode & 0o077:
+            found.append(f"{stat.filemode(info.st_mode)} {path}")
+    return found

@@ -26,12 +26,19 @@ def _since_creation(obj: dict, stamp: str) -> float:
     return _stamp(stamp) - _stamp(obj["metadata"]["creationTimestamp"])
 
 
+#: ``sandbox up --delay KIND=SECONDS`` for every kind (one fractional, as a user may give it).
+DELAYS = {"raycluster": f"{DELAY_S}", "dgd": f"{DELAY_S}", "rayjob": f"{DELAY_S}", "deployment": f"{DELAY_S}.5"}
+
+
 def test_each_kind_becomes_ready_only_after_its_delay(separate_sandbox):
-    """kwok holds the pods it plays (a RayCluster's workers, a DGD's workers, a Deployment's pods)
+    """The ``--delay`` flags of ``sandbox up`` reach the running sandbox as the ``delay`` fault.
+    kwok holds the pods it plays (a RayCluster's workers, a DGD's workers, a Deployment's pods)
     and the local kubelet the ones it runs (a Ray head, a DGD frontend, KubeRay's submitter).
     The delays are set at start: a change at run time reaches kwok's Stages a moment later."""
-    delays = ";".join(f"{kind}:{DELAY_S}" for kind in ("raycluster", "dgd", "rayjob", "deployment"))
-    with separate_sandbox(f"delay={delays}") as box, box.api_client() as api:
+    flags = tuple(arg for kind, seconds in DELAYS.items() for arg in ("--delay", f"{kind}={seconds}"))
+    with separate_sandbox(flags=flags) as box, box.api_client() as api:
+        report = json.loads(nrl_k8s("sandbox", "status", "--dir", str(box.dir), "-o", "json").stdout)
+        assert report["faults"] == {"delay": ";".join(f"{kind}:{seconds}" for kind, seconds in DELAYS.items())}
         _each_kind_waits(api, client.CoreV1Api(api), client.CustomObjectsApi(api))
 
 
@@ -80,13 +87,3 @@ def test_a_bad_delay_exits_2_with_one_line_and_starts_nothing(tmp_path, spec):
                      "and SECONDS a number >= 0")
     assert hint == "hint: e.g. --delay dgd=20 --delay raycluster=15"
     assert result.stdout == "" and not (tmp_path / "daemon.pid").exists()
-
-
-def test_sandbox_up_delay_flags_reach_the_running_sandbox(tmp_path):
-    directory = tmp_path / "delayed"
-    nrl_k8s("sandbox", "up", "--dir", str(directory), "--delay", "dgd=20", "--delay", "raycluster=1.5")
-    try:
-        report = json.loads(nrl_k8s("sandbox", "status", "--dir", str(directory), "-o", "json").stdout)
-    finally:
-        nrl_k8s("sandbox", "down", "--dir", str(directory))
-    assert report["faults"] == {"delay": "dgd:20;raycluster:1.5"}

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from operator_helpers import proxy, rayjob, served_deployment
-from sandbox_harness import DEADLINE_S, eventually, nrl_k8s, observe, unique
+from operator_helpers import not_private, proxy, rayjob, served_deployment
+from sandbox_harness import DEADLINE_S, Sandbox, eventually, nrl_k8s, observe, start_sandbox, stop_sandbox, unique
 
 from nrl_k8s.sandbox.faults import Faults
 from nrl_k8s.sandbox.pids import alive, marked, read_pid, start_time, wait_gone
@@ -75,13 +77,17 @@ def test_bad_faults_exit_2_listing_the_valid_ones(tmp_path, argv):
     assert not (tmp_path / "daemon.pid").exists()
 
 
-def _running_driver(box, tmp_path: Path) -> int:
-    """Start a RayJob whose driver sleeps; return the driver's pid (found by its marker file)."""
+def _running_driver(box, tmp_path: Path, name: str | None = None, head_env: dict[str, str] | None = None) -> int:
+    """Start RayJob ``name`` (its head container with ``head_env``) whose driver sleeps; return
+    the driver's pid (found by its marker file)."""
     marker = tmp_path / f"driver-{unique('pid')}"
-    name = unique("sleeper")
+    name = name or unique("sleeper")
+    job = rayjob(name, f"echo $$ > {marker}; exec sleep 600")
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["env"] = [{"name": key, "value": value} for key, value in (head_env or {}).items()]
     with box.api_client() as api:
         custom = client.CustomObjectsApi(api)
-        custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", rayjob(name, f"echo $$ > {marker}; exec sleep 600"))
+        custom.create_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", job)
         observe(custom.list_namespaced_custom_object, "ray.io", "v1", "default", "rayjobs",
                 field_selector=f"metadata.name={name}",
                 until=lambda o: (o.get(name, {}).get("status") or {}).get("jobStatus") == "RUNNING")  # fmt: skip
@@ -111,10 +117,12 @@ def test_down_stops_every_process_it_started(separate_sandbox, tmp_path, kill_da
         assert (box.dir / "kubeconfig").exists() and (box.dir / "daemon.log").exists()
         # Ray's logs and the drivers' Secret volumes can hold secret values: they go with the sandbox
         assert not Path(box.info["scratch"]).exists() and not (box.dir / "volumes").exists()
+        left = not_private(box.dir)  # and what stays is private (test_private_files: while it runs)
+        assert left == [], "\n".join(left)
 
 
-# Imported by every Python process of the sandbox (PYTHONPATH): the first Ray agent to start
-# stalls 40 s, as on a loaded machine, so Ray's raylet aborts that first head start.
+# Imported by every Python process of the Ray head (its container's PYTHONPATH): the first Ray
+# agent to start stalls 40 s, as on a loaded machine, so Ray's raylet aborts that first head start.
 SLOW_FIRST_AGENT = """
 import os, sys, time
 if sys.argv[:1] and sys.argv[0].endswith(("dashboard/agent.py", "runtime_env/agent/main.py")):
@@ -126,17 +134,39 @@ if sys.argv[:1] and sys.argv[0].endswith(("dashboard/agent.py", "runtime_env/age
 """
 
 
-def test_a_ray_head_that_aborts_its_start_up_is_started_again(separate_sandbox, tmp_path):
+def test_a_ray_head_that_aborts_its_start_up_is_started_again(sandbox, tmp_path):
     (tmp_path / "sitecustomize.py").write_text(SLOW_FIRST_AGENT)
     env = {"PYTHONPATH": str(tmp_path), "NRL_K8S_TEST_SLOW_ONCE": str(tmp_path / "slowed")}
-    with separate_sandbox(env=env) as box:
-        driver = _running_driver(box, tmp_path)  # jobs run: the head is up, not dying behind a ready dashboard
+    name = unique("aborts")
+    try:
+        driver = _running_driver(sandbox, tmp_path, name, head_env=env)  # jobs run: the head is up, not dying behind a ready dashboard
         assert alive(driver) and (tmp_path / "slowed").exists()
-        assert "exited during start-up (attempt 1 of 3)" in (box.dir / "daemon.log").read_text()
+        log = (sandbox.dir / "daemon.log").read_text()
+        assert re.search(rf"the Ray head of default/{name}-\S+ exited during start-up \(attempt 1 of 3\)", log), log[-3000:]
+    finally:
+        with sandbox.api_client() as api:  # its cluster goes with it, and the sleeping driver with the head
+            client.CustomObjectsApi(api).delete_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", name)
 
 
-def test_no_dgd_crd_fault_serves_no_dgd_path(separate_sandbox):
-    with separate_sandbox("no-dgd-crd") as box, box.api_client() as api:
+@pytest.fixture(scope="module")
+def up_again(tmp_path_factory) -> Iterator[Sandbox]:
+    """A sandbox that made ConfigMap ``from-before`` and went down, then ``up`` again in the same
+    dir with the ``no-dgd-crd`` fault."""
+    directory = tmp_path_factory.mktemp("again") / "box"
+    box = start_sandbox(directory)
+    try:
+        box.kubectl("create", "configmap", "from-before", "-n", "default")
+    finally:
+        stop_sandbox(box)
+    box = start_sandbox(directory, "no-dgd-crd")
+    try:
+        yield box
+    finally:
+        stop_sandbox(box)
+
+
+def test_no_dgd_crd_fault_serves_no_dgd_path(up_again):
+    with up_again.api_client() as api:
         custom = client.CustomObjectsApi(api)
         with pytest.raises(ApiException) as missing:
             custom.list_namespaced_custom_object("nvidia.com", "v1alpha1", "default", "dynamographdeployments")
@@ -204,18 +234,7 @@ def test_a_failed_start_reports_why_and_leaves_nothing_running(tmp_path, binary)
     assert not (directory / "daemon.pid").exists()
 
 
-def test_up_again_in_the_same_dir_starts_a_fresh_cluster(tmp_path):
+def test_up_again_in_the_same_dir_starts_a_fresh_cluster(up_again):
     """Certificates, ports and kwok's kubelet port are new on every `up`: nothing of an earlier
     sandbox's etcd may outlive it (its nodes would point at a kubelet port no longer served)."""
-    from sandbox_harness import start_sandbox, stop_sandbox
-
-    box = start_sandbox(tmp_path / "box")
-    try:
-        box.kubectl("create", "configmap", "from-before", "-n", "default")
-    finally:
-        stop_sandbox(box)
-    box = start_sandbox(tmp_path / "box")
-    try:
-        assert box.kubectl("get", "configmap", "from-before", "-n", "default", check=False).returncode != 0
-    finally:
-        stop_sandbox(box)
+    assert up_again.kubectl("get", "configmap", "from-before", "-n", "default", check=False).returncode != 0
