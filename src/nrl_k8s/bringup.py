@@ -355,6 +355,7 @@ class BringUp:
             if owner is not None:
                 manifest = owned(manifest, owner)
                 self.dgd_owners[name] = [owner["metadata"]["name"]]
+                self.ledger.cluster_uid = owner["metadata"]["uid"]  # a rollback that keeps it takes this owner off
             self.create(self.dgd_kinds[name], manifest, label)
             self.dgd_actions[name] = "created"
             self.emit(Applied(label, name, "created" + (f", owned by {owner['kind']} {owner['metadata']['name']}"
@@ -430,12 +431,13 @@ class BringUp:
         self.emit(Became(f"dgd {name}", f"owned by {ref['kind']} {ref['name']}"))
 
     def report_unlinked(self) -> None:
-        """DGDs this run created that no RayCluster owns: nothing deletes them when the run ends."""
+        """DGDs this run created that its RayCluster does not own: nothing deletes them when the job ends."""
         for name, action in self.dgd_actions.items():
-            if action == "created" and not self.dgd_owners.get(name):
-                kind = self.dgd_kinds[name]
+            owners = self.dgd_owners.get(name) or []
+            if action == "created" and (self.cluster is None or self.cluster not in owners):
+                kind, held = self.dgd_kinds[name], f", owned by {', '.join(owners)} only" if owners else ""
                 self.emit(LeftBehind(f"{kind.kind} {name}", f"not linked to RayCluster {self.cluster or '(not created)'}"
-                                     ", so it outlives the run", delete_command(kind, name, self.ns)))
+                                     f"{held}, so it outlives the run", delete_command(kind, name, self.ns)))
 
     # -- failure ---------------------------------------------------------------------------
     def driver_started(self) -> bool | None:
@@ -444,6 +446,9 @@ class BringUp:
 
     def running_hint(self) -> str:
         raise NotImplementedError
+
+    def keep(self) -> None:
+        """The driver started and the run failed after all: undo whatever would still end the job (nothing here)."""
 
     def record(self) -> None:
         """Write the run record (``runs``) once the driver is submitted."""
@@ -470,6 +475,7 @@ class BringUp:
                 for entry in self.ledger.created:
                     self.emit(entry.left(self.ns, "not rolled back: could not tell whether the driver started"))
             else:
+                self.keep()
                 self.report_unlinked()
         failure = error or Interrupted("interrupted after the driver was submitted")
         if started:

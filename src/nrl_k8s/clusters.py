@@ -110,7 +110,8 @@ def _kinds(target: targets.Target, manifest: dict) -> list:
 def _live_users(kube, kind, obj: dict, ns: str) -> list[str]:
     """The live RayJobs that deleting ``obj`` would stop or strip of inference."""
     if kind == rayjob.KIND:
-        return [obj["metadata"]["name"]] if rayjob.live(obj) else []
+        # a suspended one runs nothing: at most its run's start lease holds it
+        return [obj["metadata"]["name"]] if rayjob.live(obj) and not rayjob.suspended(obj) else []
     if kind in dgd.KINDS:
         return usage.live(kube, usage.users(kube, obj, ns), ns)
     return []

@@ -368,6 +368,17 @@ class RayJobRun(BringUp):
                 f"`nrl-k8s job stop`, or remove it with its cluster and DGDs: `{delete_command(rayjob.KIND, job, self.ns)}`")
 
     # -- failure ---------------------------------------------------------------------------
+    def keep(self) -> None:
+        """A failure after the driver started must not leave the lease to delete the running job."""
+        if self.lease_ends != math.inf:
+            try:
+                self.release()
+            except ApiError as err:
+                name = lease.name_of(self.result.rayjob)
+                self.emit(Warning(f"could not release the start lease ({err.message}): at its deadline it deletes the "
+                                  f"running RayJob {self.result.rayjob}; release it: "
+                                  f"kubectl -n {self.ns} delete job {name} --cascade=orphan"))
+
     def driver_started(self) -> bool | None:
         """Whether the driver is submitted: True, False, or None when the API cannot tell."""
         if self.submitted or not any(entry.kind == rayjob.KIND for entry in self.ledger.created):

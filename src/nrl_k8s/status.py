@@ -15,7 +15,7 @@ import os
 
 from . import gc, unfinished, usage
 from .errors import ApiError, NotFoundError, NrlK8sError
-from .kinds import dgd, pod, raycluster, rayjob
+from .kinds import dgd, lease, pod, raycluster, rayjob
 from .config.interpolate import user_name
 from .kinds.base import OWNER_LABEL, condition_true, delete_command
 from .serving import probe_frontend
@@ -83,7 +83,16 @@ def _rayjob(kube, infra: dict, ns: str) -> dict | None:
         "start": status.get("startTime") or "",
         "end": status.get("endTime") or "",
         "message": status.get("message") or "",
+        "held_until": _held_until(kube, job, ns),
     }
+
+
+def _held_until(kube, job: dict, ns: str) -> str | None:
+    """When the start lease holding the suspended RayJob ``job`` ends ("" before it has started); None when none holds it."""
+    if not rayjob.suspended(job):
+        return None
+    found = kube.find(lease.KIND, lease.name_of(job["metadata"]["name"]), ns)
+    return None if found is None else lease.ends(found) or ""
 
 
 def _frontend(kube, name: str, ns: str) -> dict:
@@ -129,6 +138,11 @@ def _left(kube, ns: str, job: dict | None, dynamo: list[dict], user: str) -> lis
                   "nothing deletes it")
         left.append({"what": f"DynamoGraphDeployment {row['name']}", "reason": reason,
                      "remove": delete_command(dgd.KIND, row["name"], row["namespace"])})
+    if job is not None and job["held_until"] is not None:
+        left.append({"what": f"RayJob {job['name']}", "reason": "suspended and held by its start lease: if its "
+                     "`nrl-k8s run` died, the lease deletes it, and the DGDs and DRA objects it owns, "
+                     f"at {job['held_until'] or 'its deadline'}",
+                     "remove": delete_command(rayjob.KIND, job["name"], job["namespace"])})
     if job is not None and job["deployment_status"] == "Running" and not job["job_status"]:
         left.append({"what": f"RayJob {job['name']}", "reason": "running without a driver: if no `nrl-k8s run` is "
                      "waiting to rescue it, nothing submits it", "remove": delete_command(rayjob.KIND, job["name"],

@@ -147,14 +147,18 @@ def users(obj: dict) -> list[str]:
 
 # -- rollback that cannot delete ----------------------------------------------------------------
 def test_delete_denied_in_rollback_shows_the_cause_and_what_is_left(env):
-    with env.sandbox.fault("dgd-failed"), env.sandbox.fault("api-errors", "delete:dynamographdeployments:403:1"):
+    # the DGD's owner (the RayJob) and the RayJob's (the lease) denied too: else GC would take it
+    denied = "delete:dynamographdeployments:403:1;delete:rayjobs:403:1;delete:jobs:403:1"
+    with env.sandbox.fault("dgd-failed"), env.sandbox.fault("api-errors", denied):
         result = env.cli("run", "--wait")
     assert result.returncode == 1, result.stderr
     assert "error: dynamo.serving" in result.stderr and "state=failed" in result.stderr  # the original cause
     assert "Traceback" not in result.stderr
     assert f"left behind: DynamoGraphDeployment {env.dgd} (delete failed: forbidden" in result.stderr
+    assert f"left behind: RayJob {env.job} (delete failed: forbidden" in result.stderr
     assert env.get(NVIDIA, env.dgd) is not None
     env.kubectl_command(result.stderr, f"DynamoGraphDeployment {env.dgd}")
+    env.kubectl_command(result.stderr, f"RayJob {env.job}")
     env.wait_for(NVIDIA, env.dgd, gone)
 
 
@@ -233,7 +237,7 @@ def test_job_that_finished_unseen_is_not_rolled_back(env):
     succeeded and its cluster is gone: nothing it polls afterwards shows the cluster."""
     with env.sandbox.fault("rbac-deny", "watch:*"):
         run = env.start("run", "--wait")
-        env.wait_for(RAY, env.job, lambda o: o is not None)
+        env.wait_for(RAY, env.job, lambda o: o is not None and o["spec"].get("suspend") is False)  # resumed
         run.proc.send_signal(signal.SIGSTOP)
         try:
             done = env.wait_for(RAY, env.job, lambda o: o and o.get("status", {}).get("jobDeploymentStatus") == "Complete")
@@ -333,16 +337,17 @@ def test_rollback_unlinks_a_kept_dgd_so_gc_cannot_take_it(env):
         first.wait_line("waiting for KubeRay to submit the driver")
         cluster = env.get(RAY, env.job)["status"]["rayClusterName"]
         assert [o["name"] for o in env.get(NVIDIA, env.dgd)["metadata"]["ownerReferences"]] == [cluster]
-        with env.sandbox.fault("api-errors", "create:rayjobs:503:100000"):  # B stays without a RayJob
+        with env.sandbox.fault("api-errors", "patch:rayjobs:503:100000"):  # B is not resumed
             second = env.start("run", "--wait", job=other)
-            env.wait_for(NVIDIA, env.dgd, lambda o: o is not None and other in users(o))
+            env.wait_for(NVIDIA, env.dgd, lambda o: o is not None and other in users(o)
+                         and other in [ref["name"] for ref in o["metadata"].get("ownerReferences") or []])
             first.proc.send_signal(signal.SIGINT)
             code, _, stderr = first.finish()
             assert code == 130, stderr
             assert f"kept: DynamoGraphDeployment {env.dgd} (run {other} uses it too)" in stderr
             assert "rolled back: deleted" in stderr and f"RayJob {env.job}" in stderr.split("rolled back: deleted")[1]
-            kept = env.get(NVIDIA, env.dgd)
-            assert not kept["metadata"].get("ownerReferences")  # nothing left for GC to follow
+            kept = env.get(NVIDIA, env.dgd)  # only B's suspended RayJob owns it: A's cluster is off it
+            assert [o["name"] for o in kept["metadata"]["ownerReferences"]] == [other]
     code, stdout, stderr = second.finish()
     assert code == 0, stderr
     second_cluster = env.get(RAY, other)["status"]["rayClusterName"]
@@ -409,7 +414,7 @@ def test_status_lists_what_a_killed_run_left_and_cluster_down_removes_it(env):
     env.wait_for(NVIDIA, env.dgd, gone)
 
 
-def test_status_lists_a_dgd_whose_run_was_killed_before_its_rayjob(env):
+def test_status_lists_the_suspended_rayjob_of_a_run_killed_in_its_dgd_wait(env):
     with env.sandbox.fault("dgd-stuck-pending"):
         run = env.start("run", "--wait")
         env.wait_for(NVIDIA, env.dgd, lambda o: o is not None)
@@ -417,10 +422,11 @@ def test_status_lists_a_dgd_whose_run_was_killed_before_its_rayjob(env):
         run.finish()
     status = env.cli("status")
     assert status.returncode == 0, status.stderr
-    assert (f"DynamoGraphDeployment {env.dgd}: made by run {env.job}, which is not running" in status.stdout)
-    down = env.cli("cluster", "down", "-t", "dynamo.serving")
+    assert f"RayJob {env.job}: suspended and held by its start lease" in status.stdout, status.stdout
+    down = env.cli("cluster", "down", "-t", "kuberay.training")
     assert down.returncode == 0, down.stderr
-    env.wait_for(NVIDIA, env.dgd, gone)
+    assert env.get(RAY, env.job) is None
+    env.wait_for(NVIDIA, env.dgd, gone)  # GC: it hung off the RayJob
 
 
 # -- running the same config again ---------------------------------------------------------------

@@ -147,9 +147,9 @@ def test_manifests_only_is_what_kubectl_applies(sandbox, sandbox_namespace, tmp_
     env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
     checked = run_cli(["check", *PAIR, f"infra.namespace={sandbox_namespace}", "--manifests-only", "-o", str(stream)],
                       env=env)
-    assert checked.returncode == 0 and "wrote 3 manifest(s)" in checked.stderr, checked.stderr
+    assert checked.returncode == 0 and "wrote 4 manifest(s)" in checked.stderr, checked.stderr
     applied = subprocess.run(["kubectl", "apply", "--dry-run=server", "-f", str(stream)], env=env,
                              capture_output=True, text=True, timeout=DEADLINE_S)
     assert applied.returncode == 0, applied.stderr
     assert [line.split()[0].split("/")[0] for line in applied.stdout.splitlines()] == [
-        "dynamographdeployment.nvidia.com", "secret", "rayjob.ray.io"]
+        "job.batch", "rayjob.ray.io", "secret", "dynamographdeployment.nvidia.com"]

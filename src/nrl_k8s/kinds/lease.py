@@ -51,3 +51,14 @@ def render(infra: dict, rayjob: dict, seconds: int) -> dict:
             "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "lease", "image": head["image"]}]}},
         },
     }
+
+
+def ends(job: dict) -> str | None:
+    """When the live lease ``job`` ends (RFC 3339, UTC), once the Job controller has started it."""
+    from datetime import datetime, timedelta
+
+    start = (job.get("status") or {}).get("startTime")
+    if not start:
+        return None
+    when = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ") + timedelta(seconds=job["spec"]["activeDeadlineSeconds"])
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
