@@ -87,7 +87,7 @@ def find(kube, namespace: str, now: float | None = None) -> list[Leftover]:
     now = current_time() if now is None else now
     jobs: dict[str, dict | None] = {}
     found = []
-    for kind, obj in _candidates(kube, namespace):
+    for kind, obj in unowned(kube, namespace, (dgd.KINDS, *((kind,) for kind in dra.KINDS), (secret.KIND,)), SELECTOR):
         run_id = obj["metadata"]["labels"][rayjob.RUN_ID_LABEL]
         if run_id not in jobs:
             jobs[run_id] = _latest(kube.list(rayjob.KIND, namespace, label_selector=f"{rayjob.RUN_ID_LABEL}={run_id}"))
@@ -109,12 +109,13 @@ def collect(kube, namespace: str, leftovers: list[Leftover]) -> list[tuple[Lefto
     return done
 
 
-def _candidates(kube, namespace: str):
-    """(kind, object) of every unowned object with a run label; kinds the cluster lacks are skipped."""
-    for kinds in (dgd.KINDS, *((kind,) for kind in dra.KINDS), (secret.KIND,)):
-        for kind in kinds:  # the DGD versions list the same objects: the first one served
+def unowned(kube, namespace: str, groups, selector: str):
+    """(kind, object) of every unowned object ``selector`` selects, per group of kinds (the versions
+    of one kind list the same objects: the first one served is read); kinds the cluster lacks are skipped."""
+    for kinds in groups:
+        for kind in kinds:
             try:
-                objects = kube.list(kind, namespace, label_selector=SELECTOR)
+                objects = kube.list(kind, namespace, label_selector=selector)
             except KindNotServedError:
                 continue
             yield from ((kind, obj) for obj in objects if not obj["metadata"].get("ownerReferences"))

@@ -32,7 +32,6 @@ from . import gc
 from .config.interpolate import user_name
 from .kinds import deployment, dgd, raycluster, rayjob, service
 from .kinds.base import MANAGED_BY_SELECTOR, delete_command, labelled, maker
-from .kube_errors import KindNotServedError
 
 LABEL = gc.BRINGUP_LABEL
 UNFINISHED = "unfinished"
@@ -64,22 +63,12 @@ def find(kube, namespace: str, now: float | None = None, user: str | None = None
     now = gc.current_time() if now is None else now
     user = user or user_name(os.environ)
     found = []
-    for kind, obj in _candidates(kube, namespace):
+    for kind, obj in gc.unowned(kube, namespace, ((raycluster.KIND,), (deployment.KIND,), (service.KIND,), dgd.KINDS),
+                                SELECTOR):
         verdict, reason = judge(obj, user, now)
         found.append(gc.Leftover(kind, obj["metadata"]["name"], obj["metadata"]["labels"].get(rayjob.RUN_ID_LABEL, "?"),
                                  verdict, reason, obj))
     return found
-
-
-def _candidates(kube, namespace: str):
-    for kinds in ((raycluster.KIND,), (deployment.KIND,), (service.KIND,), dgd.KINDS):
-        for kind in kinds:  # the DGD versions list the same objects: the first one served
-            try:
-                objects = kube.list(kind, namespace, label_selector=SELECTOR)
-            except KindNotServedError:
-                continue
-            yield from ((kind, obj) for obj in objects if not obj["metadata"].get("ownerReferences"))
-            break
 
 
 def judge(obj: dict, user: str, now: float) -> tuple[str, str]:
