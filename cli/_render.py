@@ -127,7 +127,7 @@ def render_status(s: dict) -> None:
             out.print(f"    owner     {escape(owners)}")
             out.print(f"    users     {escape(', '.join(d['users']) or '-')}")
     if s["left"]:
-        out.print("\n[bold]LEFT BEHIND[/] (nothing will remove these)")
+        out.print("\n[bold]LEFT BEHIND[/] (what each is, and how to remove it)")
         for item in s["left"]:
             out.print(f"  {escape(item['what'])}: {escape(item['reason'])}")
             out.print(f"    remove: {escape(item['remove'])}")
