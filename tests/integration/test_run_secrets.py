@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import stat
 import sys
 import uuid
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client, watch
-from test_run_rayjob import PAIR, RAY, Run
+from test_run_rayjob import NVIDIA, PAIR, RAY, Run
 
 TOKEN = f"hf_s3cr3t{uuid.uuid4().hex}"
 RECIPE_KEY = f"wb_s3cr3t{uuid.uuid4().hex}"
@@ -104,8 +105,15 @@ def test_secrets_reach_the_driver_and_nothing_else(run, tmp_path, rescued):
     status = job["status"]
     assert status["jobStatus"] == "SUCCEEDED"
 
+    run_id = job["metadata"]["labels"]["nrl-k8s.io/run-id"]
+    dgd = run.get(NVIDIA, "dynamographdeployments", run.dgd)  # every other object the run applied
+    assert dgd is not None and not _leaks(json.dumps(dgd))
+    # every file the run saved: its record and the driver's log kept beside it
+    saved = list((Path(os.environ["XDG_CACHE_HOME"]) / "nrl-k8s" / "runs").glob(f"{run_id}*"))
+    assert len(saved) >= 2 and not any(_leaks(path.read_text(errors="replace")) for path in saved), saved
+
     core = client.CoreV1Api(run.api)
-    secret = core.read_namespaced_secret(job["metadata"]["labels"]["nrl-k8s.io/run-id"], run.ns)
+    secret = core.read_namespaced_secret(run_id, run.ns)
     (owner,) = secret.metadata.owner_references
     assert (owner.kind, owner.name, owner.uid) == ("RayJob", run.job, job["metadata"]["uid"])
 
