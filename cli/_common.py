@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,6 +15,33 @@ class GlobalOptions:
     context: str | None = None
     namespace: str | None = None
     verbose: bool = False
+
+
+#: Every command and sub-app takes -h as well as --help.
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+class Output(str, Enum):
+    """What a data command prints on stdout: a table for people, JSON or YAML for scripts."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")]
+
+
+def print_data(data, output: Output, table) -> None:
+    """``data`` as JSON or YAML on stdout, else ``table()`` renders it."""
+    if output is Output.json:
+        import json
+
+        typer.echo(json.dumps(data, indent=2, default=str))
+    elif output is Output.yaml:
+        typer.echo(dump_yaml_stream([data]), nl=False)
+    else:
+        table()
 
 
 def global_options(ctx: typer.Context) -> GlobalOptions:
@@ -56,7 +84,16 @@ def connect(ctx: typer.Context, namespace: str | None = None):
     from nrl_k8s.kube import Kube
 
     opts = global_options(ctx)
-    return Kube.connect(context=opts.context, namespace=opts.namespace or namespace)
+    return observed(ctx, Kube.connect(context=opts.context, namespace=opts.namespace or namespace))
+
+
+def observed(ctx: typer.Context, kube):
+    """``kube``, printing each API request (method, path, status, milliseconds) on stderr under --verbose."""
+    if global_options(ctx).verbose:
+        from ._console import print_request
+
+        kube.observer = print_request
+    return kube
 
 
 def load_or_latest(ctx: typer.Context, recipe: Path | None, overrides: list[str] | None, infra: Path | None):
@@ -73,7 +110,7 @@ def load_or_latest(ctx: typer.Context, recipe: Path | None, overrides: list[str]
     record = runs.load()
     opts = global_options(ctx)
     kube = Kube.connect(context=opts.context or record.get("context"), namespace=opts.namespace or record["namespace"])
-    return record["infra"], kube, record
+    return record["infra"], observed(ctx, kube), record
 
 
 def dump_yaml_stream(docs: list[dict]) -> str:

@@ -34,3 +34,12 @@ def print_error(error: NrlK8sError) -> None:
     err.print(f"[bold red]error:[/] {_shown(error.message)}", markup=True, highlight=False)
     if error.hint:
         err.print(f"[yellow]hint:[/] {_shown(error.hint)}", markup=True, highlight=False)
+
+
+def print_request(request) -> None:
+    """``--verbose``: one API request on stderr (method, path, status or failure, milliseconds)."""
+    from urllib.parse import unquote
+
+    outcome = request.status if request.status is not None else f"failed ({request.error})"
+    err.print(f"api: {request.method} {redact_text(unquote(request.path))} {outcome} {request.ms:.0f} ms", markup=False,
+              highlight=False)

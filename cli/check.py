@@ -162,7 +162,7 @@ def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
 
     from rich.markup import escape
 
-    from ._common import global_options
+    from ._common import global_options, observed
     from ._console import out
     from ._render import render_probes
 
@@ -175,8 +175,8 @@ def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
     from nrl_k8s.redact import redact_text
 
     try:
-        kube = Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
-                            tuning=Tuning(retry_budget_s=5, request_timeout_s=5))
+        kube = observed(ctx, Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
+                                          tuning=Tuning(retry_budget_s=5, request_timeout_s=5)))
         results = probe(kube, cfg.infra, manifests)
     except (NoClusterError, ServerError) as error:
         out.print(f"\n[bold]CLUSTER[/]\n  skipped: {escape(redact_text(error.message))}")

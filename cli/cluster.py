@@ -6,10 +6,24 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._common import InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, global_options, load, print_manifests
+from ._common import (
+    CONTEXT,
+    InfraOpt,
+    Output,
+    OutputOpt,
+    OverridesArg,
+    RecipeArg,
+    ShowSecretsOpt,
+    connect,
+    global_options,
+    load,
+    observed,
+    print_data,
+    print_manifests,
+)
 from .dashboard import OpenOpt, PortOpt
 
-app = typer.Typer(rich_markup_mode=None, help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.")
+app = typer.Typer(rich_markup_mode=None, context_settings=CONTEXT, help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.")
 
 TargetOpt = Annotated[
     Optional[list[str]], typer.Option("--target", "-t", help="KIND.KEY, repeatable; default: every declared target.")
@@ -84,21 +98,17 @@ def down(
 @app.command("list")
 def list_(
     ctx: typer.Context,
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+    output: OutputOpt = Output.table,
 ) -> None:
     """RayJobs, RayClusters and DGDs managed by nrl-k8s in the namespace."""
-    import json
-
     from nrl_k8s import clusters
+
+    from ._render import render_rows
 
     kube = connect(ctx)
     rows = clusters.inventory(kube, kube.namespace)
-    if output == "json":
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    from ._render import render_rows
-
-    render_rows(rows, ("kind", "name", "state", "owners", "created"), empty=f"nothing managed by nrl-k8s in {kube.namespace}")
+    print_data(rows, output, lambda: render_rows(
+        rows, ("kind", "name", "state", "owners", "created"), empty=f"nothing managed by nrl-k8s in {kube.namespace}"))
 
 
 @app.command("dashboard")
@@ -123,5 +133,5 @@ def dashboard(
     if namespace is not None:
         validate_name(namespace, what="namespace", where="--namespace")
     opts = global_options(ctx)
-    kube = Kube.connect(context=opts.context, namespace=namespace or opts.namespace)
+    kube = observed(ctx, Kube.connect(context=opts.context, namespace=namespace or opts.namespace))
     serve(kube, relay.cluster_dashboard(kube, name, kube.namespace), port, open_browser)

@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._common import global_options
+from ._common import CONTEXT, global_options, observed
 
-app = typer.Typer(rich_markup_mode=None, help="Your dev pod (with its ServiceAccount, Role and RoleBinding) and your "
+app = typer.Typer(rich_markup_mode=None, context_settings=CONTEXT, help="Your dev pod (with its ServiceAccount, Role and RoleBinding) and your "
                   "<user>-secrets Secret, in a namespace.")
 
 NamespaceOpt = Annotated[Optional[str], typer.Option(
@@ -37,7 +37,7 @@ def _target(ctx: typer.Context, namespace: str | None, infra_path: Path | None):
     chosen = namespace or opts.namespace or (cfg.infra["namespace"] if cfg is not None else None)
     if chosen is not None:
         dev.names_for(user, chosen)  # bad input is refused before connecting
-    kube = Kube.connect(context=opts.context, namespace=chosen)
+    kube = observed(ctx, Kube.connect(context=opts.context, namespace=chosen))
     return cfg, kube, dev.names_for(user, kube.namespace)
 
 

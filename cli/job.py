@@ -7,9 +7,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._common import DashboardUrlOpt, InfraOpt, LatestRecipeArg, OverridesArg, load_or_latest
+from ._common import (
+    CONTEXT,
+    DashboardUrlOpt,
+    InfraOpt,
+    LatestRecipeArg,
+    Output,
+    OutputOpt,
+    OverridesArg,
+    load_or_latest,
+    print_data,
+)
 
-app = typer.Typer(rich_markup_mode=None, help="Ray jobs on a role's cluster (through its dashboard).")
+app = typer.Typer(rich_markup_mode=None, context_settings=CONTEXT, help="Ray jobs on a role's cluster (through its dashboard).")
 
 RoleOpt = Annotated[str, typer.Option("--role", "-r", help="kuberay role whose cluster to use.")]
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")]
@@ -90,7 +100,7 @@ def _print_saved_log(infra: dict, job_id: str | None, why) -> bool:
 
 @app.command("list")
 def list_jobs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
-              role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None) -> None:
+              role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None, output: OutputOpt = Output.table) -> None:
     """Jobs on the role's cluster (training: and its exec drivers)."""
     from nrl_k8s import jobs
     from nrl_k8s.redact import redact_text
@@ -100,7 +110,7 @@ def list_jobs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
     infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
     rows = [{"submission id": j.submission_id or "", "status": j.status, "entrypoint": redact_text(j.entrypoint)[:60]}
             for j in jobs.list_jobs(kube, infra_cfg, record, role, dashboard_url)]
-    render_rows(rows, ("submission id", "status", "entrypoint"), empty="no jobs")
+    print_data(rows, output, lambda: render_rows(rows, ("submission id", "status", "entrypoint"), empty="no jobs"))
 
 
 JobOpt = Annotated[Optional[str], typer.Option("--job", "-j", help="Submission id (default: the role's current job).")]

@@ -6,17 +6,42 @@ import sys
 from typing import Annotated, Optional
 
 import typer
+from typer._click import exceptions as click  # typer vendors click: its UsageError is this one
 from typer.core import TyperGroup
 
 from nrl_k8s import __version__
 from nrl_k8s.errors import NrlK8sError
 
 from . import check, cluster, dashboard, dev, gc, job, run, sandbox, status
-from ._common import GlobalOptions
+from ._common import CONTEXT, GlobalOptions
+
+
+class _BadUsage(click.UsageError):
+    """A usage error (unknown option, bad value) as one ``error:`` line and one ``hint:`` line, exit 2."""
+
+    def show(self, file=None) -> None:
+        from nrl_k8s.errors import ConfigError
+
+        from ._console import print_error
+
+        command = self.ctx.command_path if self.ctx is not None else "nrl-k8s"
+        print_error(ConfigError(self.format_message(), hint=f"see `{command} -h`"))  # redacted, one line each
+
+
+def _one_line(error: click.UsageError) -> click.UsageError:
+    if isinstance(error, (_BadUsage, click.NoArgsIsHelpError)):  # the latter shows the help, as asked
+        return error
+    return _BadUsage(error.format_message(), error.ctx)
 
 
 class _Group(TyperGroup):
     """Maps every expected error to one clear message and its exit code (never a traceback)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as err:
+            raise _one_line(err) from None
 
     def invoke(self, ctx):
         try:
@@ -26,11 +51,14 @@ class _Group(TyperGroup):
 
             print_error(err)
             raise typer.Exit(err.exit_code) from None
+        except click.UsageError as err:
+            raise _one_line(err) from None
 
 
 app = typer.Typer(
     cls=_Group,
     name="nrl-k8s",
+    context_settings=CONTEXT,
     rich_markup_mode=None,  # plain click help: `--help` must not pay for importing rich
     help="Launch NeMo-RL runs on Kubernetes: Dynamo inference first, then KubeRay training.",
     no_args_is_help=True,
@@ -60,7 +88,8 @@ def _root(
     ctx: typer.Context,
     context: Annotated[Optional[str], typer.Option("--context", help="kubeconfig context to use.")] = None,
     namespace: Annotated[Optional[str], typer.Option("--namespace", "-n", help="Override infra.namespace.")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Print each API request (method, path, status, milliseconds) on stderr.")] = False,
     version: Annotated[
         Optional[bool],
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),

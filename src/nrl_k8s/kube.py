@@ -49,7 +49,7 @@ from nrl_k8s.kube_errors import (
 )
 
 __all__ = [
-    "FIELD_MANAGER", "PATCH_TYPES", "GoneError", "KindNotServedError", "Kube", "NoClusterError", "Tuning",
+    "FIELD_MANAGER", "PATCH_TYPES", "GoneError", "KindNotServedError", "Kube", "NoClusterError", "Request", "Tuning",
     "kind_path", "resource_name",
 ]
 
@@ -79,6 +79,20 @@ class Tuning:
     first_contact_s: float = 2.0  # before the server has ever answered: connect timeout, and how long to retry
     watch_window_s: float = 300.0
     poll_interval_s: float = 2.0
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP attempt as ``Kube.observer`` sees it: never its headers or body (credentials, secrets).
+
+    ``status`` is None when no answer came (``error`` then names the failure's type).
+    """
+
+    method: str
+    path: str  # with the query string
+    status: int | None
+    ms: float
+    error: str | None = None
 
 
 def kind_path(kind: Kind, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
@@ -112,6 +126,7 @@ class Kube:
         self.tuning = tuning
         self._answered = False  # the server has answered a request (connection errors then are outages)
         self._contact_by: float | None = None  # until it has: when every request stops retrying to connect
+        self.observer: Callable[[Request], None] | None = None  # told of every attempt (the CLI's --verbose)
 
     @classmethod
     def connect(
@@ -166,7 +181,8 @@ class Kube:
 
         Returns urllib3's response (body not yet read).
         """
-        url = self.connection.host + path + ("?" + urlencode(query, quote_via=quote) if query else "")
+        shown = path + ("?" + urlencode(query, quote_via=quote) if query else "")
+        url = self.connection.host + shown
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": accept, "User-Agent": _USER_AGENT, **({"Content-Type": content_type} if data else {})}
         t = self.tuning
@@ -180,16 +196,20 @@ class Kube:
             if first and self._contact_by is None:
                 self._contact_by = time.monotonic() + t.first_contact_s
             limits = _limits(timeout, t.first_contact_s if first else None)
+            sent = time.monotonic()
             try:
                 response = self._pool.request(method, url, body=data, headers={**headers, **auth},
                                               timeout=limits, retries=False, redirect=False, preload_content=False)
             except urllib3.exceptions.SSLError as exc:  # e.g. the server's certificate is not trusted: not retried
+                self._observe(method, shown, None, sent, exc)
                 raise api_error(HttpError(0, f"{type(exc).__name__}\n{exc}"), op, self.connection.host) from None
             except urllib3.exceptions.HTTPError as exc:
+                self._observe(method, shown, None, sent, exc)
                 error: HttpError | urllib3.exceptions.HTTPError = exc
                 if first and isinstance(exc, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)):
                     budget_s = min(budget_s or t.retry_budget_s, self._contact_by - started)
             else:
+                self._observe(method, shown, response.status, sent)
                 self._answered = True
                 if 200 <= response.status < 300 or not raise_for_status:
                     return response
@@ -205,6 +225,11 @@ class Kube:
             time.sleep(delay)
             attempt += 1
         raise api_error(error, op, self.connection.host) from None
+
+    def _observe(self, method: str, path: str, status: int | None, sent: float, exc: Exception | None = None) -> None:
+        if self.observer is not None:
+            error = None if exc is None else type(getattr(exc, "reason", None) or exc).__name__
+            self.observer(Request(method, path, status, (time.monotonic() - sent) * 1000, error))
 
     def _json(self, method: str, path: str, op: Op, **kwargs) -> dict:
         return json.loads(self._call(method, path, op, **kwargs).read() or b"{}")
