@@ -136,7 +136,7 @@ def run(
     options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url, job_timeout_s=timeout,
                           context=global_options(ctx).context, adopt=adopt)
     with Progress() as progress:
-        result = (run_parallel if parallel else run_rayjob)(kube, plan, options, progress, on_log=_echo)
+        result = (run_parallel if parallel else run_rayjob)(kube, plan, options, progress, on_log=progress.log)
     render_run_result(result)
     if wait and not result.succeeded:
         raise typer.Exit(1)
@@ -151,11 +151,6 @@ def _rayjob_name_override(name: str | None) -> list[str]:
 
     validate_name(name, what="RayJob name", where="--rayjob-name", max_len=MAX_RAYJOB_NAME_LEN)
     return [f"++infra.kuberay.training.name={name}"]
-
-
-def _echo(text: str) -> None:
-    """The driver log as it streams (already redacted)."""
-    typer.echo(text, nl=False)
 
 
 def _refuse_other_flow_flags(ctx: typer.Context, raycluster: bool, *, implied: bool) -> None:
@@ -242,7 +237,7 @@ def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard
                                repo_root=repo_root, dashboard_url=dashboard_url, context=global_options(ctx).context,
                                job_timeout_s=timeout, adopt=adopt)
     with Progress() as progress:
-        result = run_raycluster(kube, plan, options, progress, on_log=_echo)
+        result = run_raycluster(kube, plan, options, progress, on_log=progress.log)
     render_longlived_result(result)
     if wait and not result.succeeded:
         raise typer.Exit(1)

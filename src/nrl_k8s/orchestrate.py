@@ -302,6 +302,7 @@ class RayJobRun(BringUp):
                 dash.submit(self.plan.rayjob["spec"]["entrypoint"], submission_id=job_id)
                 self.result.rescued = True
                 self.submitted = True
+                self.emit(Became("rayjob", "driver submitted by nrl-k8s"))
                 self.emit(Warning(f"KubeRay did not submit the driver within {self.options.driver_grace_s:g}s; "
                                   f"nrl-k8s submitted it as job {job_id}"))
             except SubmissionExists:
@@ -309,6 +310,7 @@ class RayJobRun(BringUp):
 
     def _submitted(self, how: str) -> None:
         self.submitted = True
+        self.emit(Became("rayjob", "driver submitted"))  # its wait for the submission is over
         self.emit(Became("driver", how))
 
     def _dashboard(self) -> Dashboard:
