@@ -96,18 +96,31 @@ def observed(ctx: typer.Context, kube):
     return kube
 
 
-def load_or_latest(ctx: typer.Context, recipe: Path | None, overrides: list[str] | None, infra: Path | None):
-    """(infra, Kube, run record or None): the run config when given, else the latest run record."""
+RunOpt = Annotated[Optional[str], typer.Option(
+    "--run", metavar="RUN_ID", help="The run recorded by `run` under this id [default: the latest] (no RECIPE).")]
+
+
+def load_or_latest(ctx: typer.Context, recipe: Path | None, overrides: list[str] | None, infra: Path | None,
+                   run: str | None = None):
+    """(infra, Kube, run record or None): the run config when given, else run ``run``'s record (default: the latest)."""
+    from nrl_k8s.errors import ConfigError
+
     if recipe is not None:
+        if run is not None:
+            raise ConfigError("--run names a recorded run: it cannot be used with RECIPE",
+                              hint="pass either the run config or --run RUN_ID")
         cfg = load(ctx, recipe, overrides, infra)
         return cfg.infra, connect(ctx, cfg.infra["namespace"]), None
     from nrl_k8s import runs
-    from nrl_k8s.errors import ConfigError
     from nrl_k8s.kube import Kube
 
     if overrides or infra:
         raise ConfigError("overrides and --infra need a RECIPE", hint="pass the recipe first")
-    record = runs.load()
+    if run is not None:
+        from nrl_k8s.recipe import checked_run_id
+
+        checked_run_id(run, "--run")  # it names a file
+    record = runs.load(run)
     opts = global_options(ctx)
     kube = Kube.connect(context=opts.context or record.get("context"), namespace=opts.namespace or record["namespace"])
     return record["infra"], observed(ctx, kube), record

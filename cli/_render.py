@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.markup import escape
 
 from nrl_k8s.redact import redact_text
@@ -147,7 +149,8 @@ def render_run_result(r) -> None:
         rows.append(("record", r.record))
     for label, value in rows:
         out.print(f"  {label:<14} {escape(str(value))}")
-    out.print(f"  follow logs    nrl-k8s logs -f   (or: kubectl -n {r.namespace} get rayjob {r.rayjob} -w)")
+    follow = f"nrl-k8s logs -f --run {Path(r.record).stem}   (or: " if r.record else "("
+    out.print(f"  follow logs    {escape(follow)}kubectl -n {escape(r.namespace)} get rayjob {escape(r.rayjob)} -w)")
     out.print(f"  tear down      kubectl -n {r.namespace} delete rayjob {r.rayjob}   (GC removes the cluster and DGDs)")
 
 
@@ -176,4 +179,5 @@ def render_longlived_result(r) -> None:
         rows.append(("record", r.record))
     for label, value in rows:
         out.print(f"  {label:<16} {escape(str(value))}")
-    out.print("  follow logs      nrl-k8s logs -f        stop it: nrl-k8s job stop")
+    run = f"--run {r.run_id}"  # the hints work pasted after other runs
+    out.print(f"  follow logs      nrl-k8s logs -f {escape(run)}        stop it: nrl-k8s job stop {escape(run)}")

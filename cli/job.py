@@ -15,6 +15,7 @@ from ._common import (
     Output,
     OutputOpt,
     OverridesArg,
+    RunOpt,
     load_or_latest,
     print_data,
 )
@@ -25,13 +26,22 @@ RoleOpt = Annotated[str, typer.Option("--role", "-r", help="kuberay role whose c
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")]
 
 
-def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follow: bool, url: str | None) -> None:
+def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follow: bool, url: str | None,
+                cluster: str | None = None, run: str | None = None) -> None:
     """The job's output through the dashboard (an exec driver's from the head pod), secret values
     redacted; when the cluster or its dashboard is gone, the driver log `run --wait` saved with the
-    run record, said so."""
+    run record, said so. ``cluster``: RayCluster CLUSTER's Ray job, no run config."""
     from nrl_k8s import jobs
 
-    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    if cluster is not None:
+        def of_cluster():
+            source, job_id = _cluster_source(ctx, cluster, (recipe, overrides, infra, run), job, url)
+            with source:
+                yield from source.follow_logs(job_id) if follow else [source.logs(job_id)]
+
+        _echo_or_saved(of_cluster(), {}, job, saved=False)
+        return
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra, run)
     recorded = record["job_id"] if record is not None and role == "training" else None
 
     def chunks():
@@ -40,6 +50,39 @@ def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follo
             yield from source.follow_logs(job_id) if follow else [source.logs(job_id)]
 
     _echo_or_saved(chunks(), infra_cfg, job or recorded, saved=role == "training")
+
+
+ClusterOpt = Annotated[Optional[str], typer.Option(
+    "--cluster", "-c", metavar="NAME", help="RayCluster NAME in the namespace (-n) instead of a run config's role; "
+    "its Ray jobs only (not exec drivers).")]
+
+
+def _cluster_source(ctx, cluster: str, config: tuple, job: str | None, url: str | None):
+    """(RayCluster ``cluster``'s dashboard, the job id: ``job``, else its newest job)."""
+    from nrl_k8s import jobs
+
+    dash = _cluster_dashboard(ctx, cluster, config, url)
+    try:
+        return dash, job or jobs.current_job(dash, None)
+    except BaseException:
+        dash.close()
+        raise
+
+
+def _cluster_dashboard(ctx, cluster: str, config: tuple, url: str | None):
+    """RayCluster ``cluster``'s dashboard in the namespace (-n, else the context's); refused with a run config."""
+    from nrl_k8s import jobs
+    from nrl_k8s.errors import ConfigError
+    from nrl_k8s.names import validate_name
+
+    from ._common import connect
+
+    if any(config):
+        raise ConfigError("--cluster names the RayCluster: it cannot be used with RECIPE, overrides, --infra or --run",
+                          hint="pass either --cluster NAME (with -n NAMESPACE) or the run config")
+    validate_name(cluster, what="RayCluster name", where="--cluster")
+    kube = connect(ctx)
+    return jobs.cluster_dashboard(kube, cluster, kube.namespace, url)
 
 
 def _echo_or_saved(chunks, infra: dict, job_id: str | None, *, saved: bool) -> None:
@@ -100,16 +143,22 @@ def _print_saved_log(infra: dict, job_id: str | None, why) -> bool:
 
 @app.command("list")
 def list_jobs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
-              role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None, output: OutputOpt = Output.table) -> None:
+              role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None, output: OutputOpt = Output.table,
+              cluster: ClusterOpt = None, run: RunOpt = None) -> None:
     """Jobs on the role's cluster (training: and its exec drivers)."""
     from nrl_k8s import jobs
     from nrl_k8s.redact import redact_text
 
     from ._render import render_rows
 
-    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    if cluster is not None:
+        with _cluster_dashboard(ctx, cluster, (recipe, overrides, infra, run), dashboard_url) as dash:
+            found = dash.list_jobs()
+    else:
+        infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra, run)
+        found = jobs.list_jobs(kube, infra_cfg, record, role, dashboard_url)
     rows = [{"submission id": j.submission_id or "", "status": j.status, "entrypoint": redact_text(j.entrypoint)[:60]}
-            for j in jobs.list_jobs(kube, infra_cfg, record, role, dashboard_url)]
+            for j in found]
     print_data(rows, output, lambda: render_rows(rows, ("submission id", "status", "entrypoint"), empty="no jobs"))
 
 
@@ -119,16 +168,17 @@ JobOpt = Annotated[Optional[str], typer.Option("--job", "-j", help="Submission i
 @app.command("logs")
 def job_logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
              job: JobOpt = None, role: RoleOpt = "training", follow: FollowOpt = False,
-             dashboard_url: DashboardUrlOpt = None) -> None:
+             dashboard_url: DashboardUrlOpt = None, cluster: ClusterOpt = None, run: RunOpt = None) -> None:
     """Logs of one job (`-f`: streamed until it ends); once its cluster is gone, the copy `run --wait` saved."""
-    _print_logs(ctx, recipe, overrides, infra, role, job, follow, dashboard_url)
+    _print_logs(ctx, recipe, overrides, infra, role, job, follow, dashboard_url, cluster, run)
 
 
 @app.command("stop")
 def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
          job: JobOpt = None, role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None,
          force: Annotated[bool, typer.Option(
-             "--force", help="An exec driver: KILL its process group (default TERM).")] = False) -> None:
+             "--force", help="An exec driver: KILL its process group (default TERM).")] = False,
+         cluster: ClusterOpt = None, run: RunOpt = None) -> None:
     """Stop one job (an exec driver: TERM to its process group, --force KILL)."""
     from nrl_k8s import jobs
     from nrl_k8s.errors import ConfigError
@@ -136,8 +186,11 @@ def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
 
     from ._console import err
 
-    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
-    source, job_id = jobs.job_source(kube, infra_cfg, record, role, job, dashboard_url)
+    if cluster is not None:
+        source, job_id = _cluster_source(ctx, cluster, (recipe, overrides, infra, run), job, dashboard_url)
+    else:
+        infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra, run)
+        source, job_id = jobs.job_source(kube, infra_cfg, record, role, job, dashboard_url)
     exec_driver = isinstance(source, ExecDrivers)
     with source:
         if force and not exec_driver:
@@ -160,7 +213,7 @@ LogsRoleOpt = Annotated[Optional[str], typer.Option(
 
 def logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
          source: SourceOpt = "driver", role: LogsRoleOpt = None, tail: TailOpt = None, follow: LogsFollowOpt = False,
-         dashboard_url: DashboardUrlOpt = None) -> None:
+         dashboard_url: DashboardUrlOpt = None, run: RunOpt = None) -> None:
     """The driver's log (the RayJob's submitter, else the role's current job through its dashboard), the role's
     daemon's, or pod logs through the API server: the Ray head or workers, or the run's DGD pods. Secret values
     are redacted."""
@@ -169,7 +222,7 @@ def logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
     from ._console import err
 
     request = podlogs.Request.parse(source, role=role, tail=tail, follow=follow, dashboard_url=dashboard_url)
-    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra, run)
     request = request.resolved(infra_cfg)
 
     def skip(target, why: str) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._common import InfraOpt, LatestRecipeArg, Output, OutputOpt, OverridesArg, load_or_latest, print_data
+from ._common import InfraOpt, LatestRecipeArg, Output, OutputOpt, OverridesArg, RunOpt, load_or_latest, print_data
 
 WatchOpt = Annotated[bool, typer.Option("--watch", "-w", help="Show it again every --interval seconds until Ctrl-C "
                                         "(the table only).")]
@@ -22,6 +22,7 @@ def status(
     output: OutputOpt = Output.table,
     watch: WatchOpt = False,
     interval: IntervalOpt = None,
+    run: RunOpt = None,
 ) -> None:
     """Show what is running for this run config."""
     from nrl_k8s.errors import ConfigError
@@ -31,7 +32,7 @@ def status(
                           hint=f"drop --watch, or drop -o {output.value} to watch the table")
     if interval is not None and not watch:
         raise ConfigError("--interval is the refresh of --watch", hint="add --watch, or drop --interval")
-    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra)
+    infra_cfg, kube, record = load_or_latest(ctx, recipe, overrides, infra, run)
     if watch:
         _watch(lambda: _collect(kube, infra_cfg, record), interval or 2.0)
         return

@@ -335,7 +335,8 @@ class ExecDrivers:
                 for data in self._exec.stream(self.pod, argv, container=self._container):
                     if deadline is not None and time.monotonic() > deadline:
                         raise WaitTimeout(f"driver {run_id} still runs after {deadline_s:g}s",
-                                          hint="it keeps running: `nrl-k8s logs -f` follows it, `nrl-k8s job stop` stops it")
+                                          hint=f"it keeps running: `nrl-k8s logs -f --run {run_id}` follows it, "
+                                               f"`nrl-k8s job stop --run {run_id}` stops it")
                     if data:
                         received, attempt = received + len(data), 0
                         if text := decoder.decode(data):
@@ -366,5 +367,5 @@ class ExecDrivers:
             status, _ = parse_state(self._run(WAIT_GONE, self.directory(job.submission_id), str(_STOP_WAIT_S)))
             if status == "RUNNING":
                 raise ResourceFailed(f"exec driver {job.submission_id} did not stop within {_STOP_WAIT_S}s",
-                                     hint=f"kill it: nrl-k8s job stop --job {job.submission_id} --force")
+                                     hint=f"kill it: nrl-k8s job stop --run {job.submission_id} --force")
             emit(Became(f"job {job.submission_id}", "stopped"))

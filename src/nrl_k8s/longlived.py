@@ -295,9 +295,10 @@ class LongLived(BringUp):
             if roles is not None and role not in roles:
                 continue
             dash = self.dashboard(role)
-            done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role),
+            done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role), namespace=self.ns,
                                                              replace=self.options.replace, emit=self.emit)
-            self.wait_healthy(f"daemon {role}", daemon.health, failed=lambda: _ended(dash, done.split()[-1], role))
+            self.wait_healthy(f"daemon {role}", daemon.health,
+                              failed=lambda: _ended(dash, done.split()[-1], self.ns, daemon.cluster))
 
     def read_ahead(self, package: package_mod.Package) -> None:
         """When the training cluster is up already, start the driver step's reads (its job list and
@@ -325,8 +326,9 @@ class LongLived(BringUp):
         if (running or running_exec) and not self.options.replace:
             ids = ", ".join(j.submission_id or j.job_id or "?" for j in running + running_exec)
             raise ConfigError(f"RayCluster {driver.cluster} is still running job(s) {ids}",
-                              hint="pass --replace to stop them first, or wait: `nrl-k8s job list`")
-        stop_jobs(dash, running, self.emit)
+                              hint=f"pass --replace to stop them first, or wait: "
+                                   f"`nrl-k8s -n {self.ns} job list --cluster {driver.cluster}`")
+        stop_jobs(dash, running, self.emit, namespace=self.ns, cluster=driver.cluster)
         if running_exec:
             self.exec_drivers().stop_all(running_exec, self.emit)
         if exec_mode:
@@ -393,10 +395,11 @@ class LongLived(BringUp):
         failure = super().fail(error)
         if self._unsure:
             run_id = self.plan.run_id
+            stop = (f"`nrl-k8s job stop --job {run_id}` with this run config (--force: KILL)"
+                    if self.plan.submitter == "exec" else f"`{job_command('stop', self.ns, self.cluster, run_id)}`")
             failure.hint = "; ".join(filter(None, [failure.hint, (
-                f"driver {run_id} may be running on RayCluster {self.cluster}; nothing was deleted: see "
-                f"`nrl-k8s job list`, stop it with `nrl-k8s job stop --job {run_id}`"
-                + (" (--force: KILL)" if self.plan.submitter == "exec" else ""))]))
+                f"driver {run_id} may be running on RayCluster {self.cluster}; nothing was deleted: "
+                f"stop it with {stop}")]))
         return failure
 
     def running_hint(self) -> str:
@@ -407,10 +410,16 @@ class LongLived(BringUp):
                     f"{self.cluster} (exec; its log: {self.result.exec['dir']}/{LOG_NAME}); nothing was deleted: "
                     "follow it with `nrl-k8s logs -f`, stop it with `nrl-k8s job stop` (--force: KILL)")
         return (f"job {self.plan.run_id} keeps running on RayCluster {self.cluster}; nothing was deleted: "
-                f"follow it with `nrl-k8s job logs -f`, stop it with `nrl-k8s job stop`")
+                f"follow it with `{job_command('logs', self.ns, self.cluster, self.plan.run_id)} -f`, "
+                f"stop it with `{job_command('stop', self.ns, self.cluster, self.plan.run_id)}`")
 
 
-def submit_daemon(dash: Dashboard, daemon: Submission, package, *, replace: bool, emit: Emit) -> str:
+def job_command(verb: str, namespace: str, cluster: str, job_id: str) -> str:
+    """`nrl-k8s job VERB` for Ray job ``job_id`` of RayCluster ``cluster``: works pasted, whatever run was last."""
+    return f"nrl-k8s -n {namespace} job {verb} --cluster {cluster} --job {job_id}"
+
+
+def submit_daemon(dash: Dashboard, daemon: Submission, package, *, namespace: str, replace: bool, emit: Emit) -> str:
     """Submit ``daemon`` unless its latest job runs or succeeded; what was done, as a short text.
 
     A failed or stopped one is an error unless ``replace``, which stops the cluster's running jobs
@@ -425,11 +434,11 @@ def submit_daemon(dash: Dashboard, daemon: Submission, package, *, replace: bool
             return f"{latest.status.lower()} {latest.submission_id}"
         raise ResourceFailed(f"daemon {latest.submission_id} on RayCluster {daemon.cluster} is {latest.status}"
                              f"{': ' + latest.message if latest.message else ''}",
-                             hint=f"read its logs (`nrl-k8s job logs --role {daemon.role} --job {latest.submission_id}`)"
+                             hint=f"read its logs (`{job_command('logs', namespace, daemon.cluster, latest.submission_id)}`)"
                              ", then pass --replace to start it again")
     submission_id = daemon.submission_id
     if latest is not None:
-        stop_jobs(dash, [j for j in jobs if not j.terminal], emit)
+        stop_jobs(dash, [j for j in jobs if not j.terminal], emit, namespace=namespace, cluster=daemon.cluster)
         submission_id = f"{daemon.submission_id}-{int(time.time())}"
     runtime_env: dict = {"env_vars": daemon.env} if daemon.env else {}
     if package is not None:
@@ -451,7 +460,7 @@ def latest_daemon_job(jobs: list[JobInfo], submission_id: str) -> JobInfo | None
     return max(mine, key=lambda j: j.start_time or 0, default=None)
 
 
-def stop_jobs(dash: Dashboard, jobs: list[JobInfo], emit: Emit) -> None:
+def stop_jobs(dash: Dashboard, jobs: list[JobInfo], emit: Emit, *, namespace: str, cluster: str) -> None:
     """Stop ``jobs`` and wait until Ray reports each terminal."""
     for job in jobs:
         dash.stop(job.submission_id)
@@ -461,7 +470,7 @@ def stop_jobs(dash: Dashboard, jobs: list[JobInfo], emit: Emit) -> None:
         while not _stopped(dash, job.submission_id):
             if time.monotonic() >= deadline:
                 raise ResourceFailed(f"job {job.submission_id} did not stop within {_STOP_TIMEOUT_S}s",
-                                     hint=f"stop it yourself: nrl-k8s job stop --job {job.submission_id}")
+                                     hint=f"stop it yourself: {job_command('stop', namespace, cluster, job.submission_id)}")
             time.sleep(0.2)
         emit(Became(f"job {job.submission_id}", "stopped"))
 
@@ -471,13 +480,13 @@ def _stopped(dash: Dashboard, submission_id: str) -> bool:
     return job is None or job.terminal
 
 
-def _ended(dash: Dashboard, submission_id: str, role: str) -> str | None:
+def _ended(dash: Dashboard, submission_id: str, namespace: str, cluster: str) -> str | None:
     """Why job ``submission_id`` will not serve any more (None while it runs)."""
     job = dash.get_job(submission_id)
     if job is None or not job.terminal:
         return None
     return f"job {submission_id} is {job.status}" + (f": {job.message}" if job.message else "") + \
-        f" (its log: nrl-k8s job logs --job {submission_id} -r {role})"
+        f" (its log: {job_command('logs', namespace, cluster, submission_id)})"
 
 
 def _size(n: int) -> str:

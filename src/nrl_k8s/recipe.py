@@ -176,10 +176,10 @@ def new_run_id(cluster: str) -> str:
     return f"{cluster}-{stamp}-{secrets.token_hex(2)}"
 
 
-def checked_run_id(run_id: str) -> str:
-    """``--run-id``: used as the Ray submission id and the run record's file name."""
+def checked_run_id(run_id: str, where: str = "--run-id") -> str:
+    """``--run-id`` (and ``--run``): used as the Ray submission id and the run record's file name."""
     if not _RUN_ID.fullmatch(run_id):
-        raise ConfigError(f"--run-id {run_id!r} is not a valid run id",
+        raise ConfigError(f"{where} {run_id!r} is not a valid run id",
                           hint="use 1-100 letters, digits, '-', '_' or '.', starting with a letter or digit")
     return run_id
 

@@ -143,11 +143,11 @@ def test_daemon_rules(jobs, replace, outcome):
     with dash.client() as client:
         if outcome is ResourceFailed:
             with pytest.raises(ResourceFailed) as err:
-                submit_daemon(client, DAEMON, None, replace=replace, emit=lambda e: None)
+                submit_daemon(client, DAEMON, None, namespace="ns", replace=replace, emit=lambda e: None)
             assert "gym-server" in err.value.message and "--replace" in err.value.hint
             assert not dash.posted
             return
-        done = submit_daemon(client, DAEMON, None, replace=replace, emit=lambda e: None)
+        done = submit_daemon(client, DAEMON, None, namespace="ns", replace=replace, emit=lambda e: None)
     assert done.startswith(outcome)
     if outcome.startswith("submitted"):
         assert dash.posted[-1]["submission_id"] == done.split()[-1]
