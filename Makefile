@@ -36,12 +36,13 @@ bench: setup
 	$(BIN)/python bench/bad_inputs.py
 	$(BIN)/python bench/unreachable.py
 
-# Refresh requirements.lock: resolve pyproject.toml's ranges afresh in a throwaway venv.
+# Refresh requirements.lock: resolve pyproject.toml's ranges afresh in a throwaway venv, with
+# every extra (make setup installs the sandbox and the tests too).
 lock:
 	rm -rf build/lock-venv
 	$(PY) -m venv build/lock-venv
 	build/lock-venv/bin/pip install -q --upgrade 'pip==26.3'
-	build/lock-venv/bin/pip install -q '.[test]'
+	build/lock-venv/bin/pip install -q '.[sandbox,test]'
 	{ sed -n '1,2p' requirements.lock; build/lock-venv/bin/pip freeze --exclude-editable | grep -v '^nrl-k8s=='; } > requirements.lock.new
 	mv requirements.lock.new requirements.lock
 	rm -rf build/lock-venv

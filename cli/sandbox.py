@@ -17,6 +17,14 @@ fault_app = typer.Typer(rich_markup_mode=None, help="Turn faults on or off in th
 app.add_typer(fault_app, name="fault")
 
 
+@app.callback()
+def _needs_the_extra() -> None:
+    """Every sandbox command first checks that the ``sandbox`` extra is installed (one line if not)."""
+    from nrl_k8s.sandbox import require_extra
+
+    require_extra()
+
+
 def _data(text: str) -> None:
     from ._console import out
 

@@ -13,6 +13,7 @@
     ├── WaitTimeout                     a wait passed its deadline (carries the last reason)
     ├── DashboardError                  the Ray dashboard refused or failed a request
     │   └── SubmissionExists            a job with that submission_id already exists
+    ├── MissingExtra                    exit 2: an optional part used without its extra installed
     └── SandboxError                    the local sandbox could not start/stop
 
 The CLI maps these to exit codes in exactly one handler and prints
@@ -128,6 +129,12 @@ class SubmissionExists(DashboardError):
 class JobGone(DashboardError):
     """The dashboard lost a job while its log was followed: the Ray head went away (KubeRay deletes
     a RayJob's cluster as soon as its job ends, often before Ray closes the log stream)."""
+
+
+class MissingExtra(NrlK8sError):
+    """An optional part (the sandbox) was used without its extra; the message names the install."""
+
+    exit_code = 2
 
 
 class SandboxError(NrlK8sError):

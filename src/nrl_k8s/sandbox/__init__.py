@@ -32,3 +32,19 @@ Everything it writes is private to the user (files 0600, directories 0700, umask
 nothing is sent off the machine. Faults are listed in ``faults.py``; ``nrl-k8s sandbox fault
 set|clear`` changes them live.
 """
+
+from __future__ import annotations
+
+import importlib.util
+
+from nrl_k8s.errors import MissingExtra
+
+INSTALL = "pip install 'nrl-k8s[sandbox]'"
+EXTRA_MODULES = ("ray", "kubernetes", "cryptography")  # what the sandbox extra installs
+
+
+def require_extra() -> None:
+    """MissingExtra naming the install command when a module of the ``sandbox`` extra is missing."""
+    missing = [name for name in EXTRA_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingExtra(f"the sandbox needs {', '.join(missing)}, not installed: {INSTALL}")
