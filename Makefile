@@ -35,6 +35,7 @@ bench: setup
 	$(BIN)/python bench/proxy_throughput.py
 	$(BIN)/python bench/bad_inputs.py
 	$(BIN)/python bench/unreachable.py
+	$(BIN)/python bench/venv_size.py
 
 # Refresh requirements.lock: resolve pyproject.toml's ranges afresh in a throwaway venv, with
 # every extra (make setup installs the sandbox and the tests too).
