@@ -250,7 +250,7 @@ class BringUp:
                     f"DGD {name} (infra.dynamo.{key}) already exists in namespace {self.ns} with a different spec "
                     f"({'; '.join(changed[:3])})",
                     hint=f"delete it (kubectl -n {self.ns} delete dgd {name}) or use "
-                    f"`nrl-k8s cluster up --target dynamo.{key} --recreate`",
+                    f"`nrl-k8s cluster up RECIPE --target dynamo.{key} --recreate` with this run's RECIPE",
                 )
             existing[key] = found
         return existing

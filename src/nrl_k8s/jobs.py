@@ -22,7 +22,8 @@ def role_cluster(kube, infra: dict, role: str) -> tuple[str, dict | None]:
         return rayjob.cluster_name(job), job
     raise NotFoundError(
         f"no RayCluster for role {role} ({name}) in namespace {ns}",
-        hint=f"start it with `nrl-k8s run` or `nrl-k8s cluster up --target kuberay.{role}`",
+        hint=f"start it with `nrl-k8s run RECIPE` or `nrl-k8s cluster up RECIPE --target kuberay.{role}` "
+        f"(RECIPE: its run config)",
     )
 
 

@@ -225,7 +225,8 @@ def _daemon_job(dash: Dashboard, submission_id: str, cluster: str, role: str) ->
     job = latest_daemon_job(dash.list_jobs(), submission_id)
     if job is None:
         raise NotFoundError(f"daemon {submission_id} of role {role} was never submitted to RayCluster {cluster}",
-                            hint=f"submit it with `nrl-k8s cluster up --target kuberay.{role}` (or `nrl-k8s run --raycluster`)")
+                            hint=f"submit it with `nrl-k8s cluster up RECIPE --target kuberay.{role}` "
+                                 "(or `nrl-k8s run --raycluster RECIPE`; RECIPE: its run config)")
     return job.submission_id
 
 

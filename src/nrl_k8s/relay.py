@@ -107,7 +107,8 @@ def frontend(kube, infra: dict, key: str) -> Upstream:
     service = dgd.frontend_service(meta["name"])
     if kube.find(SERVICE, service, meta["namespace"]) is None:
         raise NotFoundError(f"no Service {service} in namespace {meta['namespace']}: DGD {meta['name']} is not serving",
-                            hint=f"bring it up with `nrl-k8s cluster up --target dynamo.{key}` (or `nrl-k8s run`)")
+                            hint=f"bring it up with `nrl-k8s cluster up RECIPE --target dynamo.{key}` "
+                                 "(or `nrl-k8s run RECIPE`; RECIPE: its run config)")
     return Upstream(meta["namespace"], service, dgd.FRONTEND_PORT, f"the frontend of DGD {meta['name']}")
 
 
