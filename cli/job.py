@@ -77,9 +77,10 @@ def _cluster_dashboard(ctx, cluster: str, config: tuple, url: str | None):
 
     from ._common import connect
 
-    if any(config):
-        raise ConfigError("--cluster names the RayCluster: it cannot be used with RECIPE, overrides, --infra or --run",
-                          hint="pass either --cluster NAME (with -n NAMESPACE) or the run config")
+    given_role = getattr(ctx.get_parameter_source("role"), "name", None) not in (None, "DEFAULT")
+    if any(config) or given_role:
+        raise ConfigError("--cluster names the RayCluster: it cannot be used with RECIPE, overrides, --infra, --run "
+                          "or --role", hint="pass either --cluster NAME (with -n NAMESPACE) or the run config")
     validate_name(cluster, what="RayCluster name", where="--cluster")
     kube = connect(ctx)
     return jobs.cluster_dashboard(kube, cluster, kube.namespace, url)

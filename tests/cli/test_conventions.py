@@ -192,3 +192,11 @@ def test_the_job_logs_hint_works_pasted_after_another_run(tmp_path):
     assert result.stdout == "gym server log line\n"
     assert any("/namespaces/team/services/tester-gym-head-svc:8265/proxy/api/jobs/gym-server/logs" in path
                for _, path in api.requests), api.requests
+
+
+@pytest.mark.parametrize("extra", [["--role", "gym"], ["--run", "r1"], PAIR[:1]], ids=["role", "run", "recipe"])
+def test_job_cluster_refuses_a_run_config(tmp_path, fake, extra):
+    config = fake.kubeconfig(tmp_path / "kubeconfig")
+    result = cli(["job", "logs", "--cluster", "c1", *extra], config, tmp_path)
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr, result.stderr
+    assert fake.requests == []
