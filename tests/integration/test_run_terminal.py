@@ -13,15 +13,16 @@ import time
 import uuid
 
 import pytest
-from sandbox_harness import DEADLINE_S, NRL_K8S
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate
 from test_run_rayjob import PAIR, Run
 
 TMUX = shutil.which("tmux")
 pytestmark = pytest.mark.skipif(TMUX is None, reason="needs tmux")
 
 LINES = 30
-#: The driver prints numbered lines while the live table is up.
-ENTRYPOINT = f'for i in $(seq 1 {LINES}); do echo "driver-line-$i of {LINES}"; sleep 0.1; done'
+#: The driver prints numbered lines while the live table is up, then waits for the test's gate: its
+#: cluster (and the log stream) stays up until the test has seen every line.
+PRINTER = f'for i in $(seq 1 {LINES}); do echo "driver-line-$i of {LINES}"; sleep 0.1; done'
 #: The DGD's row while it waits, and the elapsed time it shows.
 DGD_WAITING = re.compile(r"^\s*dynamo\.serving\s+waiting\b.*?(\d+\.\d)s\s*$", re.MULTILINE)
 EXITED = re.compile(r"^run-exit=(\d+)$", re.MULTILINE)
@@ -54,9 +55,10 @@ class Pane:
         subprocess.run([TMUX, "-L", self.socket, "kill-server"], capture_output=True, timeout=60, env=self.env)
 
 
-def test_a_terminal_keeps_every_driver_line_and_the_waits_tick(run):
+def test_a_terminal_keeps_every_driver_line_and_the_waits_tick(run, tmp_path):
+    gate = Gate(tmp_path)
     args = [NRL_K8S, "run", "--rayjob", "--wait", *PAIR,
-            *run.overrides("infra.launch.entrypoint=" + json.dumps(ENTRYPOINT))]
+            *run.overrides("infra.launch.entrypoint=" + json.dumps(f"{PRINTER}; " + gate.entrypoint()))]
     # The pane's command inherits the environment of the tmux server this test starts.
     env = {**os.environ, "KUBECONFIG": str(run.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
     command = f"{shlex.join(args)}; echo run-exit=$?; exec tail -f /dev/null"
@@ -67,6 +69,8 @@ def test_a_terminal_keeps_every_driver_line_and_the_waits_tick(run):
             deadline = time.monotonic() + DEADLINE_S
             while not EXITED.search(screen := pane.capture()):
                 ticks.update(DGD_WAITING.findall(screen))
+                if f"driver-line-{LINES} of {LINES}" in screen:
+                    gate.open()
                 if time.monotonic() > deadline:
                     pytest.fail(f"the run did not end within {DEADLINE_S:.0f}s; the pane:\n{screen}")
                 time.sleep(0.2)  # the poll interval, bounded by the deadline above
