@@ -15,9 +15,12 @@ if not out.is_terminal:
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
-def _shown(text: str) -> str:
+def _shown(text: str, *, lines: bool = False) -> str:
     """A message as printed: secret values redacted, on one line (a quoted value's newline or escape
-    sequence written as an escape), rich markup escaped."""
+    sequence written as an escape), rich markup escaped. ``lines``: each of its lines so (a failure's
+    report of pods and events below its message)."""
+    if lines:
+        return "\n".join(_shown(line) for line in text.split("\n"))
     return escape(one_line(redact_text(text)))
 
 
@@ -31,7 +34,8 @@ def print_warning(message: str, hint: str | None = None) -> None:
 def print_error(error: NrlK8sError) -> None:
     """``error: MESSAGE`` and ``hint: HINT`` on stderr, one line each, secret values redacted (a
     message may echo input)."""
-    err.print(f"[bold red]error:[/] {_shown(error.message)}", markup=True, highlight=False)
+    # bad input (exit 2) is one line whatever it quotes; a failure keeps the report it carries
+    err.print(f"[bold red]error:[/] {_shown(error.message, lines=error.exit_code != 2)}", markup=True, highlight=False)
     if error.hint:
         err.print(f"[yellow]hint:[/] {_shown(error.hint)}", markup=True, highlight=False)
 

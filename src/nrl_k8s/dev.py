@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from .errors import ConfigError, ConflictError, ForbiddenError
 from .events import Applied, Emit, Waiting, Warning
-from .kinds import deployment, dgd, dra, pod, raycluster, rayjob, secret, service
+from .kinds import deployment, dgd, dra, lease, pod, raycluster, rayjob, secret, service
 from .kinds.base import MANAGED_BY, Kind, Pending, Readiness, managed
 from .kinds.core import CONFIGMAP, EVENT, SERVICE_ACCOUNT
 from .kinds.rbac import ROLE, ROLE_BINDING, render_role, render_role_binding, render_service_account
@@ -57,8 +57,8 @@ _NOT_YOURS_HINT = ("nrl-k8s changes and deletes only what it created for you: us
                    "name (NRL_K8S_USER), or ask the object's owner to remove it")
 
 # What nrl-k8s calls in a namespace, by kind (the Role of the dev pod grants exactly this).
-_APPLIED = (rayjob.KIND, raycluster.KIND, *dgd.KINDS, *dra.KINDS, deployment.KIND, service.KIND, secret.KIND,
-            CONFIGMAP)  # rendered and applied (configmaps: the gym's endpoint registry that --replace resets)
+_APPLIED = (rayjob.KIND, lease.KIND, raycluster.KIND, *dgd.KINDS, *dra.KINDS, deployment.KIND, service.KIND,
+            secret.KIND, CONFIGMAP)  # rendered and applied (configmaps: the gym's endpoint registry that --replace resets)
 _APPLY_VERBS = ("get", "list", "watch", "create", "patch", "delete")  # find/wait/create/modify/delete
 _READ = (pod.KIND, EVENT)  # readiness and the reasons a wait gives (diagnose)
 _READ_VERBS = ("get", "list", "watch")

@@ -65,14 +65,15 @@ def token_of(url: str) -> str:
     return token
 
 
-def browser(url: str) -> httpx.Client:
+@contextlib.contextmanager
+def browser(url: str) -> Iterator[httpx.Client]:
     """A client that opened the printed ``url`` as a browser does: the token's redirect set the
     relay's cookie, which authenticates what it asks next (relative to the relay's root)."""
-    client = httpx.Client(base_url=url.partition("?")[0], timeout=DEADLINE_S)
-    login = client.get(url)
-    assert login.status_code == 302 and login.headers["location"] == "/", (login.status_code, login.text)
-    assert "token" not in login.headers["location"] and len(client.cookies) == 1
-    return client
+    with httpx.Client(base_url=url.partition("?")[0], timeout=DEADLINE_S) as client:
+        login = client.get(url)
+        assert login.status_code == 302 and login.headers["location"] == "/", (login.status_code, login.text)
+        assert "token" not in login.headers["location"] and len(client.cookies) == 1
+        yield client
 
 
 def answered(client: httpx.Client, path: str, **headers: str):

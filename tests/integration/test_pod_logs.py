@@ -152,8 +152,9 @@ def test_a_k8sjobmode_submitter_pod_logs_its_driver(session):
     driver = f"echo step-1 HF_TOKEN={SECRET}"
     overrides = [f"infra.namespace={session.ns}", f"infra.kuberay.training.name={job}",
                  f"infra.dynamo.serving.name={job}-dgd", "infra.launch.entrypoint=" + json.dumps(driver)]
-    manifest = yaml.safe_load(session.cli("run", "--rayjob", "--dry-run", *PAIR, *overrides).stdout.split("---")[-1])
-    assert manifest["kind"] == "RayJob"
+    dry = yaml.safe_load_all(session.cli("run", "--rayjob", "--dry-run", *PAIR, *overrides).stdout)
+    manifest = next(doc for doc in dry if doc["kind"] == "RayJob")
+    manifest["spec"].pop("suspend")  # applied alone: no run of nrl-k8s resumes it
     manifest["spec"].update(submissionMode="K8sJobMode", entrypoint=driver)
     manifest["spec"].pop("runtimeEnvYAML", None)
     # only the RayJob is applied, not the run's Secret: nothing may read it (a kubelet would hold the pod)
@@ -200,5 +201,5 @@ def test_a_failed_wait_prints_the_failing_pods_reasons_and_events(sandbox, sandb
     lines = result.stderr.splitlines()
     failing = [line for line in lines if line.startswith(f"  pod {job}-dgd-")]
     # The real scheduler's condition reason and its Warning event, relayed (not their wording).
-    assert failing and all(": Unschedulable: " in line for line in failing)
+    assert failing and all(": Unschedulable: " in line for line in failing), result.stderr
     assert any(line.startswith("    Warning FailedScheduling: ") for line in lines)

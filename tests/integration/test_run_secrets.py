@@ -151,7 +151,7 @@ def test_offline_outputs_never_show_the_values(run, tmp_path):
     bundle = tmp_path / "bundle.yaml"
     assert stat.S_IMODE(bundle.stat().st_mode) == 0o600 and not _leaks(bundle.read_text())
     kinds = [doc["kind"] for doc in yaml.safe_load_all(dry.stdout)]
-    assert kinds == ["DynamoGraphDeployment", "Secret", "RayJob"]
+    assert kinds == ["Job", "RayJob", "Secret", "DynamoGraphDeployment"]
 
 
 def test_a_leftover_run_secret_is_refused_before_anything_is_applied(run, tmp_path):

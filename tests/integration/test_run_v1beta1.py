@@ -77,10 +77,10 @@ def test_run_rayjob_with_a_v1beta1_dgd_links_it_and_status_shows_it(run, tmp_pat
         clusters.wait(lambda h: _deleted(h, cluster), what=f"RayCluster {cluster} deleted")
         dgds.wait(lambda h: _deleted(h, run.dgd), what=f"DGD {run.dgd} deleted")
 
-    # Created in v1beta1 without an owner, then linked to the cluster (the events, read in v1beta1).
+    # Created in v1beta1 owned by the suspended RayJob, then moved to the cluster (the events, read in v1beta1).
     events = dgds.events(run.dgd)
     assert events[0][0] == "ADDED" and events[0][1]["apiVersion"] == "nvidia.com/v1beta1"
-    assert not events[0][1]["metadata"].get("ownerReferences")
+    assert [o["kind"] for o in events[0][1]["metadata"]["ownerReferences"]] == ["RayJob"]
 
 
 def test_cluster_up_with_a_component_override_then_reuses_it_without_drift(run):

@@ -126,6 +126,7 @@ def up(
             daemon = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(write_end,), start_new_session=True, env=env,
+                umask=0o077,  # every file it and its children (Ray heads: unpacked packages, the recipe) write is private
             )  # fmt: skip
     finally:
         os.close(write_end)
