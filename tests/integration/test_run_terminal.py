@@ -9,11 +9,10 @@ import re
 import shlex
 import shutil
 import subprocess
-import time
 import uuid
 
 import pytest
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate
+from sandbox_harness import NRL_K8S, Gate, eventually
 from test_run_rayjob import PAIR, Run
 
 TMUX = shutil.which("tmux")
@@ -65,15 +64,17 @@ def test_a_terminal_keeps_every_driver_line_and_the_waits_tick(run, tmp_path):
     ticks: set[str] = set()
     with run.sandbox.fault("delay", "dgd:10"):
         pane = Pane(command, env)
+        def ended() -> str | None:
+            """The pane once the run has exited; meanwhile the DGD wait's times seen, the gate opened
+            once every driver line is shown (tmux has no event for what a pane shows)."""
+            shown = pane.capture()
+            ticks.update(DGD_WAITING.findall(shown))
+            if f"driver-line-{LINES} of {LINES}" in shown:
+                gate.open()
+            return shown if EXITED.search(shown) else None
+
         try:
-            deadline = time.monotonic() + DEADLINE_S
-            while not EXITED.search(screen := pane.capture()):
-                ticks.update(DGD_WAITING.findall(screen))
-                if f"driver-line-{LINES} of {LINES}" in screen:
-                    gate.open()
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the run did not end within {DEADLINE_S:.0f}s; the pane:\n{screen}")
-                time.sleep(0.2)  # the poll interval, bounded by the deadline above
+            screen = eventually(ended, what="the run's end in the pane")
         finally:
             pane.close()
 
