@@ -54,12 +54,13 @@ def relaying(proc: subprocess.Popen) -> tuple[str, list[str]]:
     ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
     url = proc.stdout.readline().strip() if ready else ""
     assert url.startswith("http://127.0.0.1:"), (url, proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
-    lines: list[str] = []
-    while not lines or "scripts send the token" not in lines[-1]:
+    # read the pipe itself: a readline of the text stream may buffer lines that select then does not see
+    text = ""
+    while "scripts send the token" not in text:
         ready, _, _ = select.select([proc.stderr], [], [], DEADLINE_S)
-        assert ready and (line := proc.stderr.readline()), lines
-        lines.append(line)
-    return url, lines
+        assert ready and (chunk := os.read(proc.stderr.fileno(), 65536)), text
+        text += chunk.decode()
+    return url, text.splitlines(keepends=True)
 
 
 def answered(url: str, **headers: str):
