@@ -1,6 +1,6 @@
 # Everything the project needs is installed by `make setup`: the Python packages of
 # requirements.lock into .venv, and the sandbox's control plane (Go, built once per machine
-# into the user cache; see src/nrl_k8s/sandbox/controlplane/binaries.py).
+# into the user cache; see sandbox/controlplane/binaries.py).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

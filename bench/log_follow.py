@@ -70,8 +70,8 @@ class CountingRelay:
 
 def relayed_dashboard(kubeconfig: Path, relay: CountingRelay, namespace: str, cluster: str):
     """A Dashboard client of ``cluster`` whose API server traffic goes through ``relay``."""
-    from nrl_k8s.dashboard import Dashboard
-    from nrl_k8s.kube import Kube
+    from nrl_k8s.ray.dashboard import Dashboard
+    from nrl_k8s.kube.client import Kube
 
     config = yaml.safe_load(kubeconfig.read_text())
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
@@ -101,7 +101,7 @@ def start_cluster(kubeconfig: Path, namespace: str, cluster: str) -> None:
     from nrl_k8s.kinds import raycluster
     from nrl_k8s.kinds.base import Pending
     from nrl_k8s.kinds.core import NAMESPACE
-    from nrl_k8s.kube import Kube
+    from nrl_k8s.kube.client import Kube
 
     with Kube.connect(kubeconfig=str(kubeconfig), namespace=namespace) as kube:
         kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})

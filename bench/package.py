@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nrl_k8s.package import stage, upload_paths
+from nrl_k8s.ray.package import stage, upload_paths
 
 WARM_TARGET_S = 0.2
 FILE_BYTES = 25_000

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from nrl_k8s.kinds import rayjob
 from nrl_k8s.kinds.base import Pending, Readiness, Ready
-from nrl_k8s.kube import Kube
+from nrl_k8s.kube.client import Kube
 
 ROOT = Path(__file__).resolve().parent.parent
 NRL_K8S = str(Path(sys.executable).with_name("nrl-k8s"))

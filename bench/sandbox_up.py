@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from nrl_k8s.sandbox.controlplane import binaries
-from nrl_k8s.sandbox.pids import alive, marked, start_time
+from nrl_k8s_sandbox.controlplane import binaries
+from nrl_k8s_sandbox.pids import alive, marked, start_time
 
 BUDGET_S = 20.0
 NRL_K8S = str(Path(sys.executable).with_name("nrl-k8s"))
@@ -46,7 +46,7 @@ def one_run(directory: Path) -> tuple[float, list[int]]:
 
 def floor_run(directory: Path) -> tuple[float, list[int]]:
     """(seconds until etcd and kube-apiserver alone answer, pids still alive after stopping them)."""
-    from nrl_k8s.sandbox.controlplane import serve
+    from nrl_k8s_sandbox.controlplane import serve
 
     began = time.monotonic()
     plane = serve.Plane(directory, {})

@@ -113,7 +113,7 @@ def one_run(root: Path, env: dict, dashboard, sandbox: Path) -> tuple[float, flo
 def ray_floor(dashboard, root: Path, content: str, uri: str, runs: int) -> dict[str, float]:
     """Median seconds Ray alone takes per case: submit -> driver started with the cached package
     ``uri``; upload of a new same-size package -> submit -> driver started."""
-    from nrl_k8s import package as package_mod
+    from nrl_k8s.ray import package as package_mod
 
     os.environ["XDG_CACHE_HOME"] = str(root / "cache")  # the digest cache: the bench's, not the user's
     def started(working_dir: str, start: float) -> float:
@@ -135,7 +135,7 @@ def ray_floor(dashboard, root: Path, content: str, uri: str, runs: int) -> dict[
 
 
 def _admin(sandbox: Path, method: str, path: str):
-    from nrl_k8s.sandbox import process
+    from nrl_k8s_sandbox import process
 
     return process._admin(process.Paths.of(sandbox), method, path)
 
@@ -198,8 +198,8 @@ def one_content(root: Path, content: str, sandbox: Path, dashboard, args) -> dic
 
 def _dashboard(sandbox: Path):
     """The training cluster's dashboard as a user reaches it: the head Service through the API server."""
-    from nrl_k8s.connection import from_kubeconfig
-    from nrl_k8s.dashboard import Dashboard
+    from nrl_k8s.kube.connection import from_kubeconfig
+    from nrl_k8s.ray.dashboard import Dashboard
 
     connection = from_kubeconfig(str(sandbox / "kubeconfig"), None)[0]
     return Dashboard.via_api_proxy(connection, "bench-warm-head-svc", "default", timeout_s=30)

@@ -63,7 +63,7 @@ def load(ctx: typer.Context, recipe: Path, overrides: list[str] | None, infra: P
     """Load the run config (`--namespace` is the highest-precedence infra override) and check
     that every declared object renders to what Kubernetes accepts."""
     from nrl_k8s.config import load_config
-    from nrl_k8s.targets import check_declared
+    from nrl_k8s.ops.targets import check_declared
 
     opts = global_options(ctx)
     tokens = list(overrides or [])
@@ -81,7 +81,7 @@ DashboardUrlOpt = Annotated[
 
 def connect(ctx: typer.Context, namespace: str | None = None):
     """A `Kube` for the selected context; the run config's namespace unless --namespace was given."""
-    from nrl_k8s.kube import Kube
+    from nrl_k8s.kube.client import Kube
 
     opts = global_options(ctx)
     return observed(ctx, Kube.connect(context=opts.context, namespace=opts.namespace or namespace))
@@ -111,13 +111,13 @@ def load_or_latest(ctx: typer.Context, recipe: Path | None, overrides: list[str]
                               hint="pass either the run config or --run RUN_ID")
         cfg = load(ctx, recipe, overrides, infra)
         return cfg.infra, connect(ctx, cfg.infra["namespace"]), None
-    from nrl_k8s import runs
-    from nrl_k8s.kube import Kube
+    from nrl_k8s.flows import records as runs
+    from nrl_k8s.kube.client import Kube
 
     if overrides or infra:
         raise ConfigError("overrides and --infra need a RECIPE", hint="pass the recipe first")
     if run is not None:
-        from nrl_k8s.recipe import checked_run_id
+        from nrl_k8s.config.recipe import checked_run_id
 
         checked_run_id(run, "--run")  # it names a file
     record = runs.load(run)

@@ -39,8 +39,8 @@ def check(
     show_secrets: ShowSecretsOpt = False,
 ) -> None:
     """Validate a recipe/infra pair and summarise what would run (no cluster needed)."""
-    from nrl_k8s.plan import plan_longlived, plan_run
-    from nrl_k8s.summary import bundle, summarize
+    from nrl_k8s.flows.plan import plan_longlived, plan_run
+    from nrl_k8s.ops.summary import bundle, summarize
 
     from ._console import err, print_warning
     from ._render import render_summary
@@ -98,7 +98,7 @@ def _bundle_format(output: Path | None, fmt: str | None, manifests_only: bool) -
 def _writable_target(output: Path) -> None:
     """``output`` is a regular file or a new name in an existing directory: writing to a FIFO would
     block until something reads it, and a device or a socket is no file to keep."""
-    from nrl_k8s.safe_yaml import file_kind
+    from nrl_k8s.config.safe_yaml import file_kind
 
     try:
         kind = file_kind(output.stat().st_mode)
@@ -117,7 +117,7 @@ def _bundle_text(data: dict, fmt: str) -> str:
 
 def _manifests(cfg, output: Path | None, show_secrets: bool) -> None:
     """Every object `run` (no flag) would apply, as `run --dry-run` prints them: on stdout, or in ``output``."""
-    from nrl_k8s.plan import RunOptions, default_flow, parallel_bringup, plan_longlived, plan_run
+    from nrl_k8s.flows.plan import RunOptions, default_flow, parallel_bringup, plan_longlived, plan_run
 
     from ._console import err
 
@@ -134,7 +134,7 @@ def _manifests(cfg, output: Path | None, show_secrets: bool) -> None:
 
 def _write_private(path: Path, text: str) -> None:
     """Write ``text`` readable by the owner only (0600), also over an existing file, before any byte is written."""
-    from nrl_k8s.safe_yaml import file_kind
+    from nrl_k8s.config.safe_yaml import file_kind
 
     try:
         # O_NONBLOCK: a FIFO put there since the check fails to open (or opens at once) instead of
@@ -170,8 +170,8 @@ def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
         out.print("\n[bold]CLUSTER[/]\n  skipped: no kubeconfig and not running in a pod")
         return
     from nrl_k8s.errors import ApiError, ForbiddenError, ServerError, UnauthorizedError
-    from nrl_k8s.kube import Kube, NoClusterError, Tuning
-    from nrl_k8s.probe import Probe, probe
+    from nrl_k8s.kube.client import Kube, NoClusterError, Tuning
+    from nrl_k8s.ops.probe import Probe, probe
     from nrl_k8s.redact import redact_text
 
     try:

@@ -48,14 +48,14 @@ def up(
         "--repo-root", help="Root of the daemons' rayUploadPaths (default: the git top-level).")] = None,
 ) -> None:
     """Ensure the chosen targets exist (reuse on match, warn on drift); kuberay.ROLE also submits the role's daemon."""
-    from nrl_k8s import clusters, targets
-    from nrl_k8s.plan import plan_longlived
+    from nrl_k8s.ops import clusters, targets
+    from nrl_k8s.flows.plan import plan_longlived
 
     cfg = load(ctx, recipe, overrides, infra)
     chosen = targets.parse(cfg.infra, target or [])
     plan = plan_longlived(cfg)
     if wait:  # the daemons' code, checked as the bring-up checks it, with or without --dry-run
-        from nrl_k8s.package import upload_sources
+        from nrl_k8s.ray.package import upload_sources
 
         with cfg.located():
             upload_sources(plan, repo_root, roles=[t.key for t in chosen if t.kind == "kuberay"])
@@ -84,7 +84,7 @@ def down(
 
     kuberay.training also deletes the run's RayJob (with its cluster and the DGDs it owns).
     """
-    from nrl_k8s import clusters, targets
+    from nrl_k8s.ops import clusters, targets
 
     from ._progress import Progress
 
@@ -101,7 +101,7 @@ def list_(
     output: OutputOpt = Output.table,
 ) -> None:
     """RayJobs, RayClusters and DGDs managed by nrl-k8s in the namespace."""
-    from nrl_k8s import clusters
+    from nrl_k8s.ops import clusters
 
     from ._render import render_rows
 
@@ -123,9 +123,9 @@ def dashboard(
     """Relay 127.0.0.1 to RayCluster NAME's Ray dashboard through the API server (no recipe, no kubectl); Ctrl-C stops.
 
     The printed URL carries this session's token; scripts send it as 'Authorization: token TOKEN'."""
-    from nrl_k8s import relay
-    from nrl_k8s.kube import Kube
-    from nrl_k8s.names import validate_name
+    from nrl_k8s.relay import server as relay
+    from nrl_k8s.kube.client import Kube
+    from nrl_k8s.kinds.names import validate_name
 
     from .dashboard import serve
 

@@ -25,9 +25,9 @@ def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
     """Relay 127.0.0.1 to a Ray dashboard or a DGD frontend through the API server (no kubectl); Ctrl-C stops.
 
     The printed URL carries this session's token; scripts send it as 'Authorization: token TOKEN'."""
-    from nrl_k8s import relay
+    from nrl_k8s.relay import server as relay
     from nrl_k8s.errors import ConfigError
-    from nrl_k8s.targets import available
+    from nrl_k8s.ops.targets import available
 
     if role is not None and target is not None:
         raise ConfigError("--role and --target cannot be used together",
@@ -48,7 +48,7 @@ def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
 def serve(kube, upstream, port: int | None, open_browser: bool) -> None:
     """Relay 127.0.0.1:``port`` to ``upstream`` until Ctrl-C: the URL with the session's token on stdout
     (the only place the token is shown), what it relays to and how scripts pass the token on stderr."""
-    from nrl_k8s import relay
+    from nrl_k8s.relay import server as relay
 
     from ._console import err
 

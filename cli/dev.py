@@ -23,10 +23,10 @@ def _target(ctx: typer.Context, namespace: str | None, infra_path: Path | None):
     """(loaded infra or None, Kube, Names) for the user in the chosen namespace."""
     import os
 
-    from nrl_k8s import dev
+    from nrl_k8s.ops import dev
     from nrl_k8s.config.interpolate import user_name
     from nrl_k8s.errors import ConfigError
-    from nrl_k8s.kube import Kube
+    from nrl_k8s.kube.client import Kube
 
     opts = global_options(ctx)
     if namespace and opts.namespace and namespace != opts.namespace:
@@ -70,7 +70,7 @@ def setup_secrets(
     line (shell history, `ps`); only key names are printed. Keys given replace the Secret's; others are kept."""
     import os
 
-    from nrl_k8s import dev
+    from nrl_k8s.ops import dev
     from nrl_k8s.errors import ConfigError
 
     if ctx.args:  # upstream's NAME=VALUE arguments: refused without echoing a value
@@ -107,7 +107,7 @@ def connect(
     import shutil
     import sys
 
-    from nrl_k8s import dev
+    from nrl_k8s.ops import dev
     from nrl_k8s.errors import NrlK8sError
 
     from ._console import err
@@ -149,7 +149,7 @@ def stop(
         "--timeout", min=1, metavar="SECONDS", help="How long to wait for the dev pod to be gone.")] = 300.0,
 ) -> None:
     """Delete your dev pod (only one nrl-k8s created for you); its RBAC is kept for the next connect unless --all."""
-    from nrl_k8s import dev
+    from nrl_k8s.ops import dev
 
     _, kube, names = _target(ctx, namespace, infra)
     with kube:

@@ -21,7 +21,7 @@ def gc(
 ) -> None:
     """Delete the objects of runs that died before giving them an owner (only objects with an
     nrl-k8s run label, never a live run's), in the recipe's namespace, else -n or the context's."""
-    from nrl_k8s import gc as gc_mod
+    from nrl_k8s.ops import gc as gc_mod
 
     kube = connect(ctx, load(ctx, recipe, overrides, infra).infra["namespace"]) if recipe is not None else connect(ctx)
     found = gc_mod.find(kube, kube.namespace)

@@ -31,7 +31,7 @@ def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follo
     """The job's output through the dashboard (an exec driver's from the head pod), secret values
     redacted; when the cluster or its dashboard is gone, the driver log `run --wait` saved with the
     run record, said so. ``cluster``: RayCluster CLUSTER's Ray job, no run config."""
-    from nrl_k8s import jobs
+    from nrl_k8s.ops import jobs
 
     if cluster is not None:
         def of_cluster():
@@ -59,7 +59,7 @@ ClusterOpt = Annotated[Optional[str], typer.Option(
 
 def _cluster_source(ctx, cluster: str, config: tuple, job: str | None, url: str | None):
     """(RayCluster ``cluster``'s dashboard, the job id: ``job``, else its newest job)."""
-    from nrl_k8s import jobs
+    from nrl_k8s.ops import jobs
 
     dash = _cluster_dashboard(ctx, cluster, config, url)
     try:
@@ -71,9 +71,9 @@ def _cluster_source(ctx, cluster: str, config: tuple, job: str | None, url: str 
 
 def _cluster_dashboard(ctx, cluster: str, config: tuple, url: str | None):
     """RayCluster ``cluster``'s dashboard in the namespace (-n, else the context's); refused with a run config."""
-    from nrl_k8s import jobs
+    from nrl_k8s.ops import jobs
     from nrl_k8s.errors import ConfigError
-    from nrl_k8s.names import validate_name
+    from nrl_k8s.kinds.names import validate_name
 
     from ._common import connect
 
@@ -121,7 +121,7 @@ def _print_saved_log(infra: dict, job_id: str | None, why) -> bool:
     import shutil
     import sys
 
-    from nrl_k8s import runs
+    from nrl_k8s.flows import records as runs
     from nrl_k8s.kinds import raycluster
 
     from ._console import err
@@ -147,7 +147,7 @@ def list_jobs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
               role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None, output: OutputOpt = Output.table,
               cluster: ClusterOpt = None, run: RunOpt = None) -> None:
     """Jobs on the role's cluster (training: and its exec drivers)."""
-    from nrl_k8s import jobs
+    from nrl_k8s.ops import jobs
     from nrl_k8s.redact import redact_text
 
     from ._render import render_rows
@@ -181,9 +181,9 @@ def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
              "--force", help="An exec driver: KILL its process group (default TERM).")] = False,
          cluster: ClusterOpt = None, run: RunOpt = None) -> None:
     """Stop one job (an exec driver: TERM to its process group, --force KILL)."""
-    from nrl_k8s import jobs
+    from nrl_k8s.ops import jobs
     from nrl_k8s.errors import ConfigError
-    from nrl_k8s.execdriver import ExecDrivers
+    from nrl_k8s.ray.execdriver import ExecDrivers
 
     from ._console import err
 
@@ -218,7 +218,7 @@ def logs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
     """The driver's log (the RayJob's submitter, else the role's current job through its dashboard), the role's
     daemon's, or pod logs through the API server: the Ray head or workers, or the run's DGD pods. Secret values
     are redacted."""
-    from nrl_k8s import podlogs
+    from nrl_k8s.ops import logs as podlogs
 
     from ._console import err
 

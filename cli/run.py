@@ -92,12 +92,12 @@ def run(
     chosen = rayjob or raycluster
     if chosen:
         _refuse_other_flow_flags(ctx, raycluster, implied=False)
-    from nrl_k8s import workflow
+    from nrl_k8s.config import workflow
 
     flags = workflow.flag_overrides(mode=mode, submitter=submitter, code_source=code_source, code_path=code_path)
     cfg = load(ctx, recipe, [*(overrides or []), *_rayjob_name_override(rayjob_name), *flags], infra)
     if not chosen:
-        from nrl_k8s.plan import default_flow
+        from nrl_k8s.flows.plan import default_flow
 
         raycluster = default_flow(cfg.infra) == "raycluster"
         _refuse_other_flow_flags(ctx, raycluster, implied=True)
@@ -113,7 +113,7 @@ def run(
                         repo_root=repo_root, recreate=recreate, adopt=adopt)
         return
 
-    from nrl_k8s.plan import RunOptions, parallel_bringup, plan_run
+    from nrl_k8s.flows.plan import RunOptions, parallel_bringup, plan_run
 
     parallel = parallel_bringup(cfg.infra, parallel)
     ttl = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
@@ -124,8 +124,8 @@ def run(
         return
     _print_notes(plan)
 
-    from nrl_k8s.orchestrate import LiveOptions, run_rayjob
-    from nrl_k8s.parallel import run_parallel
+    from nrl_k8s.flows.rayjob import LiveOptions, run_rayjob
+    from nrl_k8s.flows.parallel import run_parallel
 
     from ._progress import Progress
     from ._render import render_run_result
@@ -147,7 +147,7 @@ def _rayjob_name_override(name: str | None) -> list[str]:
     so a bad name is named by its flag: a DNS label KubeRay accepts for a RayJob (it adds 6 characters)."""
     if name is None:
         return []
-    from nrl_k8s.names import MAX_RAYJOB_NAME_LEN, validate_name
+    from nrl_k8s.kinds.names import MAX_RAYJOB_NAME_LEN, validate_name
 
     validate_name(name, what="RayJob name", where="--rayjob-name", max_len=MAX_RAYJOB_NAME_LEN)
     return [f"++infra.kuberay.training.name={name}"]
@@ -170,7 +170,7 @@ def _refuse_other_flow_flags(ctx: typer.Context, raycluster: bool, *, implied: b
 
 
 def _warn_unstaged_recipe(infra: dict, flow: str) -> None:
-    from nrl_k8s.plan import command_line_secrets, unstaged_recipe_reads
+    from nrl_k8s.flows.plan import command_line_secrets, unstaged_recipe_reads
 
     from ._console import print_warning
 
@@ -187,7 +187,7 @@ def _on_command_line(ctx: typer.Context, name: str) -> bool:
 def _refuse_unused_code_flags(infra: dict, raycluster: bool, code_source: str | None, code_path: str | None) -> None:
     """``--code-source upload`` with --rayjob (nothing is uploaded there) and ``--code-path`` with the
     code uploaded are refused by name: they would change nothing."""
-    from nrl_k8s import workflow
+    from nrl_k8s.config import workflow
     from nrl_k8s.errors import ConfigError
 
     if code_source == "upload" and not raycluster:
@@ -214,9 +214,9 @@ def _print_dry_run(plan, show_secrets: bool) -> None:
 
 def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url, run_id, replace, skip_daemons,
                     repo_root, recreate, adopt) -> None:
-    from nrl_k8s.plan import plan_longlived
+    from nrl_k8s.flows.plan import plan_longlived
 
-    from nrl_k8s.package import upload_sources
+    from nrl_k8s.ray.package import upload_sources
 
     plan = plan_longlived(cfg, run_id)
     with cfg.located():  # what the run uploads, checked before anything is applied, with or without --dry-run
@@ -226,7 +226,7 @@ def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard
         return
     _print_notes(plan)
 
-    from nrl_k8s.longlived import LongLivedOptions, run_raycluster
+    from nrl_k8s.flows.raycluster import LongLivedOptions, run_raycluster
 
     from ._common import global_options
     from ._progress import Progress

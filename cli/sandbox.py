@@ -1,4 +1,4 @@
-"""`nrl-k8s sandbox ...`: a local real control plane to run nrl-k8s against (see nrl_k8s.sandbox)."""
+"""`nrl-k8s sandbox ...`: a local real control plane to run nrl-k8s against (see nrl_k8s_sandbox)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ app.add_typer(fault_app, name="fault")
 @app.callback()
 def _needs_the_extra() -> None:
     """Every sandbox command first checks that the ``sandbox`` extra is installed (one line if not)."""
-    from nrl_k8s.sandbox import require_extra
+    from nrl_k8s_sandbox import require_extra
 
     require_extra()
 
@@ -44,7 +44,7 @@ def _faults(active: dict[str, str]) -> str:
 def _delay_fault(specs: list[str]) -> str:
     """``--delay KIND=SECONDS`` flags → the fault ``delay=KIND:SECONDS;...``; ConfigError when bad."""
     from nrl_k8s.errors import ConfigError
-    from nrl_k8s.sandbox import faults
+    from nrl_k8s_sandbox import faults
 
     entries = []
     for spec in specs:
@@ -66,7 +66,7 @@ DirOption = Annotated[
 @app.command()
 def build() -> None:
     """Build the real control plane's pinned binaries into the user cache (once per machine; needs Go)."""
-    from nrl_k8s.sandbox.controlplane import binaries
+    from nrl_k8s_sandbox.controlplane import binaries
 
     where, seconds = binaries.build(_say)
     size = binaries.disk_usage(where) / 2**20
@@ -87,7 +87,7 @@ def up(
     ] = None,
 ) -> None:
     """Start the sandbox in the background; print `export KUBECONFIG=...` once it is ready."""
-    from nrl_k8s.sandbox import process
+    from nrl_k8s_sandbox import process
 
     faults = list(fault or [])
     if delay:
@@ -101,7 +101,7 @@ def up(
 @app.command()
 def down(dir: DirOption = None) -> None:  # noqa: A002
     """Stop every process the sandbox started (also after a crash)."""
-    from nrl_k8s.sandbox import process
+    from nrl_k8s_sandbox import process
 
     stopped = process.down(dir)
     if not stopped.lines:
@@ -117,7 +117,7 @@ def status(
 ) -> None:
     """Whether the sandbox runs, its URLs, pids, active faults and object counts."""
     from nrl_k8s.errors import ConfigError
-    from nrl_k8s.sandbox import process
+    from nrl_k8s_sandbox import process
 
     if output not in ("text", "json"):
         raise ConfigError(f"--output must be text or json, got {output!r}")
@@ -145,7 +145,7 @@ def fault_set(
     dir: DirOption = None,  # noqa: A002
 ) -> None:
     """Turn a fault on in the running sandbox."""
-    from nrl_k8s.sandbox import process
+    from nrl_k8s_sandbox import process
 
     active = process.set_fault(dir, spec)
     _say(f"active faults: {_faults(active)}")
@@ -157,7 +157,7 @@ def fault_clear(
     dir: DirOption = None,  # noqa: A002
 ) -> None:
     """Turn a fault off in the running sandbox."""
-    from nrl_k8s.sandbox import process
+    from nrl_k8s_sandbox import process
 
     active = process.clear_fault(dir, name)
     _say(f"active faults: {_faults(active)}")

@@ -44,7 +44,7 @@ def status(
 
 def _collect(kube, infra_cfg: dict, record: dict | None) -> dict:
     from nrl_k8s.redact import redact
-    from nrl_k8s.status import collect
+    from nrl_k8s.ops.status import collect
 
     data = redact(collect(kube, infra_cfg, record))  # job messages can echo driver output
     if record is not None:

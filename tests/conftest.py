@@ -29,7 +29,7 @@ from sandbox_harness import separate_sandbox as _separate
 def private_user_cache(tmp_path_factory) -> Iterator[Path]:
     """Every test (and every CLI it starts) uses a cache of its own, never the user's ``~/.cache``;
     only the control plane's binaries (``make setup`` built them there) are taken from the user's."""
-    from nrl_k8s.sandbox.controlplane import binaries
+    from nrl_k8s_sandbox.controlplane import binaries
 
     built = os.environ.get(binaries.ENV_BIN) or str(binaries.cache_root() / binaries.key())
     path = tmp_path_factory.mktemp("xdg-cache")

@@ -99,18 +99,18 @@ class Sandbox:
         return config.new_client_from_config(config_file=str(path))
 
     def set_fault(self, name: str, value: str | None = None) -> dict[str, str]:
-        from nrl_k8s.sandbox import process
+        from nrl_k8s_sandbox import process
 
         return process.set_fault(self.dir, f"{name}={value}" if value is not None else name)
 
     def clear_fault(self, name: str) -> dict[str, str]:
-        from nrl_k8s.sandbox import process
+        from nrl_k8s_sandbox import process
 
         return process.clear_fault(self.dir, name)
 
     def request_counts(self, *, reset: bool = False) -> dict[str, int]:
         """API requests made with the user token since the last reset, as ``{"VERB RESOURCE": n}``."""
-        from nrl_k8s.sandbox import process
+        from nrl_k8s_sandbox import process
 
         paths = process.Paths.of(self.dir)
         counts = process._admin(paths, "GET", "/sandbox/stats")
@@ -157,7 +157,7 @@ def start_sandbox(directory: Path, *faults: str, env: dict[str, str] | None = No
     result = nrl_k8s(*args, env=env)
     assert result.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}", result.stdout
     info = json.loads((directory / "sandbox.json").read_text())
-    from nrl_k8s.sandbox.process import parse_faults
+    from nrl_k8s_sandbox.process import parse_faults
 
     return Sandbox(directory, directory / "kubeconfig", info, parse_faults(faults))
 

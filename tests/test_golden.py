@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nrl_k8s import targets
+from nrl_k8s.ops import targets
 from nrl_k8s.config import load_config
 from nrl_k8s.kinds import dgd
-from nrl_k8s.plan import plan_run
+from nrl_k8s.flows.plan import plan_run
 from nrl_k8s_cli._common import dump_yaml_stream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +82,7 @@ def test_every_dgd_manifest_renders_to_golden(manifest):
 def test_v1beta1_examples_are_their_v1alpha1_twins_converted(twin):
     """Each ``*_v1beta1.yaml`` is what the Dynamo operator's conversion makes of its v1alpha1 twin
     (the sandbox's webhook), so both versions of an example describe the same graph."""
-    from nrl_k8s.sandbox.controlplane.conversion import BETA, convert
+    from nrl_k8s_sandbox.controlplane.conversion import BETA, convert
 
     alpha = yaml.safe_load((ROOT / "examples_dgd" / twin.replace("_v1beta1", "")).read_text())
     assert convert(alpha, BETA) == yaml.safe_load((ROOT / "examples_dgd" / twin).read_text())

@@ -72,14 +72,14 @@ def _heavy_after(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 def test_live_modules_do_not_import_the_kubernetes_client_nor_httpx_command_line_tool():
     """httpx's own CLI pulls click and pygments (~0.1 s); ours uses httpx without it."""
-    code = ("import sys, nrl_k8s.kube, nrl_k8s.dashboard, nrl_k8s.serving, nrl_k8s.relay\n"
+    code = ("import sys, nrl_k8s.kube.client, nrl_k8s.ray.dashboard, nrl_k8s.flows.serving, nrl_k8s.relay.server\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes', 'click', 'pygments'}))")
     result = _heavy_after(code, {})
     assert result.stdout.strip() == "[]", result.stderr
 
 
 def test_httpx_command_line_tool_still_loads_when_called():
-    code = ("import sys\nfrom nrl_k8s._httpx import httpx\n"
+    code = ("import sys\nfrom nrl_k8s.kube._httpx import httpx\n"
             "try:\n    httpx.main(['--help'])\nexcept SystemExit as done:\n    print('exit', done.code)")
     result = _heavy_after(code, {})
     assert result.stdout.strip().endswith("exit 0") and "Usage: httpx" in result.stdout, result.stdout + result.stderr

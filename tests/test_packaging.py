@@ -1,4 +1,4 @@
-"""The distribution holds both `cli/` and `src/nrl_k8s/`, editable and as a wheel; a plain install
+"""The distribution holds `src/nrl_k8s/`, `cli/` and `sandbox/`, editable and as a wheel; a plain install
 brings neither ray nor the kubernetes client (they are the `sandbox` extra)."""
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ EXAMPLE = ["examples/qwen3_0.6b_dynamo.yaml", "--infra", "examples/qwen3_0.6b_dy
 
 
 def _package_dirs() -> set[str]:
-    found = {"nrl_k8s_cli"} | {
-        ".".join(("nrl_k8s",) + p.parent.relative_to(ROOT / "src/nrl_k8s").parts)
-        for p in (ROOT / "src/nrl_k8s").rglob("__init__.py")
-    }
-    return {name.rstrip(".") for name in found}
+    """Every package under the folders pyproject.toml's package-dir maps (`src/nrl_k8s`, `cli`, `sandbox`)."""
+    roots = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    return {".".join((name,) + init.parent.relative_to(ROOT / folder).parts)
+            for name, folder in roots.items() for init in (ROOT / folder).rglob("__init__.py")}
 
 
 def test_declared_packages_match_the_tree():
@@ -122,7 +121,7 @@ def test_the_product_imports_without_the_sandbox_extra():
         for p in (ROOT / "src/nrl_k8s").rglob("*.py") if "sandbox" not in p.relative_to(ROOT / "src/nrl_k8s").parts
     ) + sorted(f"nrl_k8s_cli.{p.stem}".removesuffix(".__init__") for p in (ROOT / "cli").glob("*.py"))
     code = ("import importlib, sys\n"
-            "for name in ('ray', 'kubernetes', 'cryptography', 'nrl_k8s.sandbox'):\n"
+            "for name in ('ray', 'kubernetes', 'cryptography', 'nrl_k8s_sandbox'):\n"
             "    sys.modules[name] = None\n"
             f"for module in {modules!r}:\n"
             "    importlib.import_module(module)\n"

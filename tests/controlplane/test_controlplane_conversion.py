@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from nrl_k8s.sandbox.controlplane.conversion import ALPHA, BETA, SPEC_ANNOTATION, convert
+from nrl_k8s_sandbox.controlplane.conversion import ALPHA, BETA, SPEC_ANNOTATION, convert
 
 GROUP, PLURAL, NS = "nvidia.com", "dynamographdeployments", "default"
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s.sandbox.controlplane.dynamo import (SPEC_HASH, UNSCHEDULABLE, deployment, frontend_service,
-                                                 rollout_status)
-from nrl_k8s.sandbox.controlplane.kubelet import MODEL_ANNOTATION
-from nrl_k8s.sandbox.controlplane.dynamo import components
+from nrl_k8s_sandbox.controlplane.dynamo import SPEC_HASH, UNSCHEDULABLE, deployment, frontend_service, rollout_status
+from nrl_k8s_sandbox.controlplane.kubelet import MODEL_ANNOTATION
+from nrl_k8s_sandbox.controlplane.dynamo import components
 
 DGD = {
     "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment",

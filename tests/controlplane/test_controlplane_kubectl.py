@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from sandbox_harness import DEADLINE_S, eventually, observe, unique
 
-from nrl_k8s.sandbox.controlplane import binaries
+from nrl_k8s_sandbox.controlplane import binaries
 
 
 RAYCLUSTER = """

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sandbox_harness import NRL_K8S, run_cli
 
-from nrl_k8s.sandbox.controlplane import binaries, kubelet, stages
-from nrl_k8s.sandbox.controlplane.egress import EgressProxy
-from nrl_k8s.sandbox.controlplane.front import classify
+from nrl_k8s_sandbox.controlplane import binaries, kubelet, stages
+from nrl_k8s_sandbox.controlplane.egress import EgressProxy
+from nrl_k8s_sandbox.controlplane.front import classify
 
 
 class _Hello(BaseHTTPRequestHandler):

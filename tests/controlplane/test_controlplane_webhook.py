@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nrl_k8s.sandbox.controlplane.conversion import ALPHA, BETA
-from nrl_k8s.sandbox.controlplane.crds import COMPUTEDOMAIN_CRD, crds, dgd_crd
-from nrl_k8s.sandbox.controlplane.pki import Authority
-from nrl_k8s.sandbox.controlplane.webhook import ConversionWebhook
+from nrl_k8s_sandbox.controlplane.conversion import ALPHA, BETA
+from nrl_k8s_sandbox.controlplane.crds import COMPUTEDOMAIN_CRD, crds, dgd_crd
+from nrl_k8s_sandbox.controlplane.pki import Authority
+from nrl_k8s_sandbox.controlplane.webhook import ConversionWebhook
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 

@@ -1,5 +1,5 @@
 """The dashboard client's protocol tests run against a real Ray head of their own: ``ray start
---head`` (``nrl_k8s.sandbox.ray_head.RayHead``, as the control plane's kubelet starts one per
+--head`` (``nrl_k8s_sandbox.ray_head.RayHead``, as the control plane's kubelet starts one per
 RayCluster head pod), with its dashboard and real Job REST API on 127.0.0.1 and free ports. No
 Kubernetes: the head starts once, the first time a test asks for ``ray_dashboard_url``, and is
 stopped at the end of the session."""
@@ -16,7 +16,7 @@ import pytest
 from sandbox_harness import DEADLINE_S
 
 from nrl_k8s.errors import SandboxError
-from nrl_k8s.sandbox.ray_head import RayHead, temp_dir_for
+from nrl_k8s_sandbox.ray_head import RayHead, temp_dir_for
 
 START_ATTEMPTS = 3  # Ray aborts a head whose agents are slow to come up (a loaded machine): start it again
 

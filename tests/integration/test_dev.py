@@ -2,7 +2,7 @@
 
 In the sandbox kwok plays the dev pod (Running, nothing executes in it), and kwok's kubelet
 answers `kubectl exec` into such a pod with an error: only Ray heads, Job pods and stubs are
-local processes (src/nrl_k8s/sandbox/controlplane/kubelet.py). So what runs the COMMAND is a
+local processes (sandbox/controlplane/kubelet.py). So what runs the COMMAND is a
 stand-in `kubectl` on PATH that records its argv and exits 7: the tests check the command
 nrl-k8s hands to kubectl and that its exit code is passed on. The RBAC is checked through the
 API server: `kubectl auth can-i --as` the dev pod's ServiceAccount with the admin kubeconfig, and
@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client
 from sandbox_harness import NRL_K8S, eventually, run_cli, unique
 
-from nrl_k8s.dev import SHELL, role_rules
+from nrl_k8s.ops.dev import SHELL, role_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 MANAGED = {"app.kubernetes.io/managed-by": "nrl-k8s"}

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client
-from nrl_k8s.sandbox.controlplane.kubelet import PLAYED
+from nrl_k8s_sandbox.controlplane.kubelet import PLAYED
 from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible, observe, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def _lines(process: subprocess.Popen) -> queue.Queue:
 
 
 def test_follow_prints_new_output_and_ctrl_c_ends_it(session):
-    from nrl_k8s.kube import Kube
+    from nrl_k8s.kube.client import Kube
 
     process = interruptible([NRL_K8S, "logs", *PAIR, *session.overrides(), "--source", "dgd:Frontend", "-f"], session.env)
     try:

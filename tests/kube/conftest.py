@@ -2,7 +2,7 @@
 proxy), a namespace per test, faults turned on per test, and a backend pod reached through the
 service proxy.
 
-Every test talks to the real API server over HTTPS through ``nrl_k8s.kube.Kube`` (urllib3
+Every test talks to the real API server over HTTPS through ``nrl_k8s.kube.client.Kube`` (urllib3
 underneath), with the user's kubeconfig: its requests pass the front proxy, which counts them
 (``sandbox.request_counts``) and injects the ``api-errors`` and ``api-outage`` faults; ``rbac-deny``
 and ``proxy-forbidden`` are real RBAC. Set-up and clean-up use the operators' kubeconfig (straight
@@ -27,7 +27,7 @@ from nrl_k8s.errors import ConflictError
 from nrl_k8s.kinds import pod
 from nrl_k8s.kinds.core import NAMESPACE
 from nrl_k8s.kinds.service import KIND as SERVICE
-from nrl_k8s.kube import Kube, Tuning
+from nrl_k8s.kube.client import Kube, Tuning
 
 FAST = Tuning(backoff_s=0.01, backoff_cap_s=0.05, retry_budget_s=10.0, poll_interval_s=0.05)
 

@@ -17,7 +17,7 @@ from tls_pki import connect_proxy, https_server, make_pki
 
 from nrl_k8s.errors import ApiError
 from nrl_k8s.kinds.core import NAMESPACE
-from nrl_k8s.kube import Kube, Tuning
+from nrl_k8s.kube.client import Kube, Tuning
 
 FAST = Tuning(backoff_s=0.01, backoff_cap_s=0.05, retry_budget_s=10.0)
 DEFAULT_NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}

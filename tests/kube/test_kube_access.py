@@ -13,12 +13,12 @@ import json
 import pytest
 from sandbox_harness import DEADLINE_S, eventually, unique
 
-from nrl_k8s import crds
+from nrl_k8s.kinds import crds
 from nrl_k8s.errors import ForbiddenError
 from nrl_k8s.kinds.base import Kind, Pending, Ready
 from nrl_k8s.kinds.core import CRD
 from nrl_k8s.kinds.service import KIND as SERVICE
-from nrl_k8s.probe import Permission, missing_permissions
+from nrl_k8s.ops.probe import Permission, missing_permissions
 
 ENDPOINTS = Kind("", "v1", "endpoints", "Endpoints")
 

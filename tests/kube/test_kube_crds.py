@@ -14,13 +14,13 @@ import pytest
 from conftest import FAST, delete_namespace, make_namespace
 from sandbox_harness import DEADLINE_S, Sandbox, eventually, separate_sandbox
 
-from nrl_k8s import crds
-from nrl_k8s.bringup import BringUp
+from nrl_k8s.kinds import crds
+from nrl_k8s.flows.steps import BringUp
 from nrl_k8s.errors import NotFoundError
 from nrl_k8s.kinds.core import CRD
-from nrl_k8s.kube import Kube
-from nrl_k8s.probe import crd_probes
-from nrl_k8s.sandbox.controlplane.crds import dgd_crd as sandbox_dgd_crd
+from nrl_k8s.kube.client import Kube
+from nrl_k8s.ops.probe import crd_probes
+from nrl_k8s_sandbox.controlplane.crds import dgd_crd as sandbox_dgd_crd
 
 PARALLEL = "RayJob fields needed for --parallel"
 

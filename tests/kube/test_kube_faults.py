@@ -14,7 +14,7 @@ from conftest import write_kubeconfig
 from nrl_k8s.errors import ApiError, ConflictError, ForbiddenError, NotFoundError, ServerError
 from nrl_k8s.kinds import rayjob
 from nrl_k8s.kinds.core import CONFIGMAP
-from nrl_k8s.kube import Kube, Tuning
+from nrl_k8s.kube.client import Kube, Tuning
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import time
 import pytest
 from sandbox_harness import DEADLINE_S
 
-from nrl_k8s import gc
+from nrl_k8s.ops import gc
 from nrl_k8s.kinds import dgd, raycluster, rayjob, secret
 from nrl_k8s.kinds.base import MANAGED_BY, Pending, Ready, owned
 

@@ -15,7 +15,7 @@ from nrl_k8s.errors import ResourceFailed, WaitTimeout
 from nrl_k8s.kinds.base import Failed, Pending, Ready
 from nrl_k8s.kinds.core import CONFIGMAP
 from nrl_k8s.kinds.rayjob import KIND as RAYJOB
-from nrl_k8s.kube import GoneError, Kube, Tuning
+from nrl_k8s.kube.client import GoneError, Kube, Tuning
 
 
 def configmap(name: str, phase: str, labels: dict | None = None, reason: str = "") -> dict:

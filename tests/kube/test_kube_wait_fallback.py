@@ -10,7 +10,7 @@ from test_kube_wait import configmap, phase_readiness, set_phase
 
 from nrl_k8s.errors import ServerError
 from nrl_k8s.kinds.core import CONFIGMAP
-from nrl_k8s.kube import Kube, Tuning
+from nrl_k8s.kube.client import Kube, Tuning
 
 SHORT = Tuning(backoff_s=0.01, backoff_cap_s=0.02, retry_budget_s=0.3, watch_retry_budget_s=0.3, poll_interval_s=0.05)
 

@@ -1,4 +1,4 @@
-"""nrl_k8s.relay over real sockets: HTTP and upgraded connections, through a Connection from a real
+"""nrl_k8s.relay.server over real sockets: HTTP and upgraded connections, through a Connection from a real
 kubeconfig (CA, client certificate, token; a CONNECT proxy), and the session token every request
 must prove (the URL's, the cookie it buys, the Authorization header; cookie requests that may change
 something only from the relay's own pages).
@@ -27,9 +27,9 @@ from tls_pki import connect_proxy, make_pki
 from sandbox_harness import unique
 from upgrade_backend import GREETING, UpgradeEcho, serving
 
-from nrl_k8s.connection import Connection, from_kubeconfig
+from nrl_k8s.kube.connection import Connection, from_kubeconfig
 from nrl_k8s.errors import ConfigError
-from nrl_k8s.relay import Relay, Upstream, cookie_name
+from nrl_k8s.relay.server import Relay, Upstream, cookie_name
 
 UPSTREAM = Upstream("team", "web", 80, "the test service")
 PREFIX = UPSTREAM.prefix

@@ -17,8 +17,8 @@ from kubernetes.client.exceptions import ApiException
 from operator_helpers import not_private, proxy, rayjob, served_deployment
 from sandbox_harness import DEADLINE_S, Sandbox, eventually, nrl_k8s, observe, start_sandbox, stop_sandbox, unique
 
-from nrl_k8s.sandbox.faults import Faults
-from nrl_k8s.sandbox.pids import alive, marked, read_pid, start_time, wait_gone
+from nrl_k8s_sandbox.faults import Faults
+from nrl_k8s_sandbox.pids import alive, marked, read_pid, start_time, wait_gone
 
 
 def test_starting_twice_is_refused(sandbox):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from operator_helpers import HeldJob
 
-from nrl_k8s.sandbox.pids import marked, read_pid
+from nrl_k8s_sandbox.pids import marked, read_pid
 
 LISTENING = {"tcp": "0A", "tcp6": "0A", "udp": "07", "udp6": "07"}  # TCP LISTEN; UDP unconnected
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -13,7 +13,7 @@ from kubernetes import client
 from operator_helpers import IMAGE, condition, dgd, field, listening, proxy, ray_cluster_spec, rayjob
 from sandbox_harness import History, eventually, observe, unique
 
-from nrl_k8s.sandbox.controlplane.stub import FrontendStub
+from nrl_k8s_sandbox.controlplane.stub import FrontendStub
 
 CD = ("resource.nvidia.com", "v1beta1")
 DGD = ("nvidia.com", "v1alpha1")
@@ -179,8 +179,8 @@ def test_frontend_stub_routes(path, unavailable_for, code):
 def test_the_old_rayjob_crd_lacks_what_run_parallel_needs_and_the_built_one_has_it():
     """The two RayJob CRDs `sandbox build` fetched (KubeRay's pinned one, and 1.5.1's for the
     ``old-rayjob-crd`` fault), read as `check` reads the installed CRD."""
-    from nrl_k8s.crds import Gaps, parallel_gaps
-    from nrl_k8s.sandbox.controlplane import binaries
+    from nrl_k8s.kinds.crds import Gaps, parallel_gaps
+    from nrl_k8s_sandbox.controlplane import binaries
 
     crds = binaries.find().crds
     current, old = (yaml.safe_load((folder / "ray.io_rayjobs.yaml").read_text()) for folder in (crds, crds / "old"))

@@ -1,4 +1,4 @@
-"""nrl_k8s.connection and .credentials: the kubeconfig loader (every field, merging, relative paths, errors),
+"""nrl_k8s.kube.connection and .credentials: the kubeconfig loader (every field, merging, relative paths, errors),
 exec credential plugins (a real script), and in-cluster config from a service-account directory.
 
 TLS handshakes with what is loaded here are in tests/kube/test_connection_tls.py.
@@ -17,10 +17,10 @@ import pytest
 import yaml
 from sandbox_harness import eventually
 
-from nrl_k8s import credentials
-from nrl_k8s.connection import from_kubeconfig, in_cluster
+from nrl_k8s.kube import credentials
+from nrl_k8s.kube.connection import from_kubeconfig, in_cluster
 from nrl_k8s.errors import ConfigError, CredentialError
-from nrl_k8s.kube_errors import NoClusterError
+from nrl_k8s.kube.errors import NoClusterError
 from tls_pki import issue, pem
 
 CERT, KEY = pem(*issue("nrl-k8s-test", None, ca=True, ip="127.0.0.1", dns="localhost"))  # a CA certificate for

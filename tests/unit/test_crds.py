@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s import crds
-from nrl_k8s.crds import Gaps, needed_versions, parallel_gaps, served_versions
+from nrl_k8s.kinds import crds
+from nrl_k8s.kinds.crds import Gaps, needed_versions, parallel_gaps, served_versions
 
 PRE_RUNNING = "spec.preRunningDeadlineSeconds"
 INTERACTIVE = "spec.submissionMode InteractiveMode"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s.drift import drift, spec_drift
+from nrl_k8s.kinds.drift import drift, spec_drift
 
 
 def alpha(replicas: int = 1, **extra) -> dict:

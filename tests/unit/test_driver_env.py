@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from nrl_k8s.kinds import rayjob
-from nrl_k8s.sandbox.driver_env import DriverEnv
+from nrl_k8s_sandbox.driver_env import DriverEnv
 
 RUN = "train-0123abcd"
 INFRA = {

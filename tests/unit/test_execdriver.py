@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from nrl_k8s import execdriver
-from nrl_k8s.dashboard import JobInfo
-from nrl_k8s.execdriver import ExecDrivers, driver_script, parse_state, run_dir
-from nrl_k8s.podexec import Finished
+from nrl_k8s.ray import execdriver
+from nrl_k8s.ray.dashboard import JobInfo
+from nrl_k8s.ray.execdriver import ExecDrivers, driver_script, parse_state, run_dir
+from nrl_k8s.kube.podexec import Finished
 
 NASTY = [
     "plain",
@@ -171,7 +171,7 @@ def test_list_reads_every_tmp_dir(make_drivers, tmp_path):
 def test_a_dropped_log_stream_is_reopened_where_it_stopped(make_drivers, tmp_path):
     """The first stream breaks after its first chunk (and only then lets the driver go on):
     following resumes at the byte it reached, so nothing is repeated or lost."""
-    from nrl_k8s.podexec import ExecDropped
+    from nrl_k8s.kube.podexec import ExecDropped
 
     gate = tmp_path / "gate"
 

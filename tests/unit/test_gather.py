@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from nrl_k8s.bringup import gather
+from nrl_k8s.flows.steps import gather
 from nrl_k8s.errors import ConfigError, ForbiddenError
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s import head_services
-from nrl_k8s.head_services import legacy_name
+from nrl_k8s.flows import head_services
+from nrl_k8s.flows.head_services import legacy_name
 from nrl_k8s.kinds import raycluster
 from nrl_k8s.errors import ConfigError, ForbiddenError
 from nrl_k8s.events import Warning

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nrl_k8s import safe_yaml
+from nrl_k8s.config import safe_yaml
 
 HELM = Path(__file__).resolve().parents[2] / "helm"
 HELMFILE = HELM / "helmfile.yaml.gotmpl"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s import k8s_rules as rules
-from nrl_k8s.k8s_rules import Invalid
+from nrl_k8s.kinds import k8s_rules as rules
+from nrl_k8s.kinds.k8s_rules import Invalid
 from nrl_k8s.kinds.pod_schema import check_extra_pod_spec, check_pod_template
 
 QUANTITIES_OK = ["4", "500m", "16Gi", "1.5", ".5", "5.", "1e3", "2E-1", "100n", "0", "-0", 4, 0.5, 0]

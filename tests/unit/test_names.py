@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nrl_k8s.errors import ConfigError
-from nrl_k8s.names import validate_name
+from nrl_k8s.kinds.names import validate_name
 
 VALID = [
     ("simple", "train", 63),

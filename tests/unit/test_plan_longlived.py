@@ -9,13 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nrl_k8s import longlived, runs
+from nrl_k8s.flows import raycluster as longlived, records as runs
 from nrl_k8s.config.loader import load_config
-from nrl_k8s.dashboard import Dashboard
+from nrl_k8s.ray.dashboard import Dashboard
 from nrl_k8s.errors import ConfigError, ResourceFailed
-from nrl_k8s.longlived import latest_daemon_job, submit_daemon
-from nrl_k8s.package import stage
-from nrl_k8s.plan import DRIVER_RECIPE, Code, Submission, default_flow, plan_longlived, unstaged_recipe_reads
+from nrl_k8s.flows.raycluster import latest_daemon_job, submit_daemon
+from nrl_k8s.ray.package import stage
+from nrl_k8s.flows.plan import DRIVER_RECIPE, Code, Submission, default_flow, plan_longlived, unstaged_recipe_reads
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = (ROOT / "examples/sandbox_longlived.yaml", ROOT / "examples/sandbox_longlived.infra.yaml")
@@ -193,7 +193,7 @@ def test_the_driver_step_uses_its_read_ahead_only_while_fresh(tmp_path, monkeypa
 
 def test_latest_daemon_job_ignores_other_ids():
     jobs = [job("gym-server-9", "FAILED", 5), job("gym-serverless", "RUNNING", 9), job("gym-server", "FAILED", 1)]
-    from nrl_k8s.dashboard import JobInfo
+    from nrl_k8s.ray.dashboard import JobInfo
 
     infos = [JobInfo.from_json(j) for j in jobs]
     assert latest_daemon_job(infos, "gym-server").submission_id == "gym-server-9"

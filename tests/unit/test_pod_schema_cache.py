@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from nrl_k8s.k8s_rules import Invalid
+from nrl_k8s.kinds.k8s_rules import Invalid
 from nrl_k8s.kinds import pod_schema
 
 GOOD = {"spec": {"containers": [{"name": "main", "image": "nvcr.io/nvidia/nemo-rl:v0.4.0"}]}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s import podlogs
+from nrl_k8s.ops import logs as podlogs
 from nrl_k8s.errors import ConfigError
 
 

@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from nrl_k8s import recipe as recipe_mod
+from nrl_k8s.config import recipe as recipe_mod
 from nrl_k8s.errors import ConfigError
 
 INFRA = {

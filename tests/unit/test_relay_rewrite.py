@@ -1,4 +1,4 @@
-"""nrl_k8s.relay's request and response rewriting (pure): request paths onto the service proxy's
+"""nrl_k8s.relay.server's request and response rewriting (pure): request paths onto the service proxy's
 prefix, Location headers back to the relay's root, headers passed on, and who may use the relay
 (loopback names, its own pages, the session token)."""
 
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s.relay import (Admitted, Login, Refused, Upstream, admission, cookie_name, local_location, refusal,
-                           request_headers, upstream_path)
+from nrl_k8s.relay.server import Admitted, Login, Refused, Upstream, admission, cookie_name, local_location, refusal, request_headers, upstream_path
 
 PREFIX = Upstream("team", "rc-head-svc", 8265, "the dashboard").prefix
 SERVER = "https://api.example:6443"

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from nrl_k8s import targets
+from nrl_k8s.ops import targets
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import deployment, dgd, dra, raycluster, rayjob, secret, service
 from nrl_k8s.kinds.base import Pending, Ready

@@ -6,7 +6,7 @@ import pytest
 
 from nrl_k8s.kinds import dgd, rayjob
 from nrl_k8s.kinds.base import managed
-from nrl_k8s.probe import Permission, grants, run_permissions
+from nrl_k8s.ops.probe import Permission, grants, run_permissions
 
 
 def with_users(value: str | None) -> dict:

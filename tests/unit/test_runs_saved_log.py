@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from nrl_k8s import runs
+from nrl_k8s.flows import records as runs
 from nrl_k8s.errors import WaitTimeout
 from nrl_k8s.redact import REDACTED
 

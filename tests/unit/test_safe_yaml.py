@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from nrl_k8s import safe_yaml
+from nrl_k8s.config import safe_yaml
 from nrl_k8s.errors import ConfigError
 
 ACCEPTED = {

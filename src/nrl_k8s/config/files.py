@@ -17,8 +17,8 @@ from typing import Any, Mapping
 from deepmerge import Merger
 
 from nrl_k8s.errors import ConfigError
-from nrl_k8s.safe_yaml import MAX_BYTES, resolve
-from nrl_k8s.safe_yaml import load_file as load_yaml_file
+from nrl_k8s.config.safe_yaml import MAX_BYTES, resolve
+from nrl_k8s.config.safe_yaml import load_file as load_yaml_file
 
 # Dicts merge key by key; lists and scalars (and type mismatches) are replaced by the top layer.
 _MERGER = Merger([(dict, ["merge"]), (list, ["override"])], ["override"], ["override"])

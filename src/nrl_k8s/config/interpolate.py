@@ -36,8 +36,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
 from nrl_k8s.errors import ConfigError
-from nrl_k8s.k8s_rules import describe
-from nrl_k8s.safe_yaml import MAX_BYTES, MAX_DEPTH, MAX_NODES
+from nrl_k8s.kinds.k8s_rules import describe
+from nrl_k8s.config.safe_yaml import MAX_BYTES, MAX_DEPTH, MAX_NODES
 
 from .provenance import Provenance, dotted
 

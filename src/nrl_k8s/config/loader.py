@@ -10,7 +10,7 @@ from typing import Iterator, Mapping, Sequence
 
 from nrl_k8s import redact
 from nrl_k8s.errors import ConfigError, InfraError
-from nrl_k8s.safe_yaml import resolve
+from nrl_k8s.config.safe_yaml import resolve
 
 from . import kubeconfig
 from .files import Layer, block_layers, file_layers, merge_layers

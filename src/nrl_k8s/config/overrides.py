@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from nrl_k8s.errors import ConfigError
-from nrl_k8s.safe_yaml import MAX_DEPTH, parse
+from nrl_k8s.config.safe_yaml import MAX_DEPTH, parse
 
 Op = Literal["set", "add", "force", "delete"]
 

@@ -14,9 +14,9 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from nrl_k8s import k8s_rules
+from nrl_k8s.kinds import k8s_rules
 from nrl_k8s.errors import ConfigError
-from nrl_k8s.k8s_rules import DNS_LABEL, Invalid, describe
+from nrl_k8s.kinds.k8s_rules import DNS_LABEL, Invalid, describe
 
 from .provenance import Provenance, dotted
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import k8s_rules
+from nrl_k8s.kinds import k8s_rules
 from ..errors import InfraError
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "nrl-k8s"}

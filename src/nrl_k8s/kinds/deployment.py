@@ -9,10 +9,10 @@ Service for the pod's container ports (``kinds.service``).
 
 from __future__ import annotations
 
-from .. import k8s_rules as rules
+from nrl_k8s.kinds import k8s_rules as rules
 from ..errors import InfraError
-from ..k8s_rules import Invalid
-from ..names import validate_name
+from nrl_k8s.kinds.k8s_rules import Invalid
+from nrl_k8s.kinds.names import validate_name
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
 from .base import label_template, without_nulls
 from . import service

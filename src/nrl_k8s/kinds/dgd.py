@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .. import k8s_rules as rules
-from .. import safe_yaml
+from nrl_k8s.kinds import k8s_rules as rules
+from nrl_k8s.config import safe_yaml
 from ..config.interpolate import interpolate_document
 from ..errors import ConfigError, InfraError, dotted
-from ..k8s_rules import Invalid
-from ..names import validate_name
+from nrl_k8s.kinds.k8s_rules import Invalid
+from nrl_k8s.kinds.names import validate_name
 from . import dgd_v1alpha1, dgd_v1beta1, dra
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
 from .base import without_nulls

@@ -20,10 +20,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .. import k8s_rules as rules
+from nrl_k8s.kinds import k8s_rules as rules
 from ..cache import cache_dir, private_dir
 from ..errors import NrlK8sError
-from ..k8s_rules import Invalid
+from nrl_k8s.kinds.k8s_rules import Invalid
 
 _DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
 _ROOTS = {"PodTemplateSpec": "pod", "PodSpec": "pod.spec", "Container": "pod.spec.containers"}

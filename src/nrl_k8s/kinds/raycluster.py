@@ -28,11 +28,11 @@ from __future__ import annotations
 import copy
 import math
 
-from .. import k8s_rules as rules
+from nrl_k8s.kinds import k8s_rules as rules
 from ..config.schema import MOUNTED_KINDS, PVC_KINDS
 from ..errors import InfraError
-from ..k8s_rules import Invalid
-from ..names import MAX_RAYCLUSTER_NAME_LEN, validate_name
+from nrl_k8s.kinds.k8s_rules import Invalid
+from nrl_k8s.kinds.names import MAX_RAYCLUSTER_NAME_LEN, validate_name
 from . import dra
 from .pod_schema import check_pod_template
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, condition_true

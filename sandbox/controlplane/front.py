@@ -1,0 +1,223 @@
+"""The user's door to the API server: a TLS proxy in front of kube-apiserver for faults and counts.
+
+The user's kubeconfig points here (the operators talk to kube-apiserver directly). Each request
+is read up to its headers, classified as ``VERB RESOURCE`` (``list pods``, ``create rayjobs``,
+``get services/proxy``) and counted; while ``api-outage`` lasts it is answered 503, and a
+matching ``api-errors`` entry answers its code, as a Kubernetes ``Status`` with nothing
+forwarded. Otherwise the request goes to kube-apiserver unchanged (the user's own bearer token
+decides what RBAC allows) and the two connections are spliced, so watches, logs, exec and
+port-forward upgrades stream as they would. Every connection carries one request
+(``Connection: close`` upstream), so every request is seen. While ``rules-incomplete`` is on, a
+SelfSubjectRulesReview's answer is kube-apiserver's marked ``incomplete`` with a webhook
+authorizer's evaluation error, as a cluster whose authorizers include a webhook answers it.
+
+``/sandbox/faults`` (GET, PUT ``{"set": {NAME: VALUE|null}, "clear": [NAME]}``),
+``/sandbox/stats`` (GET, DELETE) and ``/sandbox/objects`` (GET: object counts) answer the
+operator token only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import select
+import socket
+import socketserver
+import ssl
+import threading
+import urllib.parse
+from collections import Counter
+from typing import Callable
+
+from ..faults import Faults
+from .egress import Head
+from .pki import Pair
+
+log = logging.getLogger("nrl_k8s_sandbox.front")
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "AlreadyExists",
+            410: "Expired", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
+            504: "Timeout"}
+#: What kube-apiserver's Webhook authorizer says when asked for a user's rules (it cannot list them).
+WEBHOOK_RULES_ERROR = "webhook authorizer does not support user rule resolution"
+
+
+def classify(method: str, target: str) -> tuple[str, str]:
+    """(verb, resource) of a Kubernetes API request: ``("list", "pods")``, ``("get", "services/proxy")``."""
+    url = urllib.parse.urlsplit(target)
+    parts = [p for p in url.path.split("/") if p]
+    query = urllib.parse.parse_qs(url.query)
+    if not parts or parts[0] not in ("api", "apis"):
+        return method.lower(), ""
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    watching = bool(rest) and rest[0] == "watch"
+    rest = rest[1:] if watching else rest
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]
+    resource, name, sub = (rest + ["", "", ""])[:3]
+    if sub:
+        resource = f"{resource}/{sub}"
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method)
+    if verb is None:
+        watching = watching or query.get("watch", [""])[0] in ("1", "true")
+        verb = "watch" if watching else ("get" if name else "list")
+    return verb, resource
+
+
+def _status(code: int, message: str) -> bytes:
+    body = json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                       "reason": _REASONS.get(code, "InternalError"), "code": code}).encode()
+    return (f"HTTP/1.1 {code} {_REASONS.get(code, 'Error')}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def _reply(code: int, data: object) -> bytes:
+    body = json.dumps(data).encode()
+    return (f"HTTP/1.1 {code} OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode() + body
+
+
+def _incomplete_rules(upstream: ssl.SSLSocket, request: Head) -> bytes:
+    """Forward a SelfSubjectRulesReview and return kube-apiserver's answer with ``incomplete: true``
+    and the webhook authorizer's ``evaluationError``; the rules RBAC granted are kept, as a union
+    with a webhook authorizer keeps them. The answer is asked for in JSON, so it can be changed."""
+    lines = [line for line in request.lines if not line.lower().startswith(("accept:", "accept-encoding:"))]
+    upstream.sendall(Head([*lines, "Accept: application/json"], request.rest).closing())
+    reply = http.client.HTTPResponse(upstream)
+    reply.begin()
+    body = reply.read()
+    if 200 <= reply.status < 300:
+        review = json.loads(body)
+        review["status"] = {**(review.get("status") or {}), "incomplete": True, "evaluationError": WEBHOOK_RULES_ERROR}
+        body = json.dumps(review).encode()
+    return (f"HTTP/1.1 {reply.status} {reply.reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def _splice(a: socket.socket, b: socket.socket) -> None:
+    sockets = [a, b]
+    while True:
+        ready = [s for s in sockets if isinstance(s, ssl.SSLSocket) and s.pending()]
+        if not ready:
+            ready = select.select(sockets, [], [], 3600)[0]
+            if not ready:
+                return
+        for source in ready:
+            try:
+                data = source.recv(65536)
+            except (ssl.SSLWantReadError, BlockingIOError):
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            (b if source is a else a).sendall(data)
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: "_Server"
+
+    def handle(self) -> None:
+        try:
+            client = self.server.front.serving.wrap_socket(self.request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return
+        request = Head.read(client)
+        if request is None:
+            return
+        method, target, headers, rest = request.method, request.target, request.headers, request.rest
+        front = self.server.front
+        if target.startswith("/sandbox/"):
+            client.sendall(front.admin(method, target, headers, rest))
+            return
+        verb, resource = classify(method, target)
+        refusal = front.gate(verb, resource)
+        if refusal is not None:
+            client.sendall(refusal)
+            return
+        upstream = front.connect()
+        try:
+            if (verb, resource) == ("create", "selfsubjectrulesreviews") and front.faults.get("rules-incomplete") is not None:
+                client.sendall(_incomplete_rules(upstream, request))
+                return
+            upstream.sendall(request.closing())
+            _splice(client, upstream)
+        finally:
+            upstream.close()
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    front: "FrontProxy"
+
+
+class FrontProxy:
+    """Listens on 127.0.0.1:``port`` (TLS with ``pair``) and forwards to kube-apiserver at ``upstream``."""
+
+    def __init__(self, port: int, upstream: int, pair: Pair, ca: str, faults: Faults, operator_token: str,
+                 on_change: Callable[[dict[str, str]], None], objects: Callable[[], dict[str, int]]):
+        self.serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.serving.set_alpn_protocols(["http/1.1"])
+        self.serving.load_cert_chain(str(pair.cert), str(pair.key))
+        self.client = ssl.create_default_context(cafile=ca)
+        self.upstream = upstream
+        self.faults = faults
+        self.operator_token = operator_token
+        self.on_change = on_change
+        self.objects = objects
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", port), _Handler)
+        self._server.front = self
+        self._thread = threading.Thread(target=self._server.serve_forever, name="front", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def connect(self) -> ssl.SSLSocket:
+        return self.client.wrap_socket(socket.create_connection(("127.0.0.1", self.upstream)),
+                                       server_hostname="127.0.0.1")
+
+    def gate(self, verb: str, resource: str) -> bytes | None:
+        """The fault's answer to this request, or None to forward it."""
+        with self._lock:
+            self.counts[f"{verb} {resource}"] += 1
+        if self.faults.in_outage():
+            return _status(503, "the API server is unavailable (sandbox fault api-outage)")
+        code = self.faults.take_api_error(verb, resource)
+        if code is not None:
+            return _status(code, f"{verb} {resource} failed (sandbox fault api-errors)")
+        return None
+
+    def admin(self, method: str, target: str, headers: dict[str, str], rest: bytes) -> bytes:
+        if headers.get("authorization") != f"Bearer {self.operator_token}":
+            return _status(401, "the sandbox's admin endpoints take the operator token")
+        path = urllib.parse.urlsplit(target).path
+        if path == "/sandbox/stats":
+            with self._lock:
+                counts = dict(self.counts)
+                if method == "DELETE":
+                    self.counts.clear()
+            return _reply(200, counts)
+        if path == "/sandbox/objects" and method == "GET":
+            return _reply(200, self.objects())
+        if path == "/sandbox/faults" and method == "GET":
+            return _reply(200, self.faults.active())
+        if path == "/sandbox/faults" and method == "PUT":
+            change = json.loads(rest or b"{}")
+            try:
+                for name, value in (change.get("set") or {}).items():
+                    self.faults.set(name, value)
+                for name in change.get("clear") or []:
+                    self.faults.clear(name)
+            except ValueError as err:
+                return _status(400, str(err))
+            active = self.faults.active()
+            self.on_change(active)
+            return _reply(200, active)
+        return _status(404, f"no sandbox endpoint {method} {path}")

@@ -1,0 +1,311 @@
+"""The real control plane's daemon: what ``nrl-k8s sandbox up`` leaves running.
+
+``serve`` runs the start-up steps in order over one ``Plane``: certificates and tokens (``pki``),
+etcd and kube-apiserver (TLS, RBAC, a token for the user, the egress selector to
+``egress.EgressProxy``), the CRDs (KubeRay's and kwok's from their modules, Dynamo's and the
+ComputeDomain's of our own, the DGD conversion webhook), the user's RBAC and kwok's Stages, kwok
+nodes with GPUs and their DRA devices, then kube-controller-manager, kube-scheduler, kwok, the
+KubeRay operator (``--use-kubernetes-proxy``) and, in this process, the local kubelet and the
+Dynamo and DRA controllers; last the user's door (``front.FrontProxy``) and ``sandbox.json``.
+``ready`` goes to the inherited pipe when all of that answers; a child that exits during
+start-up fails it at once, naming the child and its log. Everything listens on 127.0.0.1 (the
+egress proxy on a Unix socket, 0600) and every file is private (umask 077). SIGTERM stops it
+all, the last started first.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import ssl
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+import kubernetes
+import yaml
+
+from nrl_k8s.errors import SandboxError
+
+from ..faults import Faults
+from ..pids import MARKER
+from ..ray_head import free_ports, temp_dir_for
+from . import binaries, components, rbac, stages
+from .crds import crds as dynamo_crds
+from .dra import ComputeDomains
+from .dra import devices as dra_devices
+from .dynamo import Dynamo
+from .egress import EgressProxy, egress_config
+from .front import FrontProxy
+from .kubelet import LocalKubelet, played_pods_logs
+from .pki import Authority
+from .webhook import ConversionWebhook
+
+log = logging.getLogger("nrl_k8s_sandbox.controlplane")
+USER = "nrl-k8s-user"
+USER_GROUP = "nrl-k8s:users"
+START_S = 180.0
+#: kwok nodes: (name prefix, count, GPUs each, labels).
+GB300 = {"nvidia.com/gpu.product": "NVIDIA-GB300", "nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "4",
+         "nvidia.com/gpu.family": "blackwell", "nvidia.com/gpu.memory": "284000",
+         "node.kubernetes.io/instance-type": "gb300-nvl72"}
+NODES = (("gb300", 8, 4, GB300), ("cpu", 2, 0, {}))
+#: What ``sandbox status`` counts, by plural: (group, version) or None for the core group.
+COUNTED = {"pods": None, "services": None, "rayclusters": ("ray.io", "v1"), "rayjobs": ("ray.io", "v1"),
+           "dynamographdeployments": ("nvidia.com", "v1alpha1")}
+KWOK_CONFIG = {
+    "apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
+    "options": {"enableCRDs": ["Stage", "Logs", "ClusterLogs", "Exec", "ClusterExec", "PortForward",
+                               "ClusterPortForward", "Attach", "ClusterAttach"],
+                "enableDebuggingHandlers": True, "enableProfilingHandler": False,
+                "nodeLeaseDurationSeconds": 40, "nodeLeaseParallelism": 2,
+                "podPlayStageParallelism": 4, "nodePlayStageParallelism": 2}}
+
+
+def _environment(sandbox_dir: Path) -> dict[str, str]:
+    """The environment children get: ``sandbox up``'s, this interpreter's bin dir first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env[MARKER] = str(sandbox_dir)
+    return env
+
+
+def _node(name: str, gpus: int, labels: dict[str, str]) -> dict:
+    capacity = {"cpu": "144", "memory": "960Gi", "pods": "250", "ephemeral-storage": "4Ti"}
+    if gpus:
+        capacity["nvidia.com/gpu"] = str(gpus)
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                    "kubernetes.io/arch": "amd64", "type": "kwok", **labels}},
+            "status": {"capacity": capacity, "allocatable": capacity}}
+
+
+def _answers(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+class Plane:
+    """The daemon's state while it starts, runs and stops: what each step made, for the next."""
+
+    def __init__(self, sandbox_dir: Path, faults: dict[str, str]):
+        self.dir = sandbox_dir
+        self.started = time.monotonic()
+        self.deadline = self.started + START_S
+        self.faults = Faults()
+        for name, value in faults.items():
+            self.faults.set(name, value)
+        self.installed = binaries.find()
+        self.env = _environment(sandbox_dir)
+        self.processes = components.Processes(sandbox_dir, self.installed, self.env)
+        self.scratch = temp_dir_for(sandbox_dir).parent  # short: Unix socket paths are length-limited
+        self.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.running: list = []  # what has a stop(), in start order
+        self.kubelet: LocalKubelet | None = None
+        self.info: dict = {}
+
+    def wait(self, what: str, probe: Callable[[], bool]) -> None:
+        """Until ``probe()``; SandboxError at the deadline or as soon as a child has exited."""
+        while not probe():
+            exited = self.processes.exited()
+            if exited:
+                name, code = next(iter(exited.items()))
+                raise SandboxError(f"{name} exited with code {code} while waiting for {what}",
+                                   hint=f"see {self.dir / 'logs' / (name + '.log')}")
+            if time.monotonic() > self.deadline:
+                raise SandboxError(f"{what} did not happen within {START_S:.0f} s", hint=f"see {self.dir / 'logs'}")
+            time.sleep(0.1)
+        log.info("%s (%.1f s)", what, time.monotonic() - self.started)
+
+    def apply(self, obj: dict) -> None:
+        """Create or update ``obj`` (server-side apply keeps re-applying idempotent)."""
+        dynamic = kubernetes.dynamic.DynamicClient(self.api)
+        resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        resource.server_side_apply(body=obj, namespace=namespace, field_manager="nrl-k8s-sandbox", force_conflicts=True)
+
+    def keep(self, thing) -> None:
+        """Start ``thing``; it is stopped with the plane, before the children."""
+        thing.start()
+        self.running.append(thing)
+
+    def stop(self) -> None:
+        for thing in reversed(self.running):
+            thing.stop()
+        self.processes.stop()
+
+    def count(self) -> dict[str, int]:
+        """How many objects of each ``COUNTED`` kind there are, in all namespaces."""
+        core, custom = kubernetes.client.CoreV1Api(self.api), kubernetes.client.CustomObjectsApi(self.api)
+        counts = {}
+        for plural, group in COUNTED.items():
+            try:
+                if group is None:
+                    listing = getattr(core, f"list_{plural[:-1]}_for_all_namespaces")(_preload_content=False)
+                else:
+                    listing = custom.list_cluster_custom_object(*group, plural, _preload_content=False)
+            except kubernetes.client.ApiException:
+                continue  # not served (the no-dgd-crd fault)
+            counts[plural] = len(json.loads(listing.data)["items"])
+        return counts
+
+
+# -- the start-up steps, in order ------------------------------------------------------------
+def certificates(plane: Plane) -> None:
+    ca = plane.ca = Authority(plane.dir / "pki")
+    plane.serving = ca.issue("apiserver", "kube-apiserver", server=True)
+    plane.admin = ca.issue("admin", "nrl-k8s-sandbox-admin", organizations=("system:masters",), client=True)
+    plane.kubelet_pair = ca.issue("kubelet", "kwok-kubelet", server=True)
+    plane.webhook_pair = ca.issue("dgd-webhook", "dgd-webhook", server=True)
+    plane.sa = ca.service_account_key()
+    plane.ports = components.Ports(*free_ports(4))
+    plane.operator_token = secrets.token_urlsafe(32)
+    plane.user_token = secrets.token_urlsafe(32)
+    plane.tokens = components.write_private(plane.dir / "tokens.csv",
+                                            f'{plane.user_token},{USER},{USER},"{USER_GROUP}"\n')
+
+
+def api_server(plane: Plane) -> None:
+    """etcd, the egress proxy to pods, kube-apiserver, and the operators' admin kubeconfig."""
+    socket_path = plane.scratch / "egress.sock"
+    kubelet = lambda: plane.kubelet  # noqa: E731 - made later, by operators()
+    plane.keep(EgressProxy(
+        socket_path, lambda host, port: kubelet().resolve(host, port) if kubelet() else None,
+        lambda *request: kubelet().inspect(*request),
+        lambda host, port: kubelet() is not None and kubelet().is_dashboard(host, port)))
+    egress_file = components.write_private(plane.dir / "egress.yaml", egress_config(socket_path))
+    # a fresh cluster every time: an earlier sandbox's objects (its nodes' kubelet port) would mislead
+    shutil.rmtree(plane.dir / "etcd", ignore_errors=True)
+    plane.processes.start("etcd", components.etcd(plane.installed, plane.dir / "etcd", plane.ports))
+    plane.processes.start("kube-apiserver", components.apiserver(
+        plane.installed, plane.ca, plane.serving, plane.admin, plane.sa, plane.ports, plane.tokens, egress_file))
+    plane.url = f"https://127.0.0.1:{plane.ports.apiserver}"
+    context = ssl.create_default_context(cafile=str(plane.ca.cert))
+    context.load_cert_chain(str(plane.admin.cert), str(plane.admin.key))
+    plane.wait("kube-apiserver ready", lambda: _answers(f"{plane.url}/readyz", context))
+    plane.admin_config = components.write_private(plane.dir / "admin.kubeconfig", components.kubeconfig(
+        plane.url, plane.ca.pem, {"client-certificate-data": base64.b64encode(plane.admin.cert.read_bytes()).decode(),
+                                  "client-key-data": base64.b64encode(plane.admin.key.read_bytes()).decode()}))
+    plane.api = kubernetes.config.new_client_from_config(config_file=str(plane.admin_config))
+
+
+def resources(plane: Plane) -> None:
+    """The CRDs (the ``old-rayjob-crd`` and ``no-dgd-crd`` faults choose which), established."""
+    paths = {path.name: path for path in plane.installed.crds.glob("*.yaml")}
+    if plane.faults.get("old-rayjob-crd") is not None:
+        paths["ray.io_rayjobs.yaml"] = plane.installed.crds / "old" / "ray.io_rayjobs.yaml"
+    docs = [doc for path in paths.values() for doc in yaml.safe_load_all(path.read_text()) if doc]
+    plane.dgds = plane.faults.get("no-dgd-crd") is None
+    webhook = ConversionWebhook(plane.webhook_pair.cert, plane.webhook_pair.key)
+    plane.keep(webhook)
+    docs += [doc for doc in dynamo_crds(webhook.url, plane.ca.pem)
+             if plane.dgds or not doc["metadata"]["name"].startswith("dynamographdeployments")]
+    for doc in docs:
+        plane.apply(doc)
+    ext = kubernetes.client.ApiextensionsV1Api(plane.api)
+    pending = {doc["metadata"]["name"] for doc in docs}
+
+    def established() -> bool:
+        for name in list(pending):
+            conditions = ext.read_custom_resource_definition(name).status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                pending.discard(name)
+        return not pending
+    plane.wait("the CRDs established", established)
+
+
+def access(plane: Plane) -> None:
+    """The user's kubeconfig straight to kube-apiserver (for RBAC checks), the RBAC and Stages the
+    faults ask for (again on every change of them), kwok's nodes and their DRA devices."""
+    user_config = components.write_private(plane.dir / "user.kubeconfig", components.kubeconfig(
+        plane.url, plane.ca.pem, {"token": plane.user_token}))
+    user_api = kubernetes.config.new_client_from_config(config_file=str(user_config))
+
+    def on_faults(active: dict[str, str]) -> None:
+        rbac.apply(plane.api, user_api, plane.faults, USER_GROUP)
+        for stage in stages.stages(stages.delays_of(active)):
+            plane.apply(stage)
+    plane.on_faults = on_faults
+    on_faults(plane.faults.active())
+    for prefix, count, gpus, labels in NODES:
+        for index in range(count):
+            plane.apply(_node(f"{prefix}-{index}", gpus, labels))
+    for obj in dra_devices([f"{prefix}-{i}" for prefix, count, gpus, _ in NODES if gpus for i in range(count)]):
+        plane.apply(obj)
+
+
+def operators(plane: Plane) -> None:
+    """The controllers: Kubernetes', kwok, KubeRay (answering its readiness probe), ours."""
+    installed, admin = plane.installed, plane.admin_config
+    plane.processes.start("kube-controller-manager", components.controller_manager(installed, admin, plane.ca, plane.sa))
+    plane.processes.start("kube-scheduler", components.scheduler(installed, admin))
+    kwok_config = components.write_private(plane.dir / "kwok.yaml", yaml.safe_dump(KWOK_CONFIG))
+    plane.processes.start("kwok", components.kwok(installed, admin, kwok_config, plane.kubelet_pair, plane.ports))
+    probe = free_ports(1)[0]
+    plane.processes.start("kuberay-operator", *components.kuberay(installed, admin, probe))
+    plane.apply(played_pods_logs(plane.dir))
+    plane.kubelet = LocalKubelet(plane.api, plane.dir, plane.env, plane.faults, plane.ports.kwok, plane.scratch)
+    plane.keep(plane.kubelet)
+    if plane.dgds:
+        plane.keep(Dynamo(plane.api, plane.faults))
+    plane.keep(ComputeDomains(plane.api, plane.faults))
+    plane.wait("the KubeRay operator ready", lambda: _answers(f"http://127.0.0.1:{probe}/readyz"))
+
+
+def front_door(plane: Plane) -> None:
+    """The user's door (faults, counts, the admin endpoints), the kubeconfig to it, ``sandbox.json``."""
+    port = free_ports(1)[0]
+    plane.keep(FrontProxy(port, plane.ports.apiserver, plane.serving, str(plane.ca.cert), plane.faults,
+                              plane.operator_token, plane.on_faults, plane.count))
+    front_url = f"https://127.0.0.1:{port}"
+    kubeconfig = components.write_private(plane.dir / "kubeconfig", components.kubeconfig(
+        front_url, plane.ca.pem, {"token": plane.user_token}))
+    components.write_private(plane.dir / "sandbox.json", json.dumps({
+        "control_plane": "real", "api_url": front_url, "apiserver_url": plane.url, "kubeconfig": str(kubeconfig),
+        "admin_url": front_url, "ca_file": str(plane.ca.cert), "operator_token": plane.operator_token,
+        "scratch": str(plane.scratch), "admin_kubeconfig": str(plane.admin_config), "daemon_pid": os.getpid(),
+        "bin": str(plane.installed.bin), "pids": {name: p.pid for name, p in plane.processes.running.items()},
+        "versions": {"kubernetes": binaries.KUBERNETES, "etcd": binaries.ETCD, "kwok": binaries.KWOK,
+                     "kuberay": binaries.KUBERAY},
+    }, indent=2))
+
+
+STEPS = (certificates, api_server, resources, access, operators, front_door)
+
+
+def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> int:
+    os.umask(0o077)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    plane = Plane(sandbox_dir, faults)
+    try:
+        for step in STEPS:
+            step(plane)
+        log.info("ready in %.1f s", time.monotonic() - plane.started)
+        if ready_fd is not None:
+            os.write(ready_fd, b"ready\n")
+            os.close(ready_fd)
+        while not stop.wait(1.0):
+            exited = plane.processes.exited()
+            if exited:
+                log.error("stopping: %s exited", exited)
+                return 1
+        return 0
+    finally:
+        plane.stop()

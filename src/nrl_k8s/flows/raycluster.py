@@ -1,0 +1,514 @@
+"""`run --raycluster`: the long-lived flow (SPEC "run --raycluster").
+
+Everything is rendered first (``plan.plan_longlived``), then:
+
+0. preflight, all at once: every permission the run needs, a live Service with a head Service name
+   one of the RayClusters would get (``head_services``), DGD drift, the code package staged (too
+   big: exit 2); meanwhile, and through the next steps, the training dashboard's client is made
+   (its HTTP stack imported) and a package with new or changed files zipped, in the background;
+1. Deployments (+ their Service), reused when identical, awaited Available and healthy;
+2. every role's RayCluster ensured (reuse identical, warn on drift, ``recreate`` replaces), then
+   its DRA objects and env Secret created owned by it;
+3. every DGD created with the training RayCluster already in its ownerReferences (reused ones
+   get it added, with a warning when they have other owners); RayClusters provisioned and DGDs
+   serving awaited together;
+4. with ``replace``, the gym's endpoint-registry ConfigMap (``plan.registry``) deleted, so the
+   daemons started anew register afresh; each role's daemon submitted through that cluster's
+   dashboard (skipped while it runs or after it succeeded; a failed one is an error unless
+   ``replace``), then its health URL awaited;
+5. the driver started on the training cluster (submission id = run id) by the plan's submitter:
+   through the dashboard with the code package as its working_dir, or (``exec``) on the head pod
+   through ``pods/exec`` (``execdriver``); then the run recorded (``runs``). Its reads (running
+   jobs, the package on the cluster) start right after step 2 when the training cluster is up
+   already, and are read again when the steps between took longer than ``_READ_AHEAD_S``.
+
+Failure or Ctrl-C before the driver is submitted rolls back what this run created (the ledger),
+never what it reused; from the submission on nothing is deleted, and the error says what runs and
+how to stop it. A run killed outright (SIGKILL) cannot roll back: what it created without an owner
+(Deployments, Services, RayClusters; the rest is owned by a RayCluster) carries its run id and stays
+"unfinished" (``unfinished``) until just before the driver is submitted, so `gc` removes it once
+``bringup_seconds`` have passed, and `status` lists it meanwhile.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nrl_k8s.ops import gc
+from nrl_k8s.flows import head_services, records as runs, unfinished
+from nrl_k8s.ray import package as package_mod
+from nrl_k8s.flows.steps import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, Background, BringUp, execute, gather, parallel
+from nrl_k8s.errors import ConfigError, NotFoundError, NrlK8sError, ResourceFailed, SubmissionExists
+from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
+from nrl_k8s.kinds import raycluster, rayjob
+from nrl_k8s.kinds.base import Kind, Ready, owned, owner_reference
+from nrl_k8s.kinds.core import CONFIGMAP
+from nrl_k8s.kinds.index import kind_of
+from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
+from nrl_k8s.ops.probe import Permission, run_permissions
+from nrl_k8s.config.recipe import RECIPE_ENV, recipe_text
+
+if TYPE_CHECKING:
+    from nrl_k8s.ray.dashboard import Dashboard, JobInfo
+    from nrl_k8s.ray.execdriver import ExecDrivers
+
+_PROVISION_TIMEOUT_S = 1800
+_STOP_TIMEOUT_S = 120
+_BRINGUP_MARGIN_S = 600  # the calls between the waits (dashboards, the package upload, stopping jobs)
+_DASHBOARD_RETRIES = 8
+_READ_AHEAD_S = 2.0  # a job list read ahead is used while at most this old (else read again)
+KIND_METADATA = "nrl-k8s.io/kind"  # Ray job metadata: "driver" or "daemon"
+RUN_METADATA = "nrl-k8s.io/run-id"
+
+
+def bringup_seconds(plan: LongLivedPlan) -> float:
+    """How long a live bring-up of ``plan`` may take: its Deployments' waits, then its clusters' and
+    DGDs' (at once), then its daemons' health checks, and a margin for the calls between."""
+    deployments = max((DEPLOYMENT_TIMEOUT_S + plan.health.get(key, ("", 0.0))[1] for key in plan.deployments),
+                      default=0.0)
+    clusters = max([_PROVISION_TIMEOUT_S, *plan.ready_timeouts.values()])
+    daemons = sum(daemon.health[1] for daemon in plan.daemons.values() if daemon.health)
+    return deployments + clusters + daemons + _BRINGUP_MARGIN_S
+
+
+@dataclass(frozen=True)
+class LongLivedOptions:
+    wait: bool = True
+    recreate: bool = False
+    replace: bool = False
+    skip_daemons: bool = False
+    repo_root: str | None = None
+    dashboard_url: str | None = None  # reach the training cluster's dashboard here
+    context: str | None = None
+    job_timeout_s: float | None = None  # --timeout: how long --wait follows the job; None = until it ends
+    adopt: bool = False  # --adopt: reuse a same-named object another user or a person made
+
+
+@dataclass
+class LongLivedResult:
+    run_id: str
+    namespace: str
+    clusters: dict[str, str] = field(default_factory=dict)  # role -> RayCluster name
+    actions: dict[str, str] = field(default_factory=dict)  # "kuberay.ROLE" / "deployments.KEY" -> created|reused
+    dgds: dict[str, str] = field(default_factory=dict)
+    owners: dict[str, list[str]] = field(default_factory=dict)
+    daemons: dict[str, str] = field(default_factory=dict)  # role -> "submitted ID" | "running ID" | ...
+    package: str | None = None  # gcs:// URI of the driver's working_dir
+    uploaded_bytes: int = 0
+    record: str | None = None  # path of the run record
+    job_status: str | None = None
+    succeeded: bool | None = None
+    exec: dict[str, str] | None = None  # the exec submitter's driver: {"pod", "dir"}
+
+
+class LongLived(BringUp):
+    """The long-lived flow's steps over one plan (``cluster up`` runs a subset of them)."""
+
+    def __init__(self, kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit):
+        super().__init__(kube, plan.namespace, plan.driver.cluster, emit)
+        self.plan, self.options = plan, options
+        self.cluster = plan.driver.cluster
+        self.result = LongLivedResult(run_id=plan.run_id, namespace=plan.namespace, dgds=self.dgd_actions,
+                                      owners=self.dgd_owners)
+        self.live: dict[str, dict] = {}  # role -> live RayCluster
+        self._dashboards: dict[str, Dashboard] = {}  # role -> its client, one per run (connections reused)
+        self._dashboards_lock = threading.RLock()
+        self._exec: ExecDrivers | None = None
+        self._closed = False
+        self._ahead: Background | None = None  # the driver step's reads, started early (read_ahead)
+        self.submitted = False
+        self.submitting = False  # a driver POST was sent: the job may exist even if it failed
+        self.unfinished: list[tuple[Kind, str]] = []  # what this bring-up created unowned or took over
+        self._unfinished_s = bringup_seconds(plan)
+        self._unsure = False  # driver_started could not tell (the API failed): fail says how to check
+
+    # -- preflight -------------------------------------------------------------------------
+    def preflight(self) -> tuple[dict, dict[str, package_mod.Package]]:
+        """The checks, concurrently (their errors in this order); the training dashboard's client is
+        made in the background meanwhile (an error there is raised where the client is used)."""
+        Background(self._prepare_dashboard, "dashboard-client")
+        proxy = not self.kube.in_cluster
+        needed = run_permissions(self.plan.manifests(), proxy=proxy)
+        if self.plan.submitter == "exec":
+            needed.append(Permission("create", "pods/exec"))
+        if self.options.replace and self.plan.registry and not self.options.skip_daemons:
+            needed.append(Permission("delete", "configmaps"))
+        self.adopt = self.options.adopt
+        _, _, _, existing, packages = gather(
+            lambda: self.check_permissions(needed),
+            lambda: head_services.check_live(self.kube, self.ns, list(self.plan.clusters.values()), self.emit),
+            lambda: self.check_owners(self.plan.manifests()),
+            lambda: self.check_dgds(self.plan.dgds),
+            self.stage_packages,
+        )
+        for package in packages.values():
+            if package.hashed:  # new or changed files: the cluster likely lacks it, so zip it meanwhile
+                Background(package.zip_bytes, "zip")
+        return existing, packages
+
+    def _prepare_dashboard(self) -> None:
+        with self._dashboards_lock:
+            if self._closed:  # the run ended before this thread started
+                return
+            try:
+                self.dashboard("training")
+            except NrlK8sError:
+                pass  # raised again by the step that uses it
+
+    def stage_packages(self, roles=None) -> dict[str, package_mod.Package]:
+        """The working_dir of the driver (always: it carries the recipe) and of each daemon of
+        ``roles`` (default: all) with upload paths, keyed by "driver" / role. Too big: exit 2
+        before anything is applied."""
+        root, sources = package_mod.upload_sources(self.plan, self.options.repo_root, roles)
+        text = recipe_text(self.plan.recipe)
+        return {name: package_mod.stage(root, paths, text) for name, paths in sources.items()}
+
+    # -- bring-up --------------------------------------------------------------------------
+    def create(self, kind: Kind, manifest: dict, label: str) -> dict:
+        """Created with the run id; with no owner, unfinished until :meth:`finish` (``unfinished``)."""
+        manifest = unfinished.stamp(manifest, self.plan.run_id, self._unfinished_s)
+        if unfinished.unfinished(manifest):
+            self.unfinished.append((kind, manifest["metadata"]["name"]))
+        return super().create(kind, manifest, label)
+
+    def ensure(self, kind: Kind, manifest: dict, label: str, **options) -> tuple[dict, str]:
+        """``BringUp.ensure``; a reused object of a bring-up that did not finish is taken over
+        (this run's id and deadline), so gc leaves it to this run, which finishes it."""
+        live, action = super().ensure(kind, manifest, label, **options)
+        if action == "reused" and unfinished.unfinished(live):
+            name = manifest["metadata"]["name"]
+            before = live["metadata"]["labels"].get(rayjob.RUN_ID_LABEL, "?")
+            self.unfinished.append((kind, name))
+            live = self.kube.patch(kind, name, unfinished.takeover(self.plan.run_id, self._unfinished_s),
+                                   namespace=self.ns)
+            self.emit(Became(label, f"{kind.kind} {name} taken over from run {before}, whose bring-up did not finish"))
+        return live, action
+
+    def finish(self) -> None:
+        """The bring-up is done: what it created or took over is no longer unfinished (gc leaves it)."""
+        failed = []
+        for kind, name in self.unfinished:
+            try:
+                self.kube.patch(kind, name, unfinished.FINISHED, namespace=self.ns)
+            except NotFoundError:
+                continue
+            except NrlK8sError as err:
+                failed.append(f"{kind.kind} {name} ({err.message})")
+        self.unfinished = []
+        if failed:
+            self.emit(Warning(f"could not mark {', '.join(failed)} as brought up: once the deadline in its "
+                              f"{gc.DEADLINE_ANNOTATION} annotation passes, `nrl-k8s gc` takes it for a "
+                              "killed bring-up's; run again (a warm re-run marks it) before then"))
+
+    def ensure_cluster(self, role: str) -> None:
+        """A role's RayCluster ensured, then its DRA objects and env Secret, owned by it."""
+        manifest, label = self.plan.clusters[role], f"kuberay.{role}"
+        live, action = self.ensure(raycluster.KIND, manifest, label, recreate=self.options.recreate)
+        self.live[role] = live
+        self.result.clusters[role] = manifest["metadata"]["name"]
+        self.result.actions[label] = action
+        ref = owner_reference(live)
+        for obj in [*self.plan.dra.get(role, []), *filter(None, [self.plan.env_secrets.get(role)])]:
+            kind, name = kind_of(obj), obj["metadata"]["name"]
+            found = self.read(kind, name)
+            if found is not None and ref["uid"] not in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
+                self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)  # GC takes a replaced cluster's
+                found = None
+            self.ensure(kind, owned(obj, live), label, recreate=self.options.recreate, live=found)
+
+    def dgds(self, existing: dict) -> None:
+        self.apply_dgds(self.plan.dgds, existing, owner=self.live["training"])
+
+    def wait_all(self, roles=None, dgds=None) -> None:
+        """RayClusters (of ``roles``, default all) provisioned and DGDs (default all) serving, all at once."""
+        roles = self.plan.clusters if roles is None else roles
+        dgds = self.plan.dgds if dgds is None else dgds
+        jobs = {f"kuberay.{role}": (lambda emit, role=role: self.wait_ready(
+            raycluster.KIND, raycluster.readiness, self.result.clusters[role], f"kuberay.{role}",
+            _PROVISION_TIMEOUT_S, emit)) for role in roles}
+        if dgds:
+            jobs["dynamo"] = lambda emit: self.wait_dgds(dgds, self.plan.ready_timeouts)
+        parallel(jobs, self.emit, lambda label: None)
+
+    # -- Ray jobs --------------------------------------------------------------------------
+    def dashboard(self, role: str) -> Dashboard:
+        """The dashboard of ``role``'s RayCluster, one client per run (closed by :meth:`close`)."""
+        with self._dashboards_lock:
+            if role not in self._dashboards:
+                from nrl_k8s.ray.dashboard import Dashboard  # httpx: imported off the main thread by preflight
+
+                url = self.options.dashboard_url if role == "training" else None
+                cluster = self.live.get(role) or self.plan.clusters[role]
+                self._dashboards[role] = Dashboard.for_cluster(
+                    cluster_name=cluster["metadata"]["name"], namespace=self.ns, connection=self.kube.connection,
+                    in_cluster=self.kube.in_cluster, url=url, service=raycluster.head_service_of(cluster),
+                    retries=_DASHBOARD_RETRIES)
+            return self._dashboards[role]
+
+    def exec_drivers(self) -> ExecDrivers:
+        """The training cluster's exec drivers (in this run's tmp dir), one client per run."""
+        if self._exec is None:
+            from nrl_k8s.ray.execdriver import ExecDrivers
+
+            self._exec = ExecDrivers(self.kube, self.ns, self.cluster, [posixpath.dirname(self.plan.exec_dir)])
+        return self._exec
+
+    def driver_source(self):
+        """Where the driver's status and log are read: its exec drivers or the training dashboard."""
+        return self.exec_drivers() if self.plan.submitter == "exec" else self.dashboard("training")
+
+    def close(self) -> None:
+        with self._dashboards_lock:
+            for dash in self._dashboards.values():
+                dash.close()
+            self._dashboards.clear()
+            if self._exec is not None:
+                self._exec.close()
+            self._closed = True
+
+    def __enter__(self) -> LongLived:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def reset_registry(self) -> None:
+        """``replace``: delete the gym's endpoint-registry ConfigMap (``nemo-rl-endpoints-<job id>``), if it
+        exists, so the daemons started anew register afresh instead of finding the old run's endpoints."""
+        name = self.plan.registry
+        if not self.options.replace or name is None:
+            return
+        if self.options.skip_daemons:
+            self.emit(Warning(f"ConfigMap {name} (the gym's endpoint registry) is not reset: --skip-daemons keeps "
+                              "the gym daemon that registered in it"))
+            return
+        deleted = self.kube.delete(CONFIGMAP, name, self.ns)
+        self.emit(Became(f"configmap {name}", "deleted: --replace resets the gym's endpoint registry" if deleted
+                         else "not there: no endpoint registry to reset"))
+
+    def daemons(self, packages: dict, roles=None) -> None:
+        """Each daemon (of ``roles``, default all) submitted unless it runs, then its health URL awaited."""
+        for role, daemon in self.plan.daemons.items():
+            if roles is not None and role not in roles:
+                continue
+            dash = self.dashboard(role)
+            done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role), namespace=self.ns,
+                                                             replace=self.options.replace, emit=self.emit)
+            self.wait_healthy(f"daemon {role}", daemon.health,
+                              failed=lambda: _ended(dash, done.split()[-1], self.ns, daemon.cluster))
+
+    def read_ahead(self, package: package_mod.Package) -> None:
+        """When the training cluster is up already, start the driver step's reads (its job list and
+        whether it has ``package``) now, overlapping the DGD and readiness steps."""
+        if isinstance(raycluster.readiness(self.live["training"]), Ready):
+            self._ahead = Background(lambda: (*self._driver_reads(package), time.monotonic()), "read-ahead")
+
+    def _driver_reads(self, package: package_mod.Package) -> tuple[list[JobInfo], bool]:
+        dash = self.dashboard("training")
+        if self.plan.submitter == "exec":  # no package: the code is in the image
+            return dash.list_jobs(), True
+        jobs, present = gather(dash.list_jobs, lambda: dash.has_package(package.name))
+        return jobs, present
+
+    def driver(self, package: package_mod.Package) -> None:
+        driver = self.plan.driver
+        dash = self.dashboard("training")
+        ahead, self._ahead = self._ahead, None
+        jobs, present, read_at = ahead.result() if ahead else (None, None, None)
+        if ahead is None or time.monotonic() - read_at > _READ_AHEAD_S:  # the waits took a while: read again
+            jobs, present = self._driver_reads(package)
+        running = [j for j in jobs if not j.terminal and (j.metadata or {}).get(KIND_METADATA) != "daemon"]
+        exec_mode = self.plan.submitter == "exec"
+        running_exec = [j for j in self.exec_drivers().list_jobs() if not j.terminal] if exec_mode else []
+        if (running or running_exec) and not self.options.replace:
+            ids = ", ".join(j.submission_id or j.job_id or "?" for j in running + running_exec)
+            raise ConfigError(f"RayCluster {driver.cluster} is still running job(s) {ids}",
+                              hint=f"pass --replace to stop them first, or wait: "
+                                   f"`nrl-k8s -n {self.ns} job list --cluster {driver.cluster}`")
+        stop_jobs(dash, running, self.emit, namespace=self.ns, cluster=driver.cluster)
+        if running_exec:
+            self.exec_drivers().stop_all(running_exec, self.emit)
+        if exec_mode:
+            self._start_exec()
+            return
+        self.result.package = package.uri
+        if not present:
+            dash.upload_package(package)
+            self.result.uploaded_bytes = len(package.zip_bytes())
+        self.finish()
+        self.emit(Became("code", f"{package.uri} ({_size(self.result.uploaded_bytes)} uploaded)"
+                         if self.result.uploaded_bytes else f"{package.uri} (already on the cluster)"))
+        entrypoint = driver.entrypoint
+        if driver.code.source != "upload":  # the recipe is the package; the code is in the image (cd codePath)
+            entrypoint = f'export {RECIPE_ENV}="$PWD/{DRIVER_RECIPE}" && {entrypoint}'
+        self.submitting = True
+        dash.submit(entrypoint, submission_id=driver.submission_id,
+                    runtime_env={"working_dir": package.uri, "env_vars": driver.env},
+                    metadata={KIND_METADATA: "driver", RUN_METADATA: self.plan.run_id})
+        self.submitted = True
+        self.emit(Became("driver", f"submitted as job {driver.submission_id} on {driver.cluster}"))
+
+    def _start_exec(self) -> None:
+        """The driver started detached on the head pod (``execdriver``): its env and the recipe as files."""
+        from nrl_k8s.ray.execdriver import LOG_NAME, driver_script
+
+        driver, directory, drivers = self.plan.driver, self.plan.exec_dir, self.exec_drivers()
+        pod = drivers.prepare(directory, driver_script(driver.entrypoint, driver.env), recipe_text(self.plan.recipe))
+        self.finish()
+        self.submitting = True
+        drivers.start(directory)
+        self.submitted = True
+        self.result.exec = {"pod": pod, "dir": directory}
+        self.emit(Became("driver", f"started as {driver.submission_id} on head pod {pod} through exec "
+                         f"(its log: {directory}/{LOG_NAME})"))
+
+    def record(self) -> None:
+        self.record_data = runs.record_of(self.plan, self.result, context=self.options.context, infra=self.plan.infra)
+        self.result.record = str(runs.save(self.record_data))
+
+    def follow(self, on_text) -> None:
+        """The driver log (``runs.follow_driver``: redacted, kept with the record) until the job ends."""
+        source = self.driver_source()
+        runs.follow_driver(source, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
+        job = source.get_job(self.plan.run_id)
+        self.result.job_status = job.status if job else None
+        self.result.succeeded = self.result.job_status == "SUCCEEDED"
+        self.record_data["job_status"] = self.result.job_status
+        runs.save(self.record_data)
+
+    # -- failure ---------------------------------------------------------------------------
+    def driver_started(self) -> bool | None:
+        if self.submitted or not self.submitting:
+            return self.submitted
+        try:
+            return self.driver_source().get_job(self.plan.driver.submission_id) is not None
+        except NrlK8sError:
+            self._unsure = True
+            return None
+
+    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
+        """``BringUp.fail``; when it could not tell whether the driver started (nothing is then
+        deleted), the error also says how to find out and how to stop it."""
+        failure = super().fail(error)
+        if self._unsure:
+            run_id = self.plan.run_id
+            stop = (f"`nrl-k8s job stop --job {run_id}` with this run config (--force: KILL)"
+                    if self.plan.submitter == "exec" else f"`{job_command('stop', self.ns, self.cluster, run_id)}`")
+            failure.hint = "; ".join(filter(None, [failure.hint, (
+                f"driver {run_id} may be running on RayCluster {self.cluster}; nothing was deleted: "
+                f"stop it with {stop}")]))
+        return failure
+
+    def running_hint(self) -> str:
+        from nrl_k8s.ray.execdriver import LOG_NAME
+
+        if self.result.exec:
+            return (f"driver {self.plan.run_id} keeps running on head pod {self.result.exec['pod']} of RayCluster "
+                    f"{self.cluster} (exec; its log: {self.result.exec['dir']}/{LOG_NAME}); nothing was deleted: "
+                    "follow it with `nrl-k8s logs -f`, stop it with `nrl-k8s job stop` (--force: KILL)")
+        return (f"job {self.plan.run_id} keeps running on RayCluster {self.cluster}; nothing was deleted: "
+                f"follow it with `{job_command('logs', self.ns, self.cluster, self.plan.run_id)} -f`, "
+                f"stop it with `{job_command('stop', self.ns, self.cluster, self.plan.run_id)}`")
+
+
+def job_command(verb: str, namespace: str, cluster: str, job_id: str) -> str:
+    """`nrl-k8s job VERB` for Ray job ``job_id`` of RayCluster ``cluster``: works pasted, whatever run was last."""
+    return f"nrl-k8s -n {namespace} job {verb} --cluster {cluster} --job {job_id}"
+
+
+def submit_daemon(dash: Dashboard, daemon: Submission, package, *, namespace: str, replace: bool, emit: Emit) -> str:
+    """Submit ``daemon`` unless its latest job runs or succeeded; what was done, as a short text.
+
+    A failed or stopped one is an error unless ``replace``, which stops the cluster's running jobs
+    and submits under a fresh suffixed id (Ray never reuses one).
+    """
+    label = f"daemon {daemon.role}"
+    jobs = dash.list_jobs()
+    latest = latest_daemon_job(jobs, daemon.submission_id)
+    if latest is not None and not replace:
+        if latest.status in ("RUNNING", "PENDING", "SUCCEEDED"):
+            emit(Applied(label, latest.submission_id, f"reused ({latest.status})"))
+            return f"{latest.status.lower()} {latest.submission_id}"
+        raise ResourceFailed(f"daemon {latest.submission_id} on RayCluster {daemon.cluster} is {latest.status}"
+                             f"{': ' + latest.message if latest.message else ''}",
+                             hint=f"read its logs (`{job_command('logs', namespace, daemon.cluster, latest.submission_id)}`)"
+                             ", then pass --replace to start it again")
+    submission_id = daemon.submission_id
+    if latest is not None:
+        stop_jobs(dash, [j for j in jobs if not j.terminal], emit, namespace=namespace, cluster=daemon.cluster)
+        submission_id = f"{daemon.submission_id}-{int(time.time())}"
+    runtime_env: dict = {"env_vars": daemon.env} if daemon.env else {}
+    if package is not None:
+        dash.ensure_package(package)
+        runtime_env["working_dir"] = package.uri
+    try:
+        dash.submit(daemon.entrypoint, submission_id=submission_id, runtime_env=runtime_env or None,
+                    metadata={KIND_METADATA: "daemon"})
+    except SubmissionExists:  # a concurrent start of the same config submitted it first
+        pass
+    emit(Applied(label, submission_id, "submitted"))
+    return f"submitted {submission_id}"
+
+
+def latest_daemon_job(jobs: list[JobInfo], submission_id: str) -> JobInfo | None:
+    """The newest job of a daemon: its id, or its id with a --replace suffix."""
+    mine = [j for j in jobs if j.submission_id and (j.submission_id == submission_id
+                                                      or j.submission_id.startswith(submission_id + "-"))]
+    return max(mine, key=lambda j: j.start_time or 0, default=None)
+
+
+def stop_jobs(dash: Dashboard, jobs: list[JobInfo], emit: Emit, *, namespace: str, cluster: str) -> None:
+    """Stop ``jobs`` and wait until Ray reports each terminal."""
+    for job in jobs:
+        dash.stop(job.submission_id)
+        emit(Waiting(f"job {job.submission_id}", "stopping"))
+    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    for job in jobs:
+        while not _stopped(dash, job.submission_id):
+            if time.monotonic() >= deadline:
+                raise ResourceFailed(f"job {job.submission_id} did not stop within {_STOP_TIMEOUT_S}s",
+                                     hint=f"stop it yourself: {job_command('stop', namespace, cluster, job.submission_id)}")
+            time.sleep(0.2)
+        emit(Became(f"job {job.submission_id}", "stopped"))
+
+
+def _stopped(dash: Dashboard, submission_id: str) -> bool:
+    job = dash.get_job(submission_id)
+    return job is None or job.terminal
+
+
+def _ended(dash: Dashboard, submission_id: str, namespace: str, cluster: str) -> str | None:
+    """Why job ``submission_id`` will not serve any more (None while it runs)."""
+    job = dash.get_job(submission_id)
+    if job is None or not job.terminal:
+        return None
+    return f"job {submission_id} is {job.status}" + (f": {job.message}" if job.message else "") + \
+        f" (its log: {job_command('logs', namespace, cluster, submission_id)})"
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n} B"
+
+
+def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit, on_log=None) -> LongLivedResult:
+    with LongLived(kube, plan, options, emit) as run:
+
+        def bring_up() -> None:
+            existing, packages = run.preflight()
+            run.deployments(plan.deployments, plan.health, recreate=options.recreate)
+            for role in plan.clusters:
+                run.ensure_cluster(role)
+            run.read_ahead(packages["driver"])
+            run.dgds(existing)
+            run.wait_all()
+            run.reset_registry()
+            if not options.skip_daemons:
+                run.daemons(packages)
+            run.driver(packages["driver"])
+
+        execute(run, bring_up, (lambda: run.follow(on_log or (lambda text: None))) if options.wait else None)
+    return run.result

@@ -1,0 +1,210 @@
+"""Run records: ``~/.cache/nrl-k8s/runs/<run id>.json`` (``$XDG_CACHE_HOME`` respected).
+
+Both flows write one once the driver is submitted, so ``status``, ``logs`` and ``job stop``
+find the latest run without a run config. The record holds names only (clusters, DGDs,
+Deployments, the job id, namespace, kube context) and the resolved infra with secret values
+redacted. ``run --wait`` also keeps the driver log beside it, ``<run id>.log`` (redacted, its
+last ``LOG_LIMIT_BYTES`` at most), so ``job logs`` still has it once the cluster is gone.
+Files are 0600 in a 0700 directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from nrl_k8s.cache import cache_dir, private_dir
+from nrl_k8s.errors import ConfigError, NotFoundError
+from nrl_k8s.redact import LineRedactor, redact
+
+LOG_LIMIT_BYTES = 32 * 1024 * 1024
+
+
+LATEST = "latest"  # holds the id of the newest run
+
+
+def runs_dir() -> Path:
+    return cache_dir() / "runs"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def rayjob_record(plan, result, *, context: str | None) -> dict:
+    """The record of a `run --rayjob` whose driver was submitted (``plan``: a RunPlan)."""
+    return {
+        "run_id": plan.run_id,
+        "mode": "rayjob",
+        "namespace": result.namespace,
+        "context": context,
+        "created": _now(),
+        "rayjob": result.rayjob,
+        "clusters": {"training": result.raycluster},
+        "training_cluster": result.raycluster,
+        "job_id": result.job_id,
+        "dgds": sorted(result.dgds),
+        "infra": redact(plan.infra),
+    }
+
+
+def record_of(plan, result, *, context: str | None, infra: dict | None = None) -> dict:
+    return {
+        "run_id": plan.run_id,
+        "mode": "raycluster",
+        "namespace": plan.namespace,
+        "context": context,
+        "created": _now(),
+        "clusters": dict(result.clusters),
+        "training_cluster": plan.driver.cluster,
+        "job_id": plan.driver.submission_id,
+        "dgds": sorted(result.dgds),
+        "deployments": sorted(m["metadata"]["name"] for pair in plan.deployments.values() for m in pair[:1]),
+        "daemons": dict(result.daemons),
+        "package": result.package,
+        "uploaded_bytes": result.uploaded_bytes,
+        "submitter": plan.submitter,
+        "exec": dict(result.exec) if result.exec else None,  # {"pod", "dir"}: where the exec driver runs
+        "infra": redact(infra) if infra is not None else None,
+    }
+
+
+def save(record: dict) -> Path:
+    """Write atomically, private to the user; returns the path."""
+    directory = private_dir(runs_dir())
+    path = directory / f"{record['run_id']}.json"
+    _write(path, json.dumps(record, indent=2, default=str))
+    _write(directory / LATEST, record["run_id"])  # not mtimes: two saves can share a timestamp tick
+    return path
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def load(run_id: str | None = None) -> dict:
+    """The record of ``run_id``, else the newest one."""
+    directory = runs_dir()
+    if run_id is not None:
+        path = directory / f"{run_id}.json"
+        if not path.is_file():
+            raise NotFoundError(f"no record of run {run_id} in {directory}", hint="`nrl-k8s status` lists the latest run")
+        return _read(path)
+    latest = directory / LATEST
+    if not latest.is_file():
+        raise ConfigError(f"no run recorded in {directory} and no run config given",
+                          hint="pass RECIPE [--infra INFRA], or start a run with `nrl-k8s run`")
+    return load(latest.read_text().strip())
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"run record {path} is unreadable ({err})", hint=f"delete it: rm {path}") from None
+
+
+class SavedLog:
+    """The driver log kept beside a run record (``<run id>.log``, 0600): redacted text as it
+    streams, at most ``limit`` bytes kept — past twice that, the oldest lines are cut
+    (``cut_bytes`` counts them)."""
+
+    def __init__(self, run_id: str, limit: int = LOG_LIMIT_BYTES):
+        self.path = private_dir(runs_dir()) / f"{run_id}.log"
+        self.limit = limit
+        self.size = self.cut_bytes = 0
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # an older copy keeps its mode otherwise
+        self._file = os.fdopen(fd, "w+b")
+
+    def write(self, text: str) -> None:
+        data = text.encode()
+        self._file.write(data)
+        self.size += len(data)
+        if self.size > 2 * self.limit:
+            self._keep_tail()
+
+    def _keep_tail(self) -> None:
+        """Keep the last ``limit`` bytes, from the first line that starts in them."""
+        self._file.seek(self.size - self.limit)
+        tail = self._file.read()
+        tail = tail[tail.find(b"\n") + 1:]
+        self._file.seek(0)
+        self._file.write(tail)
+        self._file.truncate()
+        self.cut_bytes += self.size - len(tail)
+        self.size = len(tail)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def follow_driver(dash, record: dict, on_log: Callable[[str], None], *, deadline_s: float | None = None) -> None:
+    """Stream the driver log of the run ``record`` names (job ``job_id``) until its job ends:
+    redacted, to ``on_log`` and into the run's saved copy. The record then tells how much was
+    kept (``log``: complete, bytes, cut_bytes) and is saved again, also when following failed."""
+    saved, redactor, complete = SavedLog(record["run_id"]), LineRedactor(), False
+
+    def emit(text: str) -> None:
+        if text:
+            saved.write(text)
+            on_log(text)
+
+    try:
+        for chunk in dash.follow_logs(record["job_id"], deadline_s=deadline_s):
+            emit(redactor.feed(chunk))
+        complete = True
+    finally:
+        emit(redactor.flush())
+        saved.close()
+        record["log"] = {"complete": complete, "bytes": saved.size, "cut_bytes": saved.cut_bytes}
+        save(record)
+
+
+def _records() -> Iterator[dict]:
+    """Every readable run record (any order)."""
+    for path in runs_dir().glob("*.json") if runs_dir().is_dir() else []:
+        try:
+            yield _read(path)
+        except ConfigError:
+            continue
+
+
+def exec_dirs(namespace: str, cluster: str) -> list[str]:
+    """The exec tmp dirs of the runs recorded here that started their driver on ``cluster`` through exec."""
+    import posixpath
+
+    return sorted({posixpath.dirname(r["exec"]["dir"]) for r in _records()
+                   if r.get("exec") and r.get("namespace") == namespace and r.get("training_cluster") == cluster})
+
+
+def latest_record(namespace: str, cluster: str) -> dict | None:
+    """The newest run recorded here whose driver ran on the training RayCluster ``cluster``."""
+    mine = [r for r in _records() if r.get("namespace") == namespace and r.get("training_cluster") == cluster]
+    return max(mine, key=lambda r: r.get("created") or "", default=None)
+
+
+def saved_log(namespace: str, *, job_id: str | None = None, name: str | None = None) -> tuple[dict, Path] | None:
+    """(record, path) of the newest saved driver log in ``namespace`` of job ``job_id``, else of
+    the run whose RayJob or training RayCluster is ``name``; None when there is none."""
+    found = []
+    for path in runs_dir().glob("*.json") if runs_dir().is_dir() else []:
+        try:
+            record = _read(path)
+        except ConfigError:
+            continue
+        log = path.with_suffix(".log")
+        wanted = record.get("job_id") == job_id if job_id else name in (record.get("rayjob"), record.get("training_cluster"))
+        if record.get("namespace") == namespace and wanted and log.is_file():
+            found.append((record.get("created") or "", log.stat().st_mtime, record, log))
+    if not found:
+        return None
+    *_, record, log = max(found, key=lambda item: item[:2])
+    return record, log

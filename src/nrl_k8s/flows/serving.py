@@ -1,0 +1,137 @@
+"""Three-gate DGD readiness: operator state, pods Ready and counted, frontend answering HTTP.
+
+The Dynamo operator reports ``successful`` before pods have finished pulling images and before
+the frontend process has bound port 8000, so `serving` only returns once all three agree.
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlsplit
+
+
+from nrl_k8s.errors import ForbiddenError, ResourceFailed, WaitTimeout
+from nrl_k8s.events import Emit, Waiting
+from nrl_k8s.kinds import dgd, pod
+from nrl_k8s.kinds.base import Pending, Ready, Readiness
+
+# 404 means the listener is up (older frontends have no /v1/models); 502/503/refused mean not yet.
+_UP = (200, 404)
+HEALTHY = range(200, 300)  # what a healthCheckUrl must answer
+_PROBE_INTERVAL_S = 0.5
+
+
+def pods_readiness(desired: int):
+    def check(pods: list[dict]) -> Readiness:
+        ready = [p for p in pods if pod.containers_ready(p)]
+        if pods and len(ready) >= desired:
+            return Ready()
+        reasons = sorted({f"{_component(p)}: {r}" for p in pods if (r := pod.waiting_reason(p))})
+        detail = f"  ({'; '.join(reasons)})" if reasons else ""
+        return Pending(f"{len(ready)}/{desired} pods ready{detail}")
+
+    return check
+
+
+def _component(p: dict) -> str:
+    labels = (p.get("metadata") or {}).get("labels") or {}
+    return labels.get("nvidia.com/dynamo-component") or p["metadata"]["name"]
+
+
+def probe_frontend(kube, name: str, namespace: str) -> int | None:
+    """HTTP status of the frontend's /v1/models, or None when nothing answers."""
+    return probe_url(kube, f"http://{dgd.frontend_service(name)}.{namespace}.svc:{dgd.FRONTEND_PORT}/v1/models", namespace)
+
+
+def probe_url(kube, url: str, namespace: str) -> int | None:
+    """HTTP status of GET ``url``, or None when nothing answers.
+
+    A Service URL (``http://SVC[.NS[.svc[.cluster.local]]][:PORT]/path``) goes to cluster DNS
+    from inside a pod and through the API server's service proxy from a laptop; other hosts
+    are asked directly.
+    """
+    parts = urlsplit(url)
+    labels = (parts.hostname or "").split(".")
+    service = len(labels) <= 2 or labels[2:] in (["svc"], ["svc", "cluster", "local"])
+    if kube.in_cluster or not service or labels[0] == "" or labels[0].isdigit():
+        from nrl_k8s.kube._httpx import httpx  # only here: most probes go through the API server (``kube.proxy``)
+
+        try:
+            return httpx.get(url, timeout=5).status_code
+        except httpx.HTTPError:
+            return None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
+    status, _ = kube.proxy("GET", labels[0], port, path, labels[1] if len(labels) > 1 else namespace)
+    return status
+
+
+def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *, up=_UP,
+              failed=lambda: None, what: str | None = None) -> bool:
+    """Wait until GET ``url`` answers with a status in ``up``. False (after a note) when the API
+    server forbids services/proxy, so the caller can rely on its other gates. ``failed()``
+    returning a reason (what should answer has died) ends the wait with ResourceFailed."""
+    last = None
+    while True:
+        dead = failed()
+        if dead:
+            raise ResourceFailed(f"{label}: {url} will not answer: {dead}")
+        try:
+            status = probe_url(kube, url, namespace)
+        except ForbiddenError as err:
+            emit(Waiting(label, f"cannot probe {what or url} ({err.message}); relying on pod readiness"))
+            return False
+        if status in up:
+            return True
+        reason = f"{url} answered {status or 'nothing'}"
+        if reason != last:
+            emit(Waiting(label, reason))
+            last = reason
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"{label}: {url} never answered ({reason})")
+        time.sleep(_PROBE_INTERVAL_S)
+
+
+def wait_frontend(kube, label: str, name: str, namespace: str, deadline: float, emit: Emit) -> bool:
+    """Gate 3. Returns False (after a warning) when the API server forbids services/proxy."""
+    url = f"http://{dgd.frontend_service(name)}.{namespace}.svc:{dgd.FRONTEND_PORT}/v1/models"
+    return wait_http(kube, label, url, namespace, deadline, emit, what="the frontend")
+
+
+def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit) -> None:
+    """Block until the DGD passes all three gates; raise ResourceFailed/WaitTimeout with the reason."""
+    name = manifest["metadata"]["name"]
+    namespace = manifest["metadata"]["namespace"]
+    deadline = time.monotonic() + timeout_s
+
+    def remaining() -> float:
+        return max(deadline - time.monotonic(), 0.0)
+
+    def progress(reason: str) -> None:
+        emit(Waiting(label, reason))
+
+    pods = dgd.pod_selector(name)
+    try:
+        kube.wait(dgd.kind_of(manifest), present(dgd.readiness), name=name, namespace=namespace, timeout_s=remaining(),
+                  on_progress=progress, what=f"{label} ({name})", pods=pods)
+        kube.wait(pod.KIND, pods_readiness(dgd.desired_pods(manifest)), label_selector=pods,
+                  namespace=namespace, timeout_s=remaining(), on_progress=progress, what=f"{label} pods", pods=pods)
+    except (WaitTimeout, ResourceFailed) as err:
+        raise type(err)(err.message, hint=_hint(name, namespace)) from None
+    wait_frontend(kube, label, name, namespace, deadline, emit)
+
+
+def present(readiness):
+    """Adapt an object readiness function to the wait primitive (None = not found)."""
+
+    def check(obj: dict | None) -> Readiness:
+        return Pending("not found") if obj is None else readiness(obj)
+
+    return check
+
+
+def _hint(name: str, namespace: str) -> str:
+    return (
+        f"kubectl -n {namespace} describe dgd {name}; "
+        f"kubectl -n {namespace} get pods -l {dgd.pod_selector(name)}"
+    )

@@ -1,0 +1,191 @@
+"""`nrl-k8s gc`: what runs that died left behind, found and (unless a dry run) removed.
+
+Every object a run creates carries its run id (label ``nrl-k8s.io/run-id``). In the serial
+`run --rayjob` order the DGDs, the DRA objects and the run Secret exist for a while without an
+owner (until the RayJob, and then its RayCluster, exist); each is created with the time by which
+a live run will have given it one (annotation ``nrl-k8s.io/owner-deadline``). A run killed in
+that window (`kill -9`, a closed laptop) leaves them unowned. For each such object:
+
+- it has an owner, or no run label: not ours to judge (GC, or its user, decides) — never listed;
+- a DGD another live run uses (its users annotation): ``kept``;
+- its run's RayJob is live: ``linked`` to it (the Secret) or to its RayCluster (DGDs, DRA
+  objects), as the run itself does, so GC removes them when the job ends;
+- its run's RayJob ended: ``deleted``;
+- no RayJob: ``kept`` until the deadline (the run may still be waiting for its DGDs), then ``deleted``.
+
+Objects created with an owner (``run --parallel``, ``run --raycluster``) never need this: GC
+deletes them with their owner. Deployments outlive runs by design and are never touched, but for
+those of a long-lived bring-up that never finished: the unowned objects of `run --raycluster` and
+`cluster up` are judged by ``unfinished`` (label ``nrl-k8s.io/bringup``), and only this user's.
+
+``$NRL_K8S_NOW`` (seconds since the epoch, or ``+SECONDS`` from now) judges deadlines as of that
+time: what gc will do then (with ``--dry-run``), or a test's clock.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from nrl_k8s.kinds import dgd_users as usage
+from nrl_k8s.errors import ConfigError, ConflictError, NotFoundError
+from nrl_k8s.kinds import dgd, dra, raycluster, rayjob, secret
+from nrl_k8s.kinds.base import MANAGED_BY_SELECTOR, Kind, owner_reference
+from nrl_k8s.kube.errors import KindNotServedError
+
+DEADLINE_ANNOTATION = "nrl-k8s.io/owner-deadline"
+# Past the DGDs' readiness the run creates its RayJob at once; the margin covers the calls between.
+MARGIN_S = 60
+BRINGUP_LABEL = "nrl-k8s.io/bringup"  # an unfinished long-lived bring-up's object: ``unfinished`` judges it
+SELECTOR = f"{MANAGED_BY_SELECTOR},{rayjob.RUN_ID_LABEL},!{BRINGUP_LABEL}"
+NOW_ENV = "NRL_K8S_NOW"
+
+
+def current_time() -> float:
+    """Now, or the time ``$NRL_K8S_NOW`` names (seconds since the epoch, or ``+SECONDS`` from now)."""
+    value = os.environ.get(NOW_ENV, "").strip()
+    if not value:
+        return time.time()
+    try:
+        return time.time() + float(value[1:]) if value.startswith("+") else float(value)
+    except ValueError:
+        raise ConfigError(f"${NOW_ENV} is {value!r}", hint="give seconds since the epoch, or +SECONDS from now") from None
+
+
+def with_deadline(manifest: dict, seconds: float, now: float | None = None) -> dict:
+    """A copy of ``manifest`` saying it gets an owner within ``seconds`` of now, or its run died."""
+    when = datetime.fromtimestamp((time.time() if now is None else now) + seconds, timezone.utc)
+    metadata = manifest["metadata"]
+    annotations = {**(metadata.get("annotations") or {}), DEADLINE_ANNOTATION: when.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {**manifest, "metadata": {**metadata, "annotations": annotations}}
+
+
+def deadline(obj: dict) -> float | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(DEADLINE_ANNOTATION)
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Leftover:
+    kind: Kind
+    name: str
+    run_id: str
+    verdict: str  # delete | link | keep
+    reason: str
+    obj: dict
+
+
+def find(kube, namespace: str, now: float | None = None) -> list[Leftover]:
+    """Every unowned object a run created in ``namespace``, with what gc does to it."""
+    from nrl_k8s.flows import unfinished
+
+    now = current_time() if now is None else now
+    jobs: dict[str, dict | None] = {}
+    found = []
+    for kind, obj in unowned(kube, namespace, (dgd.KINDS, *((kind,) for kind in dra.KINDS), (secret.KIND,)), SELECTOR):
+        run_id = obj["metadata"]["labels"][rayjob.RUN_ID_LABEL]
+        if run_id not in jobs:
+            jobs[run_id] = _latest(kube.list(rayjob.KIND, namespace, label_selector=f"{rayjob.RUN_ID_LABEL}={run_id}"))
+        verdict, reason = _judge(kube, kind, obj, jobs[run_id], namespace, now)
+        found.append(Leftover(kind, obj["metadata"]["name"], run_id, verdict, reason, obj))
+    return found + unfinished.find(kube, namespace, now)
+
+
+def collect(kube, namespace: str, leftovers: list[Leftover]) -> list[tuple[Leftover, str]]:
+    """Act on ``find``'s verdicts: (leftover, what was done)."""
+    done = []
+    for item in leftovers:
+        if item.verdict == "delete":
+            done.append((item, _delete(kube, item, namespace)))
+        elif item.verdict == "link":
+            done.append((item, _link(kube, item, namespace)))
+        else:
+            done.append((item, "kept"))
+    return done
+
+
+def unowned(kube, namespace: str, groups, selector: str):
+    """(kind, object) of every unowned object ``selector`` selects, per group of kinds (the versions
+    of one kind list the same objects: the first one served is read); kinds the cluster lacks are skipped."""
+    for kinds in groups:
+        for kind in kinds:
+            try:
+                objects = kube.list(kind, namespace, label_selector=selector)
+            except KindNotServedError:
+                continue
+            yield from ((kind, obj) for obj in objects if not obj["metadata"].get("ownerReferences"))
+            break
+
+
+def _latest(jobs: list[dict]) -> dict | None:
+    return max(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "", default=None)
+
+
+def _judge(kube, kind: Kind, obj: dict, job: dict | None, namespace: str, now: float) -> tuple[str, str]:
+    if kind in dgd.KINDS:
+        # its first user is the run that created it; a run that reused it may still be starting
+        live = usage.live(kube, dgd.users(obj)[1:], namespace, starting_is_live=True)
+        if live:
+            return "keep", f"run {', '.join(live)} uses it"
+    if rayjob.live(job):  # linking is what the run does itself: harmless even if it is still alive
+        name = job["metadata"]["name"]
+        if kind == secret.KIND:
+            return "link", f"its RayJob {name} is running"
+        if rayjob.cluster_name(job):
+            return "link", f"its RayJob {name} is running on RayCluster {rayjob.cluster_name(job)}"
+        return "keep", f"its RayJob {name} is starting"
+    if job is not None:
+        return "delete", f"its run's RayJob {job['metadata']['name']} ended without it getting an owner"
+    due = deadline(obj)
+    if due is None:
+        return "keep", f"no {DEADLINE_ANNOTATION} annotation: not created unowned by a run"
+    if now < due:
+        return "keep", f"its run may still be starting (owner due by {obj['metadata']['annotations'][DEADLINE_ANNOTATION]})"
+    return "delete", "its run died before creating its RayJob"
+
+
+def _owner(kube, item: Leftover, namespace: str) -> dict | None:
+    job = _latest(kube.list(rayjob.KIND, namespace, label_selector=f"{rayjob.RUN_ID_LABEL}={item.run_id}"))
+    if job is None or item.kind == secret.KIND:
+        return job
+    return kube.find(raycluster.KIND, rayjob.cluster_name(job), namespace) if rayjob.cluster_name(job) else None
+
+
+def _link(kube, item: Leftover, namespace: str) -> str:
+    owner = _owner(kube, item, namespace)
+    if owner is None:
+        return "kept (its owner is gone)"
+    ref = owner_reference(owner)
+
+    def change(live: dict) -> dict | None:
+        return None if live["metadata"].get("ownerReferences") else {"metadata": {"ownerReferences": [ref]}}
+
+    try:
+        kube.modify(item.kind, item.name, change, namespace)
+    except NotFoundError:
+        return "already gone"
+    return f"linked to {owner['kind']} {owner['metadata']['name']}"
+
+
+def _delete(kube, item: Leftover, namespace: str) -> str:
+    """Delete guarded by the version judged: changed since (a new user, an owner, a run taking it
+    over) means judge again next time; a change of its status only (an operator's) is deleted still."""
+    judged = item.obj
+    for _ in range(3):
+        try:
+            gone = kube.delete(item.kind, item.name, namespace, resource_version=judged["metadata"]["resourceVersion"])
+        except ConflictError:
+            live = kube.find(item.kind, item.name, namespace)
+            if live is None:
+                return "already gone"
+            if any(live["metadata"].get(k) != judged["metadata"].get(k) for k in ("labels", "annotations", "ownerReferences")):
+                return "kept (it changed while gc ran: run gc again)"
+            judged = live
+            continue
+        return "deleted" if gone else "already gone"
+    return "kept (it changed while gc ran: run gc again)"

@@ -1,0 +1,167 @@
+"""The cluster half of `check`: namespace, CRDs and RBAC, when a kubeconfig is usable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nrl_k8s.kinds import crds
+from nrl_k8s.errors import ApiError, ForbiddenError, UnauthorizedError
+from nrl_k8s.kinds import core
+
+
+@dataclass(frozen=True)
+class Permission:
+    verb: str
+    resource: str  # plural, or plural/subresource
+    group: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.resource}.{self.group}" if self.group else f"{self.verb} {self.resource}"
+
+
+def run_permissions(manifests: list[dict], *, proxy: bool) -> list[Permission]:
+    """Every verb a run that applies ``manifests`` uses in its namespace (verified before anything is created).
+
+    Each applied kind: get/list (waits), create, patch (owners, DGD users), delete (rollback).
+    ``watch`` is left out: every wait falls back to polling without it. The RayCluster a RayJob
+    makes is followed and pods are listed for readiness. ``proxy``: the Ray dashboard, the DGD
+    frontends and health URLs are reached through the API server's service proxy.
+    """
+    from nrl_k8s.kinds.index import kind_of
+
+    kinds = list(dict.fromkeys(kind_of(m) for m in manifests))
+    needed = [Permission(v, k.plural, k.group) for k in kinds for v in ("get", "list", "create", "patch", "delete")]
+    needed += [Permission("list", "rayclusters", "ray.io"), Permission("list", "pods")]
+    if proxy:
+        needed += [Permission(v, "services/proxy") for v in ("get", "create", "update")]
+    return list(dict.fromkeys(needed))
+
+
+def missing_permissions(kube, needed: list[Permission], namespace: str) -> list[Permission]:
+    """The permissions the cluster denies (ApiError when a review itself fails).
+
+    One SelfSubjectRulesReview lists what the user's RBAC rules grant in the namespace; what one
+    of them grants is allowed. The rest (all of them when the review is incomplete, i.e. an
+    authorizer that cannot list rules such as a cloud's webhook takes part and may deny, or when
+    it is refused) is asked with SelfSubjectAccessReviews, concurrently: the API server's decision.
+    """
+    rules = _granting_rules(kube, namespace)
+    unsure = [p for p in needed if not any(grants(rule, p) for rule in rules)]
+    if not unsure:
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    def allowed(p: Permission) -> bool:
+        return kube.can_i(p.verb, p.resource, group=p.group, namespace=namespace)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(allowed, unsure))
+    return [p for p, ok in zip(unsure, answers) if not ok]
+
+
+def grants(rule: dict, permission: Permission) -> bool:
+    """Whether an RBAC rule (a SelfSubjectRulesReview ``resourceRule``) grants ``permission``, as
+    RBAC matches it (kubernetes pkg/apis/rbac/v1/evaluation_helpers.go): the verb or ``*``, the
+    API group or ``*``, the resource (``plural/sub`` for a subresource), ``*`` or ``*/sub``. A rule
+    naming objects (``resourceNames``) grants only those: never a permission for any object."""
+    if rule.get("resourceNames"):
+        return False
+    subresource = permission.resource.partition("/")[2]
+    return (any(verb in ("*", permission.verb) for verb in rule.get("verbs") or [])
+            and any(group in ("*", permission.group) for group in rule.get("apiGroups") or [])
+            and any(resource in ("*", permission.resource) or (subresource and resource == f"*/{subresource}")
+                    for resource in rule.get("resources") or []))
+
+
+def _granting_rules(kube, namespace: str) -> list[dict]:
+    """The rules of a complete SelfSubjectRulesReview; none when it is incomplete or refused."""
+    try:
+        status = kube.rules_review(namespace)
+    except UnauthorizedError:
+        raise
+    except ApiError:
+        return []
+    return [] if status.get("incomplete") else list(status.get("resourceRules") or [])
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One row of ``check``'s CLUSTER section; a failed ``warn`` row does not fail the check."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    hint: str = ""
+    warn: bool = False
+
+
+def probe(kube, infra: dict, manifests: list[dict]) -> list[Probe]:
+    """Namespace, CRDs, and every permission a run applying ``manifests`` needs."""
+    ns = infra["namespace"]
+    try:
+        results = [Probe(f"namespace {ns}", kube.find(core.NAMESPACE, ns) is not None,
+                         hint=f"kubectl create namespace {ns}")]
+    except ForbiddenError:  # a namespace-scoped user may not read namespaces; the RBAC rows still tell
+        results = [Probe(f"namespace {ns} (not verified: no permission to get namespaces)", True)]
+    for name, versions in crds.needed_versions(manifests).items():
+        results += crd_probes(kube, name, versions)
+    results.append(_leftovers_probe(kube, ns))
+    needed = run_permissions(manifests, proxy=not kube.in_cluster)
+    try:
+        missing = missing_permissions(kube, needed, ns)
+    except UnauthorizedError:
+        raise
+    except ApiError as err:
+        return results + [Probe(f"RBAC {permission}", False, err.message, err.hint or "") for permission in needed]
+    return results + [Probe(f"RBAC {permission}", permission not in missing, "denied",
+                            f"ask your admin for a Role allowing {permission} in {ns}") for permission in needed]
+
+
+def crd_probes(kube, name: str, versions: set[str]) -> list[Probe]:
+    """Whether CRD ``name`` is installed and serves ``versions``; for the RayJob also the fields
+    ``--parallel`` needs (a warning). A user who may not read CRDs gets discovery's answer, with
+    the fields not verified: never a failure that is not one."""
+    label = f"CRD {name} ({', '.join(sorted(versions))})"
+    try:
+        crd = kube.find(core.CRD, name)
+        served = crds.served_versions(crd) if crd is not None else []
+    except ForbiddenError:
+        crd, served = None, kube.served_versions(name)
+        if served is None:
+            return [Probe(f"{label} (not verified: no permission to read CRDs or discovery)", True)]
+        label += " (served versions from discovery; fields not verified: no permission to read CRDs)"
+    missing = sorted(versions - set(served))
+    if not served:
+        return [Probe(label, False, "not installed" if crd is None else "serves no version", crds.HELMFILE_HINT)]
+    rows = [Probe(label, not missing, f"does not serve {', '.join(missing)} (serves {', '.join(served)})",
+                  f"{crds.HELMFILE_HINT}; {crds.UPGRADE[name]}")]
+    if name == crds.RAYJOB:
+        rows.append(_parallel_probe(crd))
+    return rows
+
+
+def _leftovers_probe(kube, ns: str) -> Probe:
+    """A warning when runs that died left objects `nrl-k8s gc` would remove."""
+    from . import gc
+
+    try:
+        found = [item for item in gc.find(kube, ns) if item.verdict != "keep"]
+    except ForbiddenError:
+        return Probe("leftovers of dead runs (not verified: no permission to list them)", True)
+    return Probe("no leftovers of dead runs", not found,
+                 f"{len(found)} object(s) without an owner: "
+                 + ", ".join(f"{item.kind.kind} {item.name}" for item in found[:5]) + (", ..." if len(found) > 5 else ""),
+                 f"nrl-k8s -n {ns} gc (--dry-run first to see what it does)", warn=True)
+
+
+def _parallel_probe(rayjob_crd: dict | None) -> Probe:
+    label = "RayJob fields needed for --parallel"
+    if rayjob_crd is None:
+        return Probe(f"{label} (not verified: no permission to read CRDs)", True)
+    gaps = crds.parallel_gaps(rayjob_crd)
+    if gaps.missing:
+        return Probe(label, False, f"the installed RayJob CRD lacks {', '.join(gaps.missing)}",
+                     f"{crds.HELMFILE_HINT}; {crds.UPGRADE[crds.RAYJOB]}", warn=True)
+    if gaps.unverified:
+        return Probe(f"{label} (not verified: the CRD schema does not list {', '.join(gaps.unverified)})", True)
+    return Probe(f"{label} (spec.preRunningDeadlineSeconds, submissionMode {crds.PARALLEL_MODE})", True)
