@@ -70,8 +70,8 @@ class CountingRelay:
 
 def relayed_dashboard(kubeconfig: Path, relay: CountingRelay, namespace: str, cluster: str):
     """A Dashboard client of ``cluster`` whose API server traffic goes through ``relay``."""
-    from nrl_k8s.ray.dashboard import Dashboard
     from nrl_k8s.kube.client import Kube
+    from nrl_k8s.ray.dashboard import Dashboard
 
     config = yaml.safe_load(kubeconfig.read_text())
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"

@@ -54,12 +54,12 @@ def end_to_end(sandbox: Path, env: dict) -> tuple[float, int]:
 
 def overhead(kubeconfig: Path) -> tuple[float, float]:
     """(wall, wall minus time blocked on the cluster) of one in-process run."""
-    from nrl_k8s.flows import serving
     from nrl_k8s.config import load_config
     from nrl_k8s.events import discard
-    from nrl_k8s.kube.client import Kube
-    from nrl_k8s.flows.rayjob import LiveOptions, run_rayjob
+    from nrl_k8s.flows import serving
     from nrl_k8s.flows.plan import plan_run
+    from nrl_k8s.flows.rayjob import LiveOptions, run_rayjob
+    from nrl_k8s.kube.client import Kube
 
     blocked = 0.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -50,12 +50,12 @@ def global_options(ctx: typer.Context) -> GlobalOptions:
 
 RecipeArg = Annotated[Path, typer.Argument(help="Recipe YAML (NeMo-RL config), optionally with an `infra:` block.")]
 OverridesArg = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Argument(help="Hydra-style overrides: a.b=v, +a.b=v, ++a.b=v, ~a.b; `infra.` prefix targets the infra."),
 ]
-LatestRecipeArg = Annotated[Optional[Path], typer.Argument(
+LatestRecipeArg = Annotated[Path | None, typer.Argument(
     help="Recipe YAML (NeMo-RL config); omitted: the latest run recorded by `run`.")]
-InfraOpt = Annotated[Optional[Path], typer.Option("--infra", "-i", help="Infra YAML (omit when the recipe has `infra:`).")]
+InfraOpt = Annotated[Path | None, typer.Option("--infra", "-i", help="Infra YAML (omit when the recipe has `infra:`).")]
 ShowSecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Print env values that look like secrets.")]
 
 
@@ -75,7 +75,7 @@ def load(ctx: typer.Context, recipe: Path, overrides: list[str] | None, infra: P
 
 
 DashboardUrlOpt = Annotated[
-    Optional[str], typer.Option("--dashboard-url", help="Reach the Ray dashboard here instead of the API-server proxy.")
+    str | None, typer.Option("--dashboard-url", help="Reach the Ray dashboard here instead of the API-server proxy.")
 ]
 
 
@@ -96,7 +96,7 @@ def observed(ctx: typer.Context, kube):
     return kube
 
 
-RunOpt = Annotated[Optional[str], typer.Option(
+RunOpt = Annotated[str | None, typer.Option(
     "--run", metavar="RUN_ID", help="The run recorded by `run` under this id [default: the latest] (no RECIPE).")]
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, TextIO
+from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -55,7 +56,7 @@ class Progress:
 
             self._live = Live(console=console, refresh_per_second=4, transient=False, get_renderable=self.table)
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self._live:
             self._live.start()
         return self

@@ -21,7 +21,7 @@ def _text_columns(header: tuple[str, ...], rows: list[tuple], indent: str) -> li
     """Left-aligned text columns two spaces apart (markup escaped), no trailing blanks."""
     cells = [tuple(str(c) for c in header)] + [tuple(str(c) for c in row) for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return [indent + escape("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()) for row in cells]
+    return [indent + escape("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()) for row in cells]
 
 
 def render_summary(s: dict) -> None:

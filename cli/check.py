@@ -6,19 +6,27 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from nrl_k8s.errors import ConfigError
 
-from ._common import (InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, dump_yaml_stream, load, manifests_stream,
-                      print_manifests)
+from ._common import (
+    InfraOpt,
+    OverridesArg,
+    RecipeArg,
+    ShowSecretsOpt,
+    dump_yaml_stream,
+    load,
+    manifests_stream,
+    print_manifests,
+)
 
-OutputOpt = Annotated[Optional[Path], typer.Option(
+OutputOpt = Annotated[Path | None, typer.Option(
     "--output", "-o", help="Write resolved infra, recipe and manifests (format: --format, else the extension: "
                            ".yaml/.yml/.json); with --manifests-only, the manifest stream.")]
-FormatOpt = Annotated[Optional[str], typer.Option(
+FormatOpt = Annotated[str | None, typer.Option(
     "--format", metavar="yaml|json", help="Format of the -o bundle whatever the file's extension; without -o, "
                                           "the bundle on stdout instead of the summary.")]
 ManifestsOnlyOpt = Annotated[bool, typer.Option(
@@ -158,9 +166,9 @@ def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
     Credentials the API server rejects fail the check (exit 1), and so does a failed row; a
     warning row (a RayJob field only ``--parallel`` needs) does not. An unreachable server skips it.
     """
-    from nrl_k8s.config.kubeconfig import has_cluster_config
-
     from rich.markup import escape
+
+    from nrl_k8s.config.kubeconfig import has_cluster_config
 
     from ._common import global_options, observed
     from ._console import out

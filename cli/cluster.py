@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,7 +26,7 @@ from .dashboard import OpenOpt, PortOpt
 app = typer.Typer(rich_markup_mode=None, context_settings=CONTEXT, help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.")
 
 TargetOpt = Annotated[
-    Optional[list[str]], typer.Option("--target", "-t", help="KIND.KEY, repeatable; default: every declared target.")
+    list[str] | None, typer.Option("--target", "-t", help="KIND.KEY, repeatable; default: every declared target.")
 ]
 WaitOpt = Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until ready (up) or gone (down).")]
 
@@ -44,12 +44,12 @@ def up(
     adopt: Annotated[bool, typer.Option("--adopt", help="Reuse a same-named object another user or a person made "
                                          "(refused without it).")] = False,
     wait: WaitOpt = True,
-    repo_root: Annotated[Optional[str], typer.Option(
+    repo_root: Annotated[str | None, typer.Option(
         "--repo-root", help="Root of the daemons' rayUploadPaths (default: the git top-level).")] = None,
 ) -> None:
     """Ensure the chosen targets exist (reuse on match, warn on drift); kuberay.ROLE also submits the role's daemon."""
-    from nrl_k8s.ops import clusters, targets
     from nrl_k8s.flows.plan import plan_longlived
+    from nrl_k8s.ops import clusters, targets
 
     cfg = load(ctx, recipe, overrides, infra)
     chosen = targets.parse(cfg.infra, target or [])
@@ -115,7 +115,7 @@ def list_(
 def dashboard(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="RayCluster name (see `nrl-k8s cluster list`).")],
-    namespace: Annotated[Optional[str], typer.Option(
+    namespace: Annotated[str | None, typer.Option(
         "--namespace", "-n", help="Its namespace [default: the global --namespace, else the kube context's].")] = None,
     port: PortOpt = None,
     open_browser: OpenOpt = False,
@@ -123,9 +123,9 @@ def dashboard(
     """Relay 127.0.0.1 to RayCluster NAME's Ray dashboard through the API server (no recipe, no kubectl); Ctrl-C stops.
 
     The printed URL carries this session's token; scripts send it as 'Authorization: token TOKEN'."""
-    from nrl_k8s.relay import server as relay
-    from nrl_k8s.kube.client import Kube
     from nrl_k8s.kinds.names import validate_name
+    from nrl_k8s.kube.client import Kube
+    from nrl_k8s.relay import server as relay
 
     from .dashboard import serve
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from ._common import InfraOpt, LatestRecipeArg, OverridesArg, RunOpt, load_or_latest
 
-RoleOpt = Annotated[Optional[str], typer.Option(
+RoleOpt = Annotated[str | None, typer.Option(
     "--role", "-r", help="kuberay role whose Ray dashboard to relay [default: training].")]
-TargetOpt = Annotated[Optional[str], typer.Option(
+TargetOpt = Annotated[str | None, typer.Option(
     "--target", "-t", help="dynamo.KEY: relay to that DGD's OpenAI frontend instead.")]
-PortOpt = Annotated[Optional[int], typer.Option(
+PortOpt = Annotated[int | None, typer.Option(
     "--port", "-p", min=0, max=65535,
     help="Local port on 127.0.0.1 [default: the Service's own (8265 dashboard, 8000 frontend) when free, "
          "else any free one; 0: any free one].")]
@@ -25,9 +25,9 @@ def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
     """Relay 127.0.0.1 to a Ray dashboard or a DGD frontend through the API server (no kubectl); Ctrl-C stops.
 
     The printed URL carries this session's token; scripts send it as 'Authorization: token TOKEN'."""
-    from nrl_k8s.relay import server as relay
     from nrl_k8s.errors import ConfigError
     from nrl_k8s.ops.targets import available
+    from nrl_k8s.relay import server as relay
 
     if role is not None and target is not None:
         raise ConfigError("--role and --target cannot be used together",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,9 +12,9 @@ from ._common import CONTEXT, global_options, observed
 app = typer.Typer(rich_markup_mode=None, context_settings=CONTEXT, help="Your dev pod (with its ServiceAccount, Role and RoleBinding) and your "
                   "<user>-secrets Secret, in a namespace.")
 
-NamespaceOpt = Annotated[Optional[str], typer.Option(
+NamespaceOpt = Annotated[str | None, typer.Option(
     "--namespace", "-n", help="Namespace (default: the infra's, else the kube context's).")]
-DevInfraOpt = Annotated[Optional[Path], typer.Option(
+DevInfraOpt = Annotated[Path | None, typer.Option(
     "--infra", "-i", help="An infra file (or a recipe with an `infra:` block): its namespace, and for connect its "
     "image, imagePullSecrets and storage.")]
 
@@ -23,10 +23,10 @@ def _target(ctx: typer.Context, namespace: str | None, infra_path: Path | None):
     """(loaded infra or None, Kube, Names) for the user in the chosen namespace."""
     import os
 
-    from nrl_k8s.ops import dev
     from nrl_k8s.config.interpolate import user_name
     from nrl_k8s.errors import ConfigError
     from nrl_k8s.kube.client import Kube
+    from nrl_k8s.ops import dev
 
     opts = global_options(ctx)
     if namespace and opts.namespace and namespace != opts.namespace:
@@ -54,12 +54,12 @@ def _load_infra(path: Path, context: str | None):
 @app.command("setup-secrets", context_settings={"allow_extra_args": True})  # extra: refused below, unechoed
 def setup_secrets(
     ctx: typer.Context,
-    from_env: Annotated[Optional[list[str]], typer.Option(
+    from_env: Annotated[list[str] | None, typer.Option(
         "--from-env", metavar="NAME", help="Store $NAME under key NAME (repeatable).")] = None,
-    from_file: Annotated[Optional[list[str]], typer.Option(
+    from_file: Annotated[list[str] | None, typer.Option(
         "--from-file", metavar="KEY=PATH", help="Store the file's text under KEY, one final newline dropped; "
         "KEY=/dev/stdin reads a pipe (repeatable).")] = None,
-    ssh_key: Annotated[Optional[str], typer.Option(
+    ssh_key: Annotated[str | None, typer.Option(
         "--ssh-key", metavar="PATH", help="Store a private key as SSH_KEY_NAME/SSH_KEY_CONTENT; the dev pod "
         "installs it in ~/.ssh.")] = None,
     namespace: NamespaceOpt = None,
@@ -70,8 +70,8 @@ def setup_secrets(
     line (shell history, `ps`); only key names are printed. Keys given replace the Secret's; others are kept."""
     import os
 
-    from nrl_k8s.ops import dev
     from nrl_k8s.errors import ConfigError
+    from nrl_k8s.ops import dev
 
     if ctx.args:  # upstream's NAME=VALUE arguments: refused without echoing a value
         keys = [arg.partition("=")[0] for arg in ctx.args if "=" in arg]
@@ -90,9 +90,9 @@ def setup_secrets(
 @app.command("connect")
 def connect(
     ctx: typer.Context,
-    command: Annotated[Optional[list[str]], typer.Argument(
+    command: Annotated[list[str] | None, typer.Argument(
         metavar="[-- COMMAND...]", help="Run this in the dev pod instead of a shell; its exit code is ours.")] = None,
-    image: Annotated[Optional[str], typer.Option(
+    image: Annotated[str | None, typer.Option(
         "--image", help="Image of a new dev pod (default: the infra's `image`).")] = None,
     namespace: NamespaceOpt = None,
     infra: DevInfraOpt = None,
@@ -107,8 +107,8 @@ def connect(
     import shutil
     import sys
 
-    from nrl_k8s.ops import dev
     from nrl_k8s.errors import NrlK8sError
+    from nrl_k8s.ops import dev
 
     from ._console import err
     from ._progress import Progress

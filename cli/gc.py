@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from ._common import InfraOpt, OverridesArg, connect, load
 
-RecipeOptArg = Annotated[Optional[Path], typer.Argument(help="Recipe YAML: its infra's namespace (default: -n, else the context's).")]
+RecipeOptArg = Annotated[Path | None, typer.Argument(help="Recipe YAML: its infra's namespace (default: -n, else the context's).")]
 
 
 def gc(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from typer._click import exceptions as click  # typer vendors click: its UsageError is this one
@@ -86,12 +86,12 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    context: Annotated[Optional[str], typer.Option("--context", help="kubeconfig context to use.")] = None,
-    namespace: Annotated[Optional[str], typer.Option("--namespace", "-n", help="Override infra.namespace.")] = None,
+    context: Annotated[str | None, typer.Option("--context", help="kubeconfig context to use.")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Override infra.namespace.")] = None,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print each API request (method, path, status, milliseconds) on stderr.")] = False,
     version: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = None,
 ) -> None:

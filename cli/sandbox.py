@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -59,7 +59,7 @@ def _delay_fault(specs: list[str]) -> str:
 
 
 DirOption = Annotated[
-    Optional[Path], typer.Option("--dir", help="Sandbox directory (default ~/.cache/nrl-k8s/sandbox).")
+    Path | None, typer.Option("--dir", help="Sandbox directory (default ~/.cache/nrl-k8s/sandbox).")
 ]
 
 
@@ -78,10 +78,10 @@ def build() -> None:
 def up(
     dir: DirOption = None,  # noqa: A002 (the flag is --dir)
     fault: Annotated[
-        Optional[list[str]], typer.Option("--fault", help="Start with a fault on: NAME or NAME=VALUE (repeatable).")
+        list[str] | None, typer.Option("--fault", help="Start with a fault on: NAME or NAME=VALUE (repeatable).")
     ] = None,
     delay: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--delay", metavar="KIND=SECONDS",
                      help="Make new objects of KIND (dgd, raycluster, deployment, rayjob) ready only after SECONDS (repeatable)."),
     ] = None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -10,7 +10,7 @@ from ._common import InfraOpt, LatestRecipeArg, Output, OutputOpt, OverridesArg,
 
 WatchOpt = Annotated[bool, typer.Option("--watch", "-w", help="Show it again every --interval seconds until Ctrl-C "
                                         "(the table only).")]
-IntervalOpt = Annotated[Optional[float], typer.Option(
+IntervalOpt = Annotated[float | None, typer.Option(
     "--interval", min=0.1, help="Seconds between two views with --watch [default: 2].")]
 
 
@@ -43,8 +43,8 @@ def status(
 
 
 def _collect(kube, infra_cfg: dict, record: dict | None) -> dict:
-    from nrl_k8s.redact import redact
     from nrl_k8s.ops.status import collect
+    from nrl_k8s.redact import redact
 
     data = redact(collect(kube, infra_cfg, record))  # job messages can echo driver output
     if record is not None:

@@ -25,8 +25,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Callable
 
 log = logging.getLogger("nrl_k8s_sandbox.driver_env")
 

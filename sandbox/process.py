@@ -25,13 +25,12 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from nrl_k8s.errors import ConfigError, SandboxError
 
 from . import faults as fault_rules
 from .controlplane import binaries
-from .ray_head import temp_dir_for
 from .pids import MARKER, marked, open_private, read_pid, terminate, write_pid
+from .ray_head import temp_dir_for
 
 CONTEXT = "nrl-k8s-sandbox"
 START_TIMEOUT_S = 300.0  # the daemon's own start deadline (controlplane.serve.START_S), and some
@@ -50,7 +49,7 @@ class Paths:
     dir: Path
 
     @classmethod
-    def of(cls, sandbox_dir: Path | str | None) -> "Paths":
+    def of(cls, sandbox_dir: Path | str | None) -> Paths:
         return cls(Path(sandbox_dir or default_dir()).expanduser().resolve())
 
     kubeconfig = property(lambda self: self.dir / "kubeconfig")

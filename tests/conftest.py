@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from sandbox_harness import Sandbox, eventually, start_sandbox, stop_sandbox, unique

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nrl_k8s.ops import targets
 from nrl_k8s.config import load_config
-from nrl_k8s.kinds import dgd
 from nrl_k8s.flows.plan import plan_run
+from nrl_k8s.kinds import dgd
+from nrl_k8s.ops import targets
 from nrl_k8s_cli._common import dump_yaml_stream
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,9 +18,9 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import kubernetes
 import urllib3
@@ -46,7 +46,7 @@ class Resource:
 
 def now() -> str:
     """RFC 3339 UTC timestamp, second precision, as the API server writes them."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def controller_ref(owner: dict) -> dict:

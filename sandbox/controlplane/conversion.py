@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Callable
+from collections.abc import Callable
 
 ALPHA, BETA = "nvidia.com/v1alpha1", "nvidia.com/v1beta1"
 SPEC_ANNOTATION = "nvidia.com/dgd-spec"

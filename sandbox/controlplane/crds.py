@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 
-
 _OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 _STRING = {"type": "string"}
 _INT32 = {"type": "integer", "format": "int32"}

@@ -29,16 +29,16 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
-from .conversion import MAIN, _merge_env
 from ..faults import Faults
 from .controller import Controller, Resource, controller_ref, json_body, now
+from .conversion import MAIN, _merge_env
 from .kubelet import MODEL_ANNOTATION
 
 DGD = Resource("nvidia.com", "v1beta1", "dynamographdeployments")

@@ -15,8 +15,8 @@ import os
 import socket
 import socketserver
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 log = logging.getLogger("nrl_k8s_sandbox.egress")
 Resolver = Callable[[str, int], "int | None"]  # (host, port) -> a loopback port, or None
@@ -51,7 +51,7 @@ class Head:
         self.headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
 
     @classmethod
-    def read(cls, sock: socket.socket, received: bytes = b"") -> "Head | None":
+    def read(cls, sock: socket.socket, received: bytes = b"") -> Head | None:
         """The head (None when the peer closed first or it is over 64 KiB)."""
         while b"\r\n\r\n" not in received:
             chunk = sock.recv(65536)
@@ -96,7 +96,7 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
 
 
 class _Handler(socketserver.BaseRequestHandler):
-    server: "_Server"
+    server: _Server
 
     def handle(self) -> None:
         client: socket.socket = self.request

@@ -28,7 +28,7 @@ import ssl
 import threading
 import urllib.parse
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from ..faults import Faults
 from .egress import Head
@@ -115,7 +115,7 @@ def _splice(a: socket.socket, b: socket.socket) -> None:
 
 
 class _Handler(socketserver.BaseRequestHandler):
-    server: "_Server"
+    server: _Server
 
     def handle(self) -> None:
         try:
@@ -149,7 +149,7 @@ class _Handler(socketserver.BaseRequestHandler):
 class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
-    front: "FrontProxy"
+    front: FrontProxy
 
 
 class FrontProxy:

@@ -33,10 +33,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 import kubernetes
 from kubernetes import watch
@@ -99,7 +99,7 @@ def played_pods_logs(folder: Path) -> dict:
 def _copy_cri(fd: int, path: Path) -> None:
     with os.fdopen(fd, "rb") as source, open_private(path, "ab") as sink:
         for line in source:
-            stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             sink.write(stamp.encode() + b" stdout F " + line.rstrip(b"\n") + b"\n")
             sink.flush()
 
@@ -122,7 +122,7 @@ def _volume_owner(meta: dict) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _listening(port: int) -> bool:

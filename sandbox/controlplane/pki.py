@@ -54,7 +54,7 @@ class Authority:
         self.cert = self._write("ca.crt", self.pem)
 
     def _builder(self, subject: x509.Name, public_key) -> x509.CertificateBuilder:
-        start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+        start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
         return (x509.CertificateBuilder().subject_name(subject).issuer_name(getattr(self, "_name", subject))
                 .public_key(public_key).serial_number(x509.random_serial_number())
                 .not_valid_before(start).not_valid_after(start + _YEARS))

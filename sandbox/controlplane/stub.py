@@ -22,7 +22,7 @@ from typing import TextIO
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
 
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         code, body = self.server.stub.answer(self.path)
@@ -43,7 +43,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    stub: "HttpStub"
+    stub: HttpStub
 
 
 class HttpStub:

@@ -28,7 +28,8 @@ values under secret-looking names of a config (the infra's envs, the recipe), an
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 REDACTED = "<redacted>"
 # Keys whose value is an environment: a {NAME: value} mapping or a [{name, value}] list.

@@ -5,6 +5,7 @@ from typer.testing import CliRunner
 
 from nrl_k8s_cli.main import app
 
+
 @pytest.fixture(autouse=True)
 def offline_env(monkeypatch, tmp_path):
     """No kubeconfig, no user defaults, a fixed user name."""

@@ -23,10 +23,10 @@ from fake_api import FakeApi
 from sandbox_harness import DEADLINE_S, interruptible, run_cli
 from test_unreachable import kubeconfig as unreachable_kubeconfig
 
-from nrl_k8s.ray.dashboard import Dashboard
 from nrl_k8s.errors import ResourceFailed
-from nrl_k8s.flows.raycluster import submit_daemon
 from nrl_k8s.flows.plan import Code, Submission
+from nrl_k8s.flows.raycluster import submit_daemon
+from nrl_k8s.ray.dashboard import Dashboard
 from nrl_k8s_cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,6 @@ unreachable, ``test_unreachable``), so nothing can have been applied.
 from __future__ import annotations
 
 import pytest
-
 from test_bad_inputs import INFRA, PORTED, RECIPE
 from test_unreachable import kubeconfig, run
 

@@ -6,10 +6,9 @@ import stat
 
 import pytest
 import yaml
+from test_offline_commands import KIND
 
 from nrl_k8s.redact import REDACTED
-
-from test_offline_commands import KIND
 
 HF = "hf_s3cr3tvalue"
 SECRETS = {

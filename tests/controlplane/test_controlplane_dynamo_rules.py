@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s_sandbox.controlplane.dynamo import SPEC_HASH, UNSCHEDULABLE, deployment, frontend_service, rollout_status
+from nrl_k8s_sandbox.controlplane.dynamo import (
+    SPEC_HASH,
+    UNSCHEDULABLE,
+    components,
+    deployment,
+    frontend_service,
+    rollout_status,
+)
 from nrl_k8s_sandbox.controlplane.kubelet import MODEL_ANNOTATION
-from nrl_k8s_sandbox.controlplane.dynamo import components
 
 DGD = {
     "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment",

@@ -16,7 +16,6 @@ from sandbox_harness import DEADLINE_S, eventually, observe, unique
 
 from nrl_k8s_sandbox.controlplane import binaries
 
-
 RAYCLUSTER = """
 apiVersion: ray.io/v1
 kind: RayCluster

@@ -11,9 +11,9 @@ import httpcore
 import httpx
 import pytest
 
+from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
 from nrl_k8s.kube.connection import Connection, tls_context
 from nrl_k8s.ray.dashboard import Dashboard, JobInfo
-from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
 from nrl_k8s.ray.package import stage
 
 BASE = "http://127.0.0.1:8265"

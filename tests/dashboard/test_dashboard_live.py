@@ -11,10 +11,9 @@ import httpx
 import pytest
 from sandbox_harness import DEADLINE_S, Gate
 
-from nrl_k8s.ray.dashboard import Dashboard, JobInfo
 from nrl_k8s.errors import DashboardError, SubmissionExists
+from nrl_k8s.ray.dashboard import Dashboard, JobInfo
 from nrl_k8s.ray.package import RECIPE_FILE, stage, upload_paths
-
 
 
 @pytest.fixture(scope="module")

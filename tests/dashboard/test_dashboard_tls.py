@@ -13,9 +13,9 @@ import pytest
 import yaml
 from tls_pki import connect_proxy, https_server, make_pki
 
+from nrl_k8s.errors import DashboardError
 from nrl_k8s.kube.connection import Connection, from_kubeconfig
 from nrl_k8s.ray.dashboard import Dashboard
-from nrl_k8s.errors import DashboardError
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, run_cli
+from sandbox_harness import DEADLINE_S, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]

@@ -151,7 +151,7 @@ def test_a_killed_bring_up_is_listed_then_gc_removes_exactly_it(user, kind, name
     assert sorted(line.split(" (")[0] for line in done if line.startswith("deleted")) == \
         sorted(f"deleted: {what}" for what in unowned), done
     # What the deleted RayClusters owned (DGD, DRA objects, env Secret) goes with them: nothing of the user's is left.
-    for kind_, list_fn in user.lists().items():
+    for list_fn in user.lists().values():
         observe(list_fn, until=lambda objects: not objects, label_selector=f"nrl-k8s/owner={user.name}")
     services = {s.metadata.name for s in user.core.list_namespaced_service(user.ns).items}
     assert set(others) <= services

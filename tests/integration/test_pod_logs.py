@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client
-from nrl_k8s_sandbox.controlplane.kubelet import PLAYED
 from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible, observe, run_cli
+
+from nrl_k8s_sandbox.controlplane.kubelet import PLAYED
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]

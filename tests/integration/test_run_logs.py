@@ -16,8 +16,8 @@ import stat
 import subprocess
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from kubernetes import client
@@ -174,7 +174,7 @@ def test_timeout_exits_1_naming_what_still_runs_and_deletes_nothing(user, tmp_pa
         assert (f"RayJob {user.job} keeps running (RayCluster {cluster}, Ray job {job_id}); nothing was deleted"
                 in result.stderr)
         assert "`nrl-k8s logs -f`" in result.stderr and "`nrl-k8s job stop`" in result.stderr
-        assert not job["status"].get("jobDeploymentStatus") in ("Complete", "Failed")
+        assert job["status"].get("jobDeploymentStatus") not in ("Complete", "Failed")
         assert user.get("rayclusters", cluster) is not None and user.get("dynamographdeployments", user.dgd, NVIDIA)
     finally:
         gate.open()

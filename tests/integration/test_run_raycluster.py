@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually, run_cli
+from sandbox_harness import DEADLINE_S, Gate, History, eventually, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY, NVIDIA = ("ray.io", "v1"), ("nvidia.com", "v1alpha1")

@@ -17,7 +17,6 @@ import threading
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from kubernetes import client

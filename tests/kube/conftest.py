@@ -15,9 +15,9 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 import yaml

@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 import pytest
 from conftest import FAST, ca_pem, user_token, write_kubeconfig
 
-from nrl_k8s.kube import client as kube_module
 from nrl_k8s.errors import ConfigError, UnauthorizedError
 from nrl_k8s.kinds.core import CONFIGMAP, NAMESPACE
+from nrl_k8s.kube import client as kube_module
 from nrl_k8s.kube.client import Kube, NoClusterError
 
 CONTEXTS = {"sandbox": "ctx-ns", "other": None, "team": "team-ns"}

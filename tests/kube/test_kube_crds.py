@@ -8,15 +8,15 @@ own, started without the DGD CRD and with KubeRay 1.5's RayJob CRD (``no-dgd-crd
 from __future__ import annotations
 
 import copy
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from conftest import FAST, delete_namespace, make_namespace
 from sandbox_harness import DEADLINE_S, Sandbox, eventually, separate_sandbox
 
-from nrl_k8s.kinds import crds
-from nrl_k8s.flows.steps import BringUp
 from nrl_k8s.errors import NotFoundError
+from nrl_k8s.flows.steps import BringUp
+from nrl_k8s.kinds import crds
 from nrl_k8s.kinds.core import CRD
 from nrl_k8s.kube.client import Kube
 from nrl_k8s.ops.probe import crd_probes

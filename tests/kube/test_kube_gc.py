@@ -14,9 +14,9 @@ import time
 import pytest
 from sandbox_harness import DEADLINE_S
 
-from nrl_k8s.ops import gc
 from nrl_k8s.kinds import dgd, raycluster, rayjob, secret
 from nrl_k8s.kinds.base import MANAGED_BY, Pending, Ready, owned
+from nrl_k8s.ops import gc
 
 RUN = "train-0a1b2c3d"
 PAST, FUTURE = -3600, 3600

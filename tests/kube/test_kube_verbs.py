@@ -10,11 +10,11 @@ import pytest
 from conftest import delete_namespace, make_namespace
 from sandbox_harness import DEADLINE_S
 
-from nrl_k8s.kube import client as kube_module
 from nrl_k8s.errors import ConflictError, NotFoundError
 from nrl_k8s.kinds import rayjob
 from nrl_k8s.kinds.base import Kind
 from nrl_k8s.kinds.core import CONFIGMAP, NAMESPACE
+from nrl_k8s.kube import client as kube_module
 from nrl_k8s.kube.client import KindNotServedError
 
 ROOT_CA = "kube-root-ca.crt"  # in every namespace of a real cluster

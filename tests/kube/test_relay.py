@@ -17,18 +17,18 @@ import json
 import socket
 import ssl
 import threading
+from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
-from typing import Iterator
 
 import httpx
 import pytest
 import yaml
-from tls_pki import connect_proxy, make_pki
 from sandbox_harness import unique
+from tls_pki import connect_proxy, make_pki
 from upgrade_backend import GREETING, UpgradeEcho, serving
 
-from nrl_k8s.kube.connection import Connection, from_kubeconfig
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.kube.connection import Connection, from_kubeconfig
 from nrl_k8s.relay.server import Relay, Upstream, cookie_name
 
 UPSTREAM = Upstream("team", "web", 80, "the test service")

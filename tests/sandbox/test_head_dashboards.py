@@ -16,11 +16,11 @@ import pytest
 from operator_helpers import field, listening, proxy, ray_cluster_spec
 from sandbox_harness import DEADLINE_S, Gate, eventually, observe, unique
 
+from nrl_k8s.errors import DashboardError
 from nrl_k8s.kube.connection import Connection, from_kubeconfig
 from nrl_k8s.ray.dashboard import Dashboard
-from nrl_k8s.errors import DashboardError
-from nrl_k8s_sandbox.ray_head import free_ports
 from nrl_k8s.relay.tunnel import request_head
+from nrl_k8s_sandbox.ray_head import free_ports
 
 SECRET = "head-secret"
 

@@ -7,8 +7,8 @@ import os
 import re
 import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml

@@ -4,8 +4,9 @@ escapes), the earlier launcher's resolvers, scratch keys, every error and every 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

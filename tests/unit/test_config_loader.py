@@ -420,8 +420,8 @@ def test_loading_does_not_import_cluster_libraries():
 def test_an_earlier_launcher_pair_loads_unchanged(tmp_path):
     """Its defaults file (wrapped in infra:, its enum values) and an infra file written with OmegaConf
     interpolation load as they did there; what nrl-k8s does not use is listed, nothing is dropped."""
-    from nrl_k8s.flows.plan import default_flow, unstaged_recipe_reads
     from nrl_k8s.config.unused_fields import unused_fields
+    from nrl_k8s.flows.plan import default_flow, unstaged_recipe_reads
 
     upstream = Path(__file__).parent / "data" / "upstream"
     write(tmp_path, {"recipe.yaml": RECIPE})

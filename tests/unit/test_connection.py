@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 from sandbox_harness import eventually
+from tls_pki import issue, pem
 
+from nrl_k8s.errors import ConfigError, CredentialError
 from nrl_k8s.kube import credentials
 from nrl_k8s.kube.connection import from_kubeconfig, in_cluster
-from nrl_k8s.errors import ConfigError, CredentialError
 from nrl_k8s.kube.errors import NoClusterError
-from tls_pki import issue, pem
 
 CERT, KEY = pem(*issue("nrl-k8s-test", None, ca=True, ip="127.0.0.1", dns="localhost"))  # a CA certificate for
 # 127.0.0.1/localhost, also usable as a client certificate

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
+from nrl_k8s.kube.podexec import Finished
 from nrl_k8s.ray import execdriver
 from nrl_k8s.ray.dashboard import JobInfo
 from nrl_k8s.ray.execdriver import ExecDrivers, driver_script, parse_state, run_dir
-from nrl_k8s.kube.podexec import Finished
 
 NASTY = [
     "plain",

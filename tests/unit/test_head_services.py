@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from nrl_k8s.errors import ConfigError, ForbiddenError
+from nrl_k8s.events import Warning
 from nrl_k8s.flows import head_services
 from nrl_k8s.flows.head_services import legacy_name
 from nrl_k8s.kinds import raycluster
-from nrl_k8s.errors import ConfigError, ForbiddenError
-from nrl_k8s.events import Warning
 
 
 def cluster(name: str, service: str | None = None) -> dict:

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from nrl_k8s.ray import package as package_mod
-
 from nrl_k8s.errors import ConfigError, NrlK8sError
+from nrl_k8s.ray import package as package_mod
 from nrl_k8s.ray.package import DEFAULT_UPLOAD_PATHS, RECIPE_FILE, repo_root, stage, upload_paths
 
 WHERE = "launch.rayUploadPaths"

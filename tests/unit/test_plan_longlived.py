@@ -9,13 +9,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nrl_k8s.flows import raycluster as longlived, records as runs
 from nrl_k8s.config.loader import load_config
-from nrl_k8s.ray.dashboard import Dashboard
 from nrl_k8s.errors import ConfigError, ResourceFailed
-from nrl_k8s.flows.raycluster import latest_daemon_job, submit_daemon
-from nrl_k8s.ray.package import stage
+from nrl_k8s.flows import raycluster as longlived
+from nrl_k8s.flows import records as runs
 from nrl_k8s.flows.plan import DRIVER_RECIPE, Code, Submission, default_flow, plan_longlived, unstaged_recipe_reads
+from nrl_k8s.flows.raycluster import latest_daemon_job, submit_daemon
+from nrl_k8s.ray.dashboard import Dashboard
+from nrl_k8s.ray.package import stage
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = (ROOT / "examples/sandbox_longlived.yaml", ROOT / "examples/sandbox_longlived.infra.yaml")

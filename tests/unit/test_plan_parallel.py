@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from nrl_k8s.config.loader import load_config
-from nrl_k8s.kinds import rayjob
 from nrl_k8s.flows.plan import START_MARGIN_S, RunOptions, parallel_bringup, plan_run
+from nrl_k8s.kinds import rayjob
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = (ROOT / "examples/grpo_two_dgds.yaml", ROOT / "examples/grpo_two_dgds.kind.infra.yaml")

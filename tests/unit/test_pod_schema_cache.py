@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from nrl_k8s.kinds.k8s_rules import Invalid
 from nrl_k8s.kinds import pod_schema
+from nrl_k8s.kinds.k8s_rules import Invalid
 
 GOOD = {"spec": {"containers": [{"name": "main", "image": "nvcr.io/nvidia/nemo-rl:v0.4.0"}]}}
 BAD = {"spec": {"containers": [{"name": "main", "image": "x", "imagePullPolicy": 3}]}}

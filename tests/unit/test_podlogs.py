@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s.ops import logs as podlogs
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.ops import logs as podlogs
 
 
 @pytest.mark.parametrize(

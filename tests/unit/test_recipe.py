@@ -78,7 +78,7 @@ def test_inject_dynamo(recipe, names, expected, notes):
     assert out == expected
     assert recipe == before
     assert len(got_notes) == len(notes)
-    for note, fragment in zip(got_notes, notes):
+    for note, fragment in zip(got_notes, notes, strict=True):
         assert fragment in note
 
 

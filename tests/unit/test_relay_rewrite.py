@@ -6,7 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from nrl_k8s.relay.server import Admitted, Login, Refused, Upstream, admission, cookie_name, local_location, refusal, request_headers, upstream_path
+from nrl_k8s.relay.server import (
+    Admitted,
+    Login,
+    Refused,
+    Upstream,
+    admission,
+    cookie_name,
+    local_location,
+    refusal,
+    request_headers,
+    upstream_path,
+)
 
 PREFIX = Upstream("team", "rc-head-svc", 8265, "the dashboard").prefix
 SERVER = "https://api.example:6443"

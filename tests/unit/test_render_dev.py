@@ -9,10 +9,10 @@ import subprocess
 import pytest
 from sandbox_harness import eventually
 
-from nrl_k8s.ops import dev
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import deployment, dgd, dra, raycluster, rayjob, secret, service
 from nrl_k8s.kinds.base import MANAGED_BY
+from nrl_k8s.ops import dev
 from nrl_k8s.ops.probe import Permission, grants, run_permissions
 
 NAMES = dev.Names("alice", "rl")

@@ -67,7 +67,7 @@ def test_unsupported_api_version_hint():
     assert info.value.hint == "use apiVersion: nvidia.com/v1beta1 or nvidia.com/v1alpha1"
 
 
-@pytest.mark.parametrize("basic, version", list(zip(BASIC, ["v1alpha1", "v1beta1"])), ids=["v1alpha1", "v1beta1"])
+@pytest.mark.parametrize("basic, version", list(zip(BASIC, ["v1alpha1", "v1beta1"], strict=True)), ids=["v1alpha1", "v1beta1"])
 def test_render_basic_object_in_its_manifests_version(basic, version):
     obj = render(make_infra(basic))
     assert obj["apiVersion"] == f"nvidia.com/{version}"

@@ -106,7 +106,7 @@ FIELD_CASES = [
         "kueue scheduler: no schedulerName or queue label on pods (Kueue would admit each pod)",
         {"scheduler": {"kind": "kueue", "queue": "lq"}},
         lambda s: [("schedulerName" in p, "kueue.x-k8s.io/queue-name" in t["metadata"]["labels"])
-                   for p, t in zip(pods(s), [s["headGroupSpec"]["template"]])],
+                   for p, t in zip(pods(s), [s["headGroupSpec"]["template"]], strict=False)],
         [(False, False)],
     ),
     (

@@ -64,7 +64,7 @@ def test_refuses_with_one_line(text, message):
 
 def test_alias_expansion_is_counted_while_parsing():
     lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
-    lines += [f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]" for p, n in zip("abcdefgh", "bcdefghi")]
+    lines += [f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]" for p, n in zip("abcdefgh", "bcdefghi", strict=True)]
     with pytest.raises(ConfigError, match=r"more than 50000 values \(counting every alias expansion\)"):
         safe_yaml.parse("\n".join(lines), "bomb.yaml")
 

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from nrl_k8s.ops import gc
 from nrl_k8s.flows import unfinished
+from nrl_k8s.flows.raycluster import bringup_seconds
 from nrl_k8s.kinds.base import MANAGED_BY, OWNER_LABEL
 from nrl_k8s.kinds.rayjob import RUN_ID_LABEL
-from nrl_k8s.flows.raycluster import bringup_seconds
+from nrl_k8s.ops import gc
 
 NOW = 1_700_000_000.0
 RUN = "tr-20250101-000000-abcd"

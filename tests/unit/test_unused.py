@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from nrl_k8s.errors import ConfigError
-from nrl_k8s.kinds import deployment, dgd, raycluster, rayjob
-from nrl_k8s.flows.plan import _plan_longlived, health_check
 from nrl_k8s.config.unused_fields import unused_fields
+from nrl_k8s.errors import ConfigError
+from nrl_k8s.flows.plan import _plan_longlived, health_check
+from nrl_k8s.kinds import deployment, dgd, raycluster, rayjob
 
 DATA = Path(__file__).parent / "data" / "render"
 WORKER_GROUP = {"groupName": "gpu", "replicas": 4, "template": {"spec": {"containers": [{"name": "w"}]}}}

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nrl_k8s.config import load_config, workflow
 from nrl_k8s.config import recipe as recipe_mod
-from nrl_k8s.config import workflow
-from nrl_k8s.config import load_config
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.flows.plan import plan_longlived, plan_run, registry_configmap
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from deepmerge import Merger
 
-from nrl_k8s.errors import ConfigError
 from nrl_k8s.config.safe_yaml import MAX_BYTES, resolve
 from nrl_k8s.config.safe_yaml import load_file as load_yaml_file
+from nrl_k8s.errors import ConfigError
 
 # Dicts merge key by key; lists and scalars (and type mismatches) are replaced by the top layer.
 _MERGER = Merger([(dict, ["merge"]), (list, ["override"])], ["override"], ["override"])

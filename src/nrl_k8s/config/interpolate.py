@@ -32,12 +32,13 @@ import math
 import os
 import pwd
 import re
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any
 
+from nrl_k8s.config.safe_yaml import MAX_BYTES, MAX_DEPTH, MAX_NODES
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds.k8s_rules import describe
-from nrl_k8s.config.safe_yaml import MAX_BYTES, MAX_DEPTH, MAX_NODES
 
 from .provenance import Provenance, dotted
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from nrl_k8s.errors import ConfigError
 
 from .files import load_mapping
 
 KUBECONFIG_MAX_BYTES = 16 << 20  # inline certificates of many clusters add up
-SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")  # a pod's token, ca.crt and namespace
+SA_NAMESPACE_FILE = SERVICE_ACCOUNT_DIR / "namespace"
 
 
 def current_namespace(

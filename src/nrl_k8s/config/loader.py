@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 from nrl_k8s import redact
-from nrl_k8s.errors import ConfigError, InfraError
 from nrl_k8s.config.safe_yaml import resolve
+from nrl_k8s.errors import ConfigError, InfraError
 
 from . import kubeconfig
 from .files import Layer, block_layers, file_layers, merge_layers

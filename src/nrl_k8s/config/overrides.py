@@ -7,11 +7,12 @@ every other token addresses the recipe.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
-from nrl_k8s.errors import ConfigError
 from nrl_k8s.config.safe_yaml import MAX_DEPTH, parse
+from nrl_k8s.errors import ConfigError
 
 Op = Literal["set", "add", "force", "delete"]
 

@@ -22,11 +22,12 @@ import time
 
 import yaml
 
-from . import workflow
 from nrl_k8s.errors import ConfigError, InfraError
 from nrl_k8s.kinds.base import k8s_str
-from nrl_k8s.kinds.raycluster import role_entry
 from nrl_k8s.kinds.names import MAX_RAYJOB_NAME_LEN, validate_name
+from nrl_k8s.kinds.raycluster import role_entry
+
+from . import workflow
 
 RUN_ID_ENV = "NRL_K8S_RUN_ID"
 RECIPE_ENV = "NRL_K8S_RECIPE"

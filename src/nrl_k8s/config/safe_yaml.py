@@ -39,13 +39,12 @@ from yaml.events import (
     StreamStartEvent,
 )
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
-from yaml.resolver import Resolver
-
-from nrl_k8s.errors import ConfigError, dotted
-
 from yaml.parser import Parser
 from yaml.reader import Reader
+from yaml.resolver import Resolver
 from yaml.scanner import Scanner
+
+from nrl_k8s.errors import ConfigError, dotted
 
 
 class _PyEvents(Reader, Scanner, Parser):

@@ -11,11 +11,12 @@ what they render from them against Kubernetes.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from nrl_k8s.kinds import k8s_rules
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.kinds import k8s_rules
 from nrl_k8s.kinds.k8s_rules import DNS_LABEL, Invalid, describe
 
 from .provenance import Provenance, dotted

@@ -13,9 +13,10 @@ the earlier launcher's defaults file writes them, sets nothing).
 
 from __future__ import annotations
 
-from . import workflow
 from nrl_k8s.config.schema import CODE_SOURCE_OF_WORKSPACE
 from nrl_k8s.kinds.raycluster import ROLES
+
+from . import workflow
 
 # Keys of blocks no implemented flow reads (reported per set key).
 _UNUSED_SUBMIT = ("kind", "portForward", "devPod", "localDashboardPort")

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import head_services
 from nrl_k8s.errors import InfraError, dotted
 from nrl_k8s.kinds import dgd, raycluster, service
+
+from . import head_services
 
 _LABELS = {dgd.KIND.kind: "DGD"}
 

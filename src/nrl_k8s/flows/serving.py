@@ -9,11 +9,10 @@ from __future__ import annotations
 import time
 from urllib.parse import urlsplit
 
-
 from nrl_k8s.errors import ForbiddenError, ResourceFailed, WaitTimeout
 from nrl_k8s.events import Emit, Waiting
 from nrl_k8s.kinds import dgd, pod
-from nrl_k8s.kinds.base import Pending, Ready, Readiness
+from nrl_k8s.kinds.base import Pending, Readiness, Ready
 
 # 404 means the listener is up (older frontends have no /v1/models); 502/503/refused mean not yet.
 _UP = (200, 404)

@@ -26,12 +26,12 @@ re-run reuses, not leftovers.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from nrl_k8s.ops import gc
 from nrl_k8s.config.interpolate import user_name
 from nrl_k8s.kinds import deployment, dgd, raycluster, rayjob, service
 from nrl_k8s.kinds.base import MANAGED_BY_SELECTOR, delete_command, labelled, maker
+from nrl_k8s.ops import gc
 
 LABEL = gc.BRINGUP_LABEL
 UNFINISHED = "unfinished"
@@ -97,4 +97,4 @@ def status_rows(kube, namespace: str, user: str) -> list[dict]:
 
 
 def _utc(when: float) -> str:
-    return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

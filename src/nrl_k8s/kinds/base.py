@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nrl_k8s.kinds import k8s_rules
+
 from ..errors import InfraError
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "nrl-k8s"}

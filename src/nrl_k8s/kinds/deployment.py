@@ -10,12 +10,24 @@ Service for the pod's container ports (``kinds.service``).
 from __future__ import annotations
 
 from nrl_k8s.kinds import k8s_rules as rules
-from ..errors import InfraError
 from nrl_k8s.kinds.k8s_rules import Invalid
 from nrl_k8s.kinds.names import validate_name
-from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
-from .base import label_template, without_nulls
+
+from ..errors import InfraError
 from . import service
+from .base import (
+    MANAGED_BY,
+    Failed,
+    Kind,
+    Pending,
+    Readiness,
+    Ready,
+    condition,
+    describe_condition,
+    label_template,
+    object_metadata,
+    without_nulls,
+)
 from .pod_schema import check_pod_template
 from .raycluster import apply_identity
 

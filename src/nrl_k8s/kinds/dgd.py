@@ -31,19 +31,30 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
-from nrl_k8s.kinds import k8s_rules as rules
 from nrl_k8s.config import safe_yaml
-from ..config.interpolate import interpolate_document
-from ..errors import ConfigError, InfraError, dotted
+from nrl_k8s.kinds import k8s_rules as rules
 from nrl_k8s.kinds.k8s_rules import Invalid
 from nrl_k8s.kinds.names import validate_name
+
+from ..config.interpolate import interpolate_document
+from ..errors import ConfigError, InfraError, dotted
 from . import dgd_v1alpha1, dgd_v1beta1, dra
-from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, describe_condition, object_metadata
-from .base import without_nulls
+from .base import (
+    MANAGED_BY,
+    Failed,
+    Kind,
+    Pending,
+    Readiness,
+    Ready,
+    condition,
+    describe_condition,
+    object_metadata,
+    without_nulls,
+)
 
 _VERSIONS = {module.KIND.api_version: module for module in (dgd_v1alpha1, dgd_v1beta1)}
 KINDS = tuple(module.KIND for module in _VERSIONS.values())

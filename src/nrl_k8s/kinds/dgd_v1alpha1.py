@@ -12,6 +12,7 @@ from deepmerge import Merger
 
 from nrl_k8s.kinds import k8s_rules as rules
 from nrl_k8s.kinds.k8s_rules import Invalid
+
 from .base import Kind, without_nulls
 from .pod_schema import check_extra_pod_spec, whole_number
 from .raycluster import pull_secret_refs

@@ -24,6 +24,7 @@ from deepmerge.strategy.core import STRATEGY_END
 
 from nrl_k8s.kinds import k8s_rules as rules
 from nrl_k8s.kinds.k8s_rules import Invalid
+
 from .base import Kind, without_nulls
 from .pod_schema import check_pod_template
 from .raycluster import pull_secret_refs

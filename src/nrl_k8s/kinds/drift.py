@@ -29,7 +29,7 @@ def _walk(desired, live, path: str, out: list[str], limit: int) -> None:
         for item in desired:
             _walk(item, found.get(item[key]), f"{path}.{item[key]}" if path else item[key], out, limit)
     elif _mappings(desired) and _mappings(live) and len(desired) == len(live):
-        for index, (want, have) in enumerate(zip(desired, live)):
+        for index, (want, have) in enumerate(zip(desired, live, strict=True)):
             _walk(want, have, f"{path}.{index}" if path else str(index), out, limit)
     elif desired != live:
         out.append(f"{path or '(root)'}: live {_short(live)} != desired {_short(desired)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from nrl_k8s.errors import ConfigError, InfraError
+
 from .k8s_rules import DNS_LABEL as _RFC1123_LABEL
 
 MAX_NAME_LEN = 63

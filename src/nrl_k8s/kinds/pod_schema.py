@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from nrl_k8s.kinds import k8s_rules as rules
+from nrl_k8s.kinds.k8s_rules import Invalid
+
 from ..cache import cache_dir, private_dir
 from ..errors import NrlK8sError
-from nrl_k8s.kinds.k8s_rules import Invalid
 
 _DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
 _ROOTS = {"PodTemplateSpec": "pod", "PodSpec": "pod.spec", "Container": "pod.spec.containers"}

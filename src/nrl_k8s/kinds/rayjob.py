@@ -15,6 +15,7 @@ import copy
 
 from nrl_k8s.config import recipe as recipe_mod
 from nrl_k8s.kinds.names import MAX_RAYJOB_NAME_LEN, validate_name
+
 from . import dra, raycluster, secret
 from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, object_metadata
 

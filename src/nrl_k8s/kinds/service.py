@@ -4,6 +4,7 @@ a Service's HTTP port."""
 from __future__ import annotations
 
 import copy
+from urllib.parse import quote
 
 from .base import Kind
 
@@ -42,11 +43,16 @@ def render_for_deployment(deployment: dict) -> dict | None:
     }
 
 
+def cluster_address(name: str, namespace: str, port: int) -> str:
+    """``NAME.NS.svc:PORT``: the Service's port by its cluster DNS name (resolvable only inside a pod)."""
+    return f"{name}.{namespace}.svc:{port}"
+
+
 def cluster_url(name: str, namespace: str, port: int) -> str:
-    """Base URL of the Service from inside the cluster (cluster DNS)."""
-    return f"http://{name}.{namespace}.svc:{port}"
+    """Base URL of the Service from inside the cluster (``cluster_address``, plain HTTP)."""
+    return f"http://{cluster_address(name, namespace, port)}"
 
 
-def proxy_path(name: str, namespace: str, port: int) -> str:
-    """API server path that proxies to the Service's port (append the request path)."""
-    return f"/api/v1/namespaces/{namespace}/services/{name}:{port}/proxy"
+def proxy_path(name: str, namespace: str, port: int | str) -> str:
+    """API server path that proxies to the Service's port, a number or a name (append the request path)."""
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/services/{quote(f'{name}:{port}', safe=':')}/proxy"

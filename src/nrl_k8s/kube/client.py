@@ -20,29 +20,40 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Iterator
 from urllib.parse import quote, urlencode
 
 import urllib3
 
 from nrl_k8s import __version__
-from nrl_k8s.kube import wait as waiting
-from nrl_k8s.kube.connection import Connection, from_kubeconfig, in_cluster
+from nrl_k8s.config.kubeconfig import SERVICE_ACCOUNT_DIR
 from nrl_k8s.errors import ConflictError, ForbiddenError, NotFoundError
 from nrl_k8s.kinds.base import Kind, Pending, Readiness, Ready
 from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW, SELF_SUBJECT_RULES_REVIEW
 from nrl_k8s.kinds.pod import KIND as POD
 from nrl_k8s.kinds.service import KIND as SERVICE
-from nrl_k8s.kube.errors import GoneError, HttpError, KindNotServedError, NoClusterError, Op, api_error, resource_name, retry_after, retryable, status_body
+from nrl_k8s.kinds.service import proxy_path
+from nrl_k8s.kube import wait as waiting
+from nrl_k8s.kube.connection import Connection, from_kubeconfig, in_cluster
+from nrl_k8s.kube.errors import (
+    GoneError,
+    HttpError,
+    KindNotServedError,
+    NoClusterError,
+    Op,
+    api_error,
+    resource_name,
+    retry_after,
+    retryable,
+    status_body,
+)
 
 __all__ = [
     "FIELD_MANAGER", "PATCH_TYPES", "GoneError", "KindNotServedError", "Kube", "NoClusterError", "Request", "Tuning",
     "kind_path", "resource_name",
 ]
 
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 FIELD_MANAGER = "nrl-k8s"
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
@@ -125,7 +136,7 @@ class Kube:
         namespace: str | None = None,
         kubeconfig: str | None = None,
         tuning: Tuning = Tuning(),
-    ) -> "Kube":
+    ) -> Kube:
         """In-cluster config inside a pod (unless a context or kubeconfig is given), else the kubeconfig.
 
         Namespace: ``namespace`` > the service account's (in-cluster) or the context's > "default".
@@ -144,7 +155,7 @@ class Kube:
     def close(self) -> None:
         self._pool.clear()
 
-    def __enter__(self) -> "Kube":
+    def __enter__(self) -> Kube:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -493,7 +504,7 @@ class Kube:
         """
         ns = self._ns(SERVICE, namespace)
         op = Op(_PROXY_VERBS[method.upper()], SERVICE, ns, service, "proxy")
-        target = kind_path(SERVICE, ns, f"{service}:{port}", "proxy") + "/" + path.lstrip("/")
+        target = proxy_path(service, ns, port) + "/" + path.lstrip("/")
         response = self._call(
             method.upper(), target, op, body=json, accept="*/*", timeout=timeout_s, retry=False, raise_for_status=False
         )

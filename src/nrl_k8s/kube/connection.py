@@ -13,15 +13,15 @@ import http.client
 import os
 import socket
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import unquote, urlsplit
 
 import urllib3
 
 from nrl_k8s.config.kubeconfig import merge as merge_kubeconfig
-from nrl_k8s.kube.credentials import Headers, TokenFile, as_mapping, load_cert_chain, user_auth
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.kube.credentials import Headers, TokenFile, as_mapping, load_cert_chain, user_auth
 from nrl_k8s.kube.errors import NoClusterError
 from nrl_k8s.redact import redact_text
 

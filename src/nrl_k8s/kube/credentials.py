@@ -13,16 +13,16 @@ import base64
 import json
 import os
 import shlex
-import ssl
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Mapping
 
 from nrl_k8s.errors import ConfigError, CredentialError
 from nrl_k8s.redact import redact_text
@@ -139,7 +139,7 @@ class ExecPlugin:
 
     def __call__(self) -> dict[str, str]:
         with self._lock:
-            if self._headers is None or (self._expires and datetime.now(timezone.utc) >= self._expires):
+            if self._headers is None or (self._expires and datetime.now(UTC) >= self._expires):
                 self._headers, self._expires = self._run()
             return self._headers
 
@@ -183,7 +183,7 @@ class ExecPlugin:
             token, cert, key = (status.get(k) for k in ("token", "clientCertificateData", "clientKeyData"))
             expiry = status.get("expirationTimestamp")
             expires = datetime.fromisoformat(expiry) if expiry else None
-            expires = expires.replace(tzinfo=expires.tzinfo or timezone.utc) if expires else None
+            expires = expires.replace(tzinfo=expires.tzinfo or UTC) if expires else None
         except (ValueError, KeyError, TypeError, AttributeError):
             raise CredentialError(f"exec plugin `{shown}` did not print a valid {self.info['apiVersion']} ExecCredential",
                               hint=self.hint) from None

@@ -9,9 +9,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-from typing import Mapping
 
 import urllib3
 
@@ -47,7 +46,7 @@ class HttpError(Exception):
         self.status, self.reason, self.body, self.headers = status, reason, body, headers or {}
 
     @classmethod
-    def of(cls, response: urllib3.BaseHTTPResponse) -> "HttpError":
+    def of(cls, response: urllib3.BaseHTTPResponse) -> HttpError:
         """From an unread urllib3 response (reads its body)."""
         return cls(response.status, response.reason or "", response.read(), response.headers)
 

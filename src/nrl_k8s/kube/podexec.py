@@ -20,12 +20,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
-from nrl_k8s.kube import websocket as _websocket
-from ._httpx import ApiServerAuth, httpx
 from nrl_k8s.errors import ApiError
 from nrl_k8s.kinds.pod import KIND as POD
+from nrl_k8s.kube import websocket as _websocket
 from nrl_k8s.kube.client import kind_path
 from nrl_k8s.kube.errors import HttpError, Op, api_error
+
+from ._httpx import ApiServerAuth, httpx
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, CLOSE = 0, 1, 2, 3, 255

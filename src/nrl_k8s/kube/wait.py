@@ -10,11 +10,12 @@ judged by a readiness function returning ``Ready`` / ``Pending(reason)`` / ``Fai
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from nrl_k8s.kube.diagnose import report
 from nrl_k8s.errors import ApiError, NotFoundError, ResourceFailed, UnauthorizedError, WaitTimeout
 from nrl_k8s.kinds.base import Failed, Kind, Readiness, Ready
+from nrl_k8s.kube.diagnose import report
 from nrl_k8s.kube.errors import GoneError
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def wait(
-    kube: "Kube",
+    kube: Kube,
     kind: Kind,
     readiness: Callable[[object], Readiness],
     *,

@@ -7,7 +7,7 @@ import posixpath
 
 from nrl_k8s.flows import records as runs
 from nrl_k8s.config import workflow
-from nrl_k8s.ray.dashboard import Dashboard
+from nrl_k8s.ray.dashboard import Dashboard, of_raycluster
 from nrl_k8s.errors import NotFoundError
 from nrl_k8s.kinds import raycluster, rayjob
 
@@ -28,22 +28,9 @@ def role_cluster(kube, infra: dict, role: str) -> tuple[str, dict | None]:
     )
 
 
-def head_service(kube, cluster: str, namespace: str) -> str:
-    """The head Service of the live RayCluster ``cluster`` (``raycluster.head_service_of``)."""
-    live = kube.find(raycluster.KIND, cluster, namespace)
-    return raycluster.head_service_of(live) if live is not None else raycluster.head_service(cluster)
-
-
-def cluster_dashboard(kube, cluster: str, namespace: str, url: str | None = None) -> Dashboard:
-    """The dashboard of RayCluster ``cluster``: ``url`` when given, else through its head Service."""
-    service = None if url else head_service(kube, cluster, namespace)
-    return Dashboard.for_cluster(cluster_name=cluster, namespace=namespace, connection=kube.connection,
-                                 in_cluster=kube.in_cluster, url=url, service=service)
-
-
 def dashboard(kube, infra: dict, role: str, url: str | None = None) -> tuple[Dashboard, dict | None]:
     cluster, job = role_cluster(kube, infra, role)
-    return cluster_dashboard(kube, cluster, infra["namespace"], url), job
+    return of_raycluster(kube, cluster, infra["namespace"], url=url), job
 
 
 def current_job(dash: Dashboard, job: dict | None) -> str:
@@ -96,7 +83,7 @@ def job_source(kube, infra: dict, record: dict | None, role: str, job: str | Non
     cluster, rayjob_obj = role_cluster(kube, infra, role)
     if role == "training" and (found := exec_job(kube, infra, record, cluster, job or recorded)):
         return found
-    dash = cluster_dashboard(kube, cluster, infra["namespace"], url)
+    dash = of_raycluster(kube, cluster, infra["namespace"], url=url)
     try:
         return dash, job or recorded or current_job(dash, rayjob_obj)
     except BaseException:
@@ -107,7 +94,7 @@ def job_source(kube, infra: dict, record: dict | None, role: str, job: str | Non
 def list_jobs(kube, infra: dict, record: dict | None, role: str, url: str | None = None) -> list:
     """The Ray jobs on the role's cluster, then (training) its exec drivers, as ``JobInfo``."""
     cluster, _ = role_cluster(kube, infra, role)
-    with cluster_dashboard(kube, cluster, infra["namespace"], url) as dash:
+    with of_raycluster(kube, cluster, infra["namespace"], url=url) as dash:
         found = dash.list_jobs()
     drivers = exec_drivers(kube, infra, record, cluster) if role == "training" else None
     if drivers is not None:

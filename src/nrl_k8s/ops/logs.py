@@ -185,9 +185,9 @@ def stream(kube, infra: dict, request: Request, *, record: dict | None, dashboar
 def _dashboard_log(kube, cluster: str, pick: Callable[[Dashboard], str], request: Request,
                    url: str | None) -> Iterator[str]:
     """The log of the Ray job ``pick`` chooses on the cluster's dashboard."""
-    from .jobs import cluster_dashboard
+    from nrl_k8s.ray.dashboard import of_raycluster
 
-    with cluster_dashboard(kube, cluster, kube.namespace, url) as dash:
+    with of_raycluster(kube, cluster, kube.namespace, url=url) as dash:
         job_id = pick(dash)
         if request.tail is None and request.follow:
             yield from dash.follow_logs(job_id)

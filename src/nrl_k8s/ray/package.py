@@ -471,7 +471,7 @@ class _DeflatedCache:
     def save(self, name: str, members: list[_Member], digests: list[bytes]) -> None:
         """This zip's deflated entries as a pack (the oldest beyond PACKS_KEPT removed)."""
         index, offset = {}, 0
-        for member, digest in zip(members, digests):
+        for member, digest in zip(members, digests, strict=True):
             if member.deflated:
                 index[digest.hex()] = (offset, len(member.payload), zlib.crc32(member.payload))
                 offset += len(member.payload)
