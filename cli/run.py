@@ -124,8 +124,8 @@ def run(
         return
     _print_notes(plan)
 
-    from nrl_k8s.flows.rayjob import LiveOptions, run_rayjob
-    from nrl_k8s.flows.parallel import run_parallel
+    from nrl_k8s.flows import parallel as parallel_flow
+    from nrl_k8s.flows.rayjob import LiveOptions, run_rayjob, serial
 
     from ._progress import Progress
     from ._render import render_run_result
@@ -136,7 +136,8 @@ def run(
     options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url, job_timeout_s=timeout,
                           context=global_options(ctx).context, adopt=adopt)
     with Progress() as progress:
-        result = (run_parallel if parallel else run_rayjob)(kube, plan, options, progress, on_log=progress.log)
+        result = run_rayjob(kube, plan, options, progress, on_log=progress.log,
+                            bring_up=parallel_flow.bring_up if parallel else serial)
     render_run_result(result)
     if wait and not result.succeeded:
         raise typer.Exit(1)

@@ -1,4 +1,4 @@
-"""``bringup.gather``: calls at once, results in order, the first error in call order."""
+"""``concurrency.gather``: calls at once, results in order, the first error in call order."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from nrl_k8s.flows.steps import gather
+from nrl_k8s.flows.concurrency import gather
 from nrl_k8s.errors import ConfigError, ForbiddenError
 
 

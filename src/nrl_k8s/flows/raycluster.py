@@ -39,9 +39,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nrl_k8s.ops import gc
-from nrl_k8s.flows import head_services, records as runs, unfinished
+from nrl_k8s.flows import driver_log, head_services, records as runs, unfinished
 from nrl_k8s.ray import package as package_mod
-from nrl_k8s.flows.steps import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, Background, BringUp, execute, gather, parallel
+from nrl_k8s.flows import lifecycle
+from nrl_k8s.flows.concurrency import Background, fan_out, gather
+from nrl_k8s.flows.steps import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, BringUp
 from nrl_k8s.errors import ConfigError, NotFoundError, NrlK8sError, ResourceFailed, SubmissionExists
 from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
 from nrl_k8s.kinds import raycluster, rayjob
@@ -105,15 +107,17 @@ class LongLivedResult:
     exec: dict[str, str] | None = None  # the exec submitter's driver: {"pod", "dir"}
 
 
-class LongLived(BringUp):
-    """The long-lived flow's steps over one plan (``cluster up`` runs a subset of them)."""
+class LongLived:
+    """One long-lived bring-up: its plan, the shared steps and its own (``cluster up`` runs a subset)."""
 
     def __init__(self, kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit):
-        super().__init__(kube, plan.namespace, plan.driver.cluster, emit)
+        self.kube, self.ns, self.emit = kube, plan.namespace, emit
+        self.steps = BringUp(kube, plan.namespace, plan.driver.cluster, emit, adopt=options.adopt,
+                             stamp=self._stamp, reused=self._take_over)
         self.plan, self.options = plan, options
-        self.cluster = plan.driver.cluster
-        self.result = LongLivedResult(run_id=plan.run_id, namespace=plan.namespace, dgds=self.dgd_actions,
-                                      owners=self.dgd_owners)
+        self.steps.cluster = plan.driver.cluster
+        self.result = LongLivedResult(run_id=plan.run_id, namespace=plan.namespace, dgds=self.steps.dgd_actions,
+                                      owners=self.steps.dgd_owners)
         self.live: dict[str, dict] = {}  # role -> live RayCluster
         self._dashboards: dict[str, Dashboard] = {}  # role -> its client, one per run (connections reused)
         self._dashboards_lock = threading.RLock()
@@ -137,12 +141,11 @@ class LongLived(BringUp):
             needed.append(Permission("create", "pods/exec"))
         if self.options.replace and self.plan.registry and not self.options.skip_daemons:
             needed.append(Permission("delete", "configmaps"))
-        self.adopt = self.options.adopt
         _, _, _, existing, packages = gather(
-            lambda: self.check_permissions(needed),
+            lambda: self.steps.check_permissions(needed),
             lambda: head_services.check_live(self.kube, self.ns, list(self.plan.clusters.values()), self.emit),
-            lambda: self.check_owners(self.plan.manifests()),
-            lambda: self.check_dgds(self.plan.dgds),
+            lambda: self.steps.check_owners(self.plan.manifests()),
+            lambda: self.steps.check_dgds(self.plan.dgds),
             self.stage_packages,
         )
         for package in packages.values():
@@ -168,25 +171,25 @@ class LongLived(BringUp):
         return {name: package_mod.stage(root, paths, text) for name, paths in sources.items()}
 
     # -- bring-up --------------------------------------------------------------------------
-    def create(self, kind: Kind, manifest: dict, label: str) -> dict:
-        """Created with the run id; with no owner, unfinished until :meth:`finish` (``unfinished``)."""
+    def _stamp(self, kind: Kind, manifest: dict) -> dict:
+        """What this bring-up creates carries the run id; with no owner, it is unfinished until
+        :meth:`finish` (``unfinished``)."""
         manifest = unfinished.stamp(manifest, self.plan.run_id, self._unfinished_s)
         if unfinished.unfinished(manifest):
             self.unfinished.append((kind, manifest["metadata"]["name"]))
-        return super().create(kind, manifest, label)
+        return manifest
 
-    def ensure(self, kind: Kind, manifest: dict, label: str, **options) -> tuple[dict, str]:
-        """``BringUp.ensure``; a reused object of a bring-up that did not finish is taken over
-        (this run's id and deadline), so gc leaves it to this run, which finishes it."""
-        live, action = super().ensure(kind, manifest, label, **options)
-        if action == "reused" and unfinished.unfinished(live):
-            name = manifest["metadata"]["name"]
-            before = live["metadata"]["labels"].get(rayjob.RUN_ID_LABEL, "?")
-            self.unfinished.append((kind, name))
-            live = self.kube.patch(kind, name, unfinished.takeover(self.plan.run_id, self._unfinished_s),
-                                   namespace=self.ns)
-            self.emit(Became(label, f"{kind.kind} {name} taken over from run {before}, whose bring-up did not finish"))
-        return live, action
+    def _take_over(self, kind: Kind, live: dict, label: str) -> dict:
+        """A reused object of a bring-up that did not finish is taken over (this run's id and
+        deadline), so gc leaves it to this run, which finishes it."""
+        if not unfinished.unfinished(live):
+            return live
+        name = live["metadata"]["name"]
+        before = live["metadata"]["labels"].get(rayjob.RUN_ID_LABEL, "?")
+        self.unfinished.append((kind, name))
+        live = self.kube.patch(kind, name, unfinished.takeover(self.plan.run_id, self._unfinished_s), namespace=self.ns)
+        self.emit(Became(label, f"{kind.kind} {name} taken over from run {before}, whose bring-up did not finish"))
+        return live
 
     def finish(self) -> None:
         """The bring-up is done: what it created or took over is no longer unfinished (gc leaves it)."""
@@ -207,32 +210,29 @@ class LongLived(BringUp):
     def ensure_cluster(self, role: str) -> None:
         """A role's RayCluster ensured, then its DRA objects and env Secret, owned by it."""
         manifest, label = self.plan.clusters[role], f"kuberay.{role}"
-        live, action = self.ensure(raycluster.KIND, manifest, label, recreate=self.options.recreate)
+        live, action = self.steps.ensure(raycluster.KIND, manifest, label, recreate=self.options.recreate)
         self.live[role] = live
         self.result.clusters[role] = manifest["metadata"]["name"]
         self.result.actions[label] = action
         ref = owner_reference(live)
         for obj in [*self.plan.dra.get(role, []), *filter(None, [self.plan.env_secrets.get(role)])]:
             kind, name = kind_of(obj), obj["metadata"]["name"]
-            found = self.read(kind, name)
+            found = self.steps.read(kind, name)
             if found is not None and ref["uid"] not in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
                 self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)  # GC takes a replaced cluster's
                 found = None
-            self.ensure(kind, owned(obj, live), label, recreate=self.options.recreate, live=found)
-
-    def dgds(self, existing: dict) -> None:
-        self.apply_dgds(self.plan.dgds, existing, owner=self.live["training"])
+            self.steps.ensure(kind, owned(obj, live), label, recreate=self.options.recreate, live=found)
 
     def wait_all(self, roles=None, dgds=None) -> None:
         """RayClusters (of ``roles``, default all) provisioned and DGDs (default all) serving, all at once."""
         roles = self.plan.clusters if roles is None else roles
         dgds = self.plan.dgds if dgds is None else dgds
-        jobs = {f"kuberay.{role}": (lambda emit, role=role: self.wait_ready(
+        jobs = {f"kuberay.{role}": (lambda emit, role=role: self.steps.wait_ready(
             raycluster.KIND, raycluster.readiness, self.result.clusters[role], f"kuberay.{role}",
             _PROVISION_TIMEOUT_S, emit)) for role in roles}
         if dgds:
-            jobs["dynamo"] = lambda emit: self.wait_dgds(dgds, self.plan.ready_timeouts)
-        parallel(jobs, self.emit, lambda label: None)
+            jobs["dynamo"] = lambda emit: self.steps.wait_dgds(dgds, self.plan.ready_timeouts)
+        fan_out(jobs, self.emit, lambda label: None)
 
     # -- Ray jobs --------------------------------------------------------------------------
     def dashboard(self, role: str) -> Dashboard:
@@ -254,7 +254,7 @@ class LongLived(BringUp):
         if self._exec is None:
             from nrl_k8s.ray.execdriver import ExecDrivers
 
-            self._exec = ExecDrivers(self.kube, self.ns, self.cluster, [posixpath.dirname(self.plan.exec_dir)])
+            self._exec = ExecDrivers(self.kube, self.ns, self.steps.cluster, [posixpath.dirname(self.plan.exec_dir)])
         return self._exec
 
     def driver_source(self):
@@ -298,7 +298,7 @@ class LongLived(BringUp):
             dash = self.dashboard(role)
             done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role), namespace=self.ns,
                                                              replace=self.options.replace, emit=self.emit)
-            self.wait_healthy(f"daemon {role}", daemon.health,
+            self.steps.wait_healthy(f"daemon {role}", daemon.health,
                               failed=lambda: _ended(dash, done.split()[-1], self.ns, daemon.cluster))
 
     def read_ahead(self, package: package_mod.Package) -> None:
@@ -371,9 +371,9 @@ class LongLived(BringUp):
         self.result.record = str(runs.save(self.record_data))
 
     def follow(self, on_text) -> None:
-        """The driver log (``runs.follow_driver``: redacted, kept with the record) until the job ends."""
+        """The driver log (``driver_log.follow``: redacted, kept with the record) until the job ends."""
         source = self.driver_source()
-        runs.follow_driver(source, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
+        driver_log.follow(source, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
         job = source.get_job(self.plan.run_id)
         self.result.job_status = job.status if job else None
         self.result.succeeded = self.result.job_status == "SUCCEEDED"
@@ -390,29 +390,29 @@ class LongLived(BringUp):
             self._unsure = True
             return None
 
-    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
-        """``BringUp.fail``; when it could not tell whether the driver started (nothing is then
-        deleted), the error also says how to find out and how to stop it."""
-        failure = super().fail(error)
-        if self._unsure:
-            run_id = self.plan.run_id
-            stop = (f"`nrl-k8s job stop --job {run_id}` with this run config (--force: KILL)"
-                    if self.plan.submitter == "exec" else f"`{job_command('stop', self.ns, self.cluster, run_id)}`")
-            failure.hint = "; ".join(filter(None, [failure.hint, (
-                f"driver {run_id} may be running on RayCluster {self.cluster}; nothing was deleted: "
-                f"stop it with {stop}")]))
-        return failure
+    def keep(self) -> None:
+        """Nothing of this flow would end a driver that started."""
+
+    def unsure_hint(self) -> str:
+        """When it could not tell whether the driver started (nothing is then deleted): how to find out
+        and how to stop it."""
+        if not self._unsure:
+            return ""
+        run_id = self.plan.run_id
+        stop = (f"`nrl-k8s job stop --job {run_id}` with this run config (--force: KILL)"
+                if self.plan.submitter == "exec" else f"`{job_command('stop', self.ns, self.steps.cluster, run_id)}`")
+        return f"driver {run_id} may be running on RayCluster {self.steps.cluster}; nothing was deleted: stop it with {stop}"
 
     def running_hint(self) -> str:
         from nrl_k8s.ray.execdriver import LOG_NAME
 
         if self.result.exec:
             return (f"driver {self.plan.run_id} keeps running on head pod {self.result.exec['pod']} of RayCluster "
-                    f"{self.cluster} (exec; its log: {self.result.exec['dir']}/{LOG_NAME}); nothing was deleted: "
+                    f"{self.steps.cluster} (exec; its log: {self.result.exec['dir']}/{LOG_NAME}); nothing was deleted: "
                     "follow it with `nrl-k8s logs -f`, stop it with `nrl-k8s job stop` (--force: KILL)")
-        return (f"job {self.plan.run_id} keeps running on RayCluster {self.cluster}; nothing was deleted: "
-                f"follow it with `{job_command('logs', self.ns, self.cluster, self.plan.run_id)} -f`, "
-                f"stop it with `{job_command('stop', self.ns, self.cluster, self.plan.run_id)}`")
+        return (f"job {self.plan.run_id} keeps running on RayCluster {self.steps.cluster}; nothing was deleted: "
+                f"follow it with `{job_command('logs', self.ns, self.steps.cluster, self.plan.run_id)} -f`, "
+                f"stop it with `{job_command('stop', self.ns, self.steps.cluster, self.plan.run_id)}`")
 
 
 def job_command(verb: str, namespace: str, cluster: str, job_id: str) -> str:
@@ -494,21 +494,24 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n} B"
 
 
+def bring_up(run: LongLived) -> None:
+    """Everything up to the driver's submission, in the long-lived order."""
+    plan, options = run.plan, run.options
+    existing, packages = run.preflight()
+    run.steps.deployments(plan.deployments, plan.health, recreate=options.recreate)
+    for role in plan.clusters:
+        run.ensure_cluster(role)
+    run.read_ahead(packages["driver"])
+    run.steps.apply_dgds(plan.dgds, existing, owner=run.live["training"])
+    run.wait_all()
+    run.reset_registry()
+    if not options.skip_daemons:
+        run.daemons(packages)
+    run.driver(packages["driver"])
+
+
 def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit, on_log=None) -> LongLivedResult:
     with LongLived(kube, plan, options, emit) as run:
-
-        def bring_up() -> None:
-            existing, packages = run.preflight()
-            run.deployments(plan.deployments, plan.health, recreate=options.recreate)
-            for role in plan.clusters:
-                run.ensure_cluster(role)
-            run.read_ahead(packages["driver"])
-            run.dgds(existing)
-            run.wait_all()
-            run.reset_registry()
-            if not options.skip_daemons:
-                run.daemons(packages)
-            run.driver(packages["driver"])
-
-        execute(run, bring_up, (lambda: run.follow(on_log or (lambda text: None))) if options.wait else None)
+        lifecycle.execute(run, lambda: bring_up(run),
+                          (lambda: run.follow(on_log or (lambda text: None))) if options.wait else None)
     return run.result

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nrl_k8s.flows import steps as bringup, head_services, records as runs
+from nrl_k8s.flows import driver_log, head_services, lifecycle, records as runs
 from nrl_k8s.flows.steps import GONE_TIMEOUT_S, BringUp
 from nrl_k8s.errors import ApiError, ConfigError, DashboardError, NotFoundError, ResourceFailed, SubmissionExists, WaitTimeout
 from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
@@ -80,12 +80,15 @@ class RunResult:
     record: str | None = None  # path of the run record
 
 
-class RayJobRun(BringUp):
+class RayJobRun:
+    """One `run --rayjob` (serial or ``--parallel``): its plan, the shared steps and its own."""
+
     def __init__(self, kube, plan: RunPlan, options: LiveOptions, emit: Emit):
         name, ns = plan.rayjob["metadata"]["name"], plan.rayjob["metadata"]["namespace"]
-        super().__init__(kube, ns, name, emit)
+        self.kube, self.ns, self.emit = kube, ns, emit
+        self.steps = BringUp(kube, ns, name, emit, adopt=options.adopt)
         self.plan, self.options = plan, options
-        self.result = RunResult(rayjob=name, namespace=ns, dgds=self.dgd_actions, owners=self.dgd_owners)
+        self.result = RunResult(rayjob=name, namespace=ns, dgds=self.steps.dgd_actions, owners=self.steps.dgd_owners)
         self.submitted = False  # the driver exists: from now on nothing is rolled back
         self.lease_ends = math.inf  # monotonic time the start lease ends (serial run, until released)
         self.lease: dict | None = None  # the start lease and the RayJob, as created
@@ -96,15 +99,14 @@ class RayJobRun(BringUp):
     def preflight(self) -> dict[str, dict | None]:
         """Refuse before creating anything: missing permissions, a taken name we cannot reuse."""
         proxy = not self.kube.in_cluster and not self.options.dashboard_url
-        self.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy), dashboard_url_helps=proxy)
-        self.adopt = self.options.adopt
-        self.check_owners(self.plan.manifests())
+        self.steps.check_permissions(run_permissions(self.plan.manifests(), proxy=proxy), dashboard_url_helps=proxy)
+        self.steps.check_owners(self.plan.manifests())
         head_services.check_live(self.kube, self.ns, [self.plan.rayjob], self.emit)
-        existing = self.check_dgds(self.plan.dgds)
+        existing = self.steps.check_dgds(self.plan.dgds)
         job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
         if job is not None:
             self.replace_finished(job)
-            existing = self.check_dgds(self.plan.dgds)  # GC may have taken DGDs the finished job's cluster owned
+            existing = self.steps.check_dgds(self.plan.dgds)  # GC may have taken DGDs the finished job's cluster owned
         self.check_secret()
         return existing
 
@@ -159,27 +161,27 @@ class RayJobRun(BringUp):
         objects created with the RayJob as their owner (``apply_dgds`` does the DGDs): none is ever
         unowned. KubeRay refuses to suspend a RayJob that keeps its cluster (``--no-shutdown``):
         then the lease itself owns them until ``resume`` creates the RayJob. Their owner."""
-        self.lease = self.create(lease.KIND, self.plan.lease, "lease")
+        self.lease = self.steps.create(lease.KIND, self.plan.lease, "lease")
         seconds = self.plan.lease["spec"]["activeDeadlineSeconds"]
         self.lease_ends = time.monotonic() + seconds
         self.emit(Applied("lease", self.lease["metadata"]["name"], f"created (Job; deletes the run's objects in "
                                                                    f"{seconds}s unless released)"))
         if self.plan.rayjob["spec"].get("suspend"):
-            self.job = self.create(rayjob.KIND, owned(rayjob.held(self.plan.rayjob), self.lease), "rayjob")
+            self.job = self.steps.create(rayjob.KIND, owned(rayjob.held(self.plan.rayjob), self.lease), "rayjob")
             self.emit(Applied("rayjob", self.result.rayjob, "created suspended, owned by the lease"))
         self.holder = self.job or self.lease
-        self.create_owned(secret.KIND, self.plan.secret, self.holder, "secret")
+        self.steps.create_owned(secret.KIND, self.plan.secret, self.holder, "secret")
         for obj in self.plan.dra:
-            self.create_owned(kind_of(obj), obj, self.holder, "dra")
+            self.steps.create_owned(kind_of(obj), obj, self.holder, "dra")
         return self.holder
 
     def resume(self) -> None:
         """Every DGD serves: the suspended RayJob resumed (once KubeRay has suspended it, so the
         cluster name read next is the new cluster's), or the RayJob created, owned by the lease."""
         if self.job is None:
-            self.job = self.create(rayjob.KIND, owned(self.plan.rayjob, self.lease), "rayjob")
+            self.job = self.steps.create(rayjob.KIND, owned(self.plan.rayjob, self.lease), "rayjob")
             self.emit(Applied("rayjob", self.result.rayjob, "created, owned by the lease"))
-            self.add_owner(secret.KIND, self.plan.secret["metadata"]["name"], self.job,
+            self.steps.add_owner(secret.KIND, self.plan.secret["metadata"]["name"], self.job,
                            replacing=self.lease["metadata"]["uid"])
             return
 
@@ -214,7 +216,7 @@ class RayJobRun(BringUp):
         except NotFoundError:
             pass  # the job came and went: nothing left to hold
         self.kube.delete(lease.KIND, name, self.ns)
-        self.ledger.created = [entry for entry in self.ledger.created if entry.kind != lease.KIND]
+        self.steps.ledger.created = [entry for entry in self.steps.ledger.created if entry.kind != lease.KIND]
         self.lease_ends = math.inf
         self.emit(Became("lease", "released"))
 
@@ -234,7 +236,7 @@ class RayJobRun(BringUp):
         job = self.kube.wait(rayjob.KIND, named, name=self.result.rayjob, namespace=self.ns,
                              timeout_s=min(_CLUSTER_NAME_TIMEOUT_S, self.lease_left()),
                              on_progress=lambda r: self.emit(Waiting("rayjob", r)), what=f"RayJob {self.result.rayjob}")
-        self.result.raycluster = self.cluster = rayjob.cluster_name(job)
+        self.result.raycluster = self.steps.cluster = rayjob.cluster_name(job)
         if self.result.raycluster is None:
             raise ResourceFailed(f"RayJob {self.result.rayjob} ended before KubeRay created its RayCluster: "
                                  f"{rayjob.readiness(job).reason}")
@@ -253,13 +255,13 @@ class RayJobRun(BringUp):
     def link_owners(self, cluster: dict | None) -> None:
         """The DRA objects and the DGDs moved from their holder (the RayJob, or the lease) to ``cluster``."""
         if cluster is None:  # came and went with its finished job
-            self.report_unlinked()
+            self.steps.report_unlinked()
             return
         uid = self.holder["metadata"]["uid"]
         for obj in self.plan.dra:
-            self.add_owner(kind_of(obj), obj["metadata"]["name"], cluster, replacing=uid)
-        for name in self.dgd_actions:
-            self.link_owner(name, cluster, replacing=uid)
+            self.steps.add_owner(kind_of(obj), obj["metadata"]["name"], cluster, replacing=uid)
+        for name in self.steps.dgd_actions:
+            self.steps.link_owner(name, cluster, replacing=uid)
 
     # -- stalled-driver rescue -------------------------------------------------------------
     def rescue_driver(self) -> None:
@@ -289,14 +291,14 @@ class RayJobRun(BringUp):
             self.kube.wait(rayjob.KIND, submitted, name=self.result.rayjob, namespace=self.ns,
                            timeout_s=self.options.driver_grace_s,
                            on_progress=lambda r: self.emit(Waiting("rayjob", r)), what=f"RayJob {self.result.rayjob}")
-            self._submitted(f"submitted by KubeRay (job {self.result.job_id})")
+            self.mark_submitted(f"submitted by KubeRay (job {self.result.job_id})")
             return
         except WaitTimeout:
             pass
-        with self._dashboard() as dash:
+        with self.dashboard() as dash:
             job_id = self.result.job_id
             if any(j.submission_id == job_id for j in dash.list_jobs()):
-                self._submitted(f"submitted by KubeRay (job {job_id})")
+                self.mark_submitted(f"submitted by KubeRay (job {job_id})")
                 return
             try:
                 dash.submit(self.plan.rayjob["spec"]["entrypoint"], submission_id=job_id)
@@ -306,14 +308,14 @@ class RayJobRun(BringUp):
                 self.emit(Warning(f"KubeRay did not submit the driver within {self.options.driver_grace_s:g}s; "
                                   f"nrl-k8s submitted it as job {job_id}"))
             except SubmissionExists:
-                self._submitted(f"submitted by KubeRay (job {job_id})")
+                self.mark_submitted(f"submitted by KubeRay (job {job_id})")
 
-    def _submitted(self, how: str) -> None:
+    def mark_submitted(self, how: str) -> None:
         self.submitted = True
         self.emit(Became("rayjob", "driver submitted"))  # its wait for the submission is over
         self.emit(Became("driver", how))
 
-    def _dashboard(self) -> Dashboard:
+    def dashboard(self) -> Dashboard:
         from nrl_k8s.ray.dashboard import Dashboard  # httpx: only a run that reaches the dashboard imports it
         # 8 retries back off for about a minute, like the API calls: a short outage of the API
         # server (which proxies the dashboard) must not fail the rescue.
@@ -329,14 +331,14 @@ class RayJobRun(BringUp):
 
     # -- follow ----------------------------------------------------------------------------
     def follow_job(self, on_log: Callable[[str], None]) -> None:
-        """The driver log (``runs.follow_driver``) until Ray reports the job over, then the RayJob
+        """The driver log (``driver_log.follow``) until Ray reports the job over, then the RayJob
         until KubeRay does. Without the dashboard (no permission to proxy, the cluster already
         deleted) only the RayJob is followed, with a warning."""
         deadline = None if self.options.job_timeout_s is None else time.monotonic() + self.options.job_timeout_s
         logged = False
         try:
-            with self._dashboard() as dash:
-                runs.follow_driver(dash, self.record_data, on_log, deadline_s=self.options.job_timeout_s)
+            with self.dashboard() as dash:
+                driver_log.follow(dash, self.record_data, on_log, deadline_s=self.options.job_timeout_s)
                 logged = True
         except DashboardError as err:
             self.emit(Warning(f"the driver log cannot be streamed ({err.message}); "
@@ -383,7 +385,7 @@ class RayJobRun(BringUp):
 
     def driver_started(self) -> bool | None:
         """Whether the driver is submitted: True, False, or None when the API cannot tell."""
-        if self.submitted or not any(entry.kind == rayjob.KIND for entry in self.ledger.created):
+        if self.submitted or not any(entry.kind == rayjob.KIND for entry in self.steps.ledger.created):
             return self.submitted
         try:
             job = self.kube.find(rayjob.KIND, self.result.rayjob, self.ns)
@@ -391,26 +393,27 @@ class RayJobRun(BringUp):
             return None
         return job is not None and rayjob.driver_submitted(job)
 
-    def bring_up(self) -> None:
-        """Everything up to the driver's submission, in the serial order."""
-        existing = self.preflight()
-        self.deployments(self.plan.deployments, self.plan.health)
-        self.apply_dgds(self.plan.dgds, existing, owner=self.apply_held())
-        self.wait_dgds(self.plan.dgds, self.plan.ready_timeouts)
-        self.resume()
-        self.link_owners(self.follow_cluster())
-        self.release()
-        self.rescue_driver()
+    def unsure_hint(self) -> str:
+        return ""
+
+def serial(run: RayJobRun) -> None:
+    """Everything up to the driver's submission, in the serial order."""
+    existing = run.preflight()
+    run.steps.deployments(run.plan.deployments, run.plan.health)
+    run.steps.apply_dgds(run.plan.dgds, existing, owner=run.apply_held())
+    run.steps.wait_dgds(run.plan.dgds, run.plan.ready_timeouts)
+    run.resume()
+    run.link_owners(run.follow_cluster())
+    run.release()
+    run.rescue_driver()
 
 
-def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit,
-               on_log: Callable[[str], None] | None = None) -> RunResult:
-    return execute(RayJobRun(kube, plan, options, emit), on_log)
-
-
-def execute(run: RayJobRun, on_log: Callable[[str], None] | None = None) -> RunResult:
-    """Bring ``run`` up (rolled back on failure or Ctrl-C until its driver is submitted); with
-    ``options.wait`` follow it to its end, its driver log (redacted) going to ``on_log``."""
-    follow = (lambda: run.follow_job(on_log or (lambda text: None))) if run.options.wait else None
-    bringup.execute(run, run.bring_up, follow)
+def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit, on_log: Callable[[str], None] | None = None,
+               *, bring_up: Callable[[RayJobRun], None] = serial) -> RunResult:
+    """``bring_up`` (``serial``, or ``parallel.bring_up``) over a new run, rolled back on failure or
+    Ctrl-C until its driver is submitted; with ``options.wait`` followed to its end, its driver log
+    (redacted) going to ``on_log``."""
+    run = RayJobRun(kube, plan, options, emit)
+    follow = (lambda: run.follow_job(on_log or (lambda text: None))) if options.wait else None
+    lifecycle.execute(run, lambda: bring_up(run), follow)
     return run.result

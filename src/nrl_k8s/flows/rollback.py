@@ -11,14 +11,12 @@ uses; when a rollback cannot finish, it says what is left and how to remove it.
   run's RayCluster as owner, so GC cannot take it with that cluster. Deletes retry transient
   failures (``Kube``'s time budget); a DGD delete is guarded by the resourceVersion it judged.
 - What cannot be deleted is reported as ``LeftBehind`` with the exact command that removes it.
-- ``RollbackInterrupts``: while rolling back, a Ctrl-C (or SIGTERM) only warns; the next aborts
-  the rollback, which then reports everything not deleted yet.
+- While rolling back (``signals.RollbackInterrupts``), a Ctrl-C (or SIGTERM) only warns; the next
+  aborts the rollback, which then reports everything not deleted yet.
 """
 
 from __future__ import annotations
 
-import signal
-import threading
 from dataclasses import dataclass, field
 
 from nrl_k8s.kinds import dgd_users as usage
@@ -26,6 +24,7 @@ from nrl_k8s.errors import ApiError, ConflictError, NotFoundError
 from nrl_k8s.events import Emit, LeftBehind, RolledBack, Waiting, Warning
 from nrl_k8s.kinds import dgd
 from nrl_k8s.kinds.base import Kind, delete_command
+from nrl_k8s.signals import RollbackInterrupts
 
 
 @dataclass(frozen=True)
@@ -36,31 +35,6 @@ class Created:
 
     def left(self, namespace: str, reason: str) -> LeftBehind:
         return LeftBehind(f"{self.kind.kind} {self.name}", reason, delete_command(self.kind, self.name, namespace))
-
-
-class RollbackInterrupts:
-    """Use around a rollback: the first Ctrl-C (or SIGTERM) warns, the next raises KeyboardInterrupt once."""
-
-    def __init__(self, emit: Emit):
-        self.emit, self.count, self.abortable = emit, 0, True
-        self._previous: list = []
-
-    def _handle(self, signum, frame) -> None:
-        self.count += 1
-        if self.count == 1:
-            self.emit(Warning("rolling back, Ctrl-C again to abort (what is not deleted yet is left behind)"))
-        elif self.abortable:
-            self.abortable = False
-            raise KeyboardInterrupt
-
-    def __enter__(self) -> "RollbackInterrupts":
-        if threading.current_thread() is threading.main_thread():
-            self._previous = [(s, signal.signal(s, self._handle)) for s in (signal.SIGINT, signal.SIGTERM)]
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for signum, handler in self._previous:
-            signal.signal(signum, handler)
 
 
 @dataclass

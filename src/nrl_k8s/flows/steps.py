@@ -1,30 +1,27 @@
-"""The bring-up steps both run flows share (``orchestrate``: ``--rayjob``; ``longlived``: ``--raycluster``).
+"""The bring-up steps the run flows share (``rayjob``: ``--rayjob`` and ``--parallel``;
+``raycluster``: ``--raycluster`` and ``cluster up``), over one namespace.
 
-A flow subclasses ``BringUp`` and calls its steps in its own order. Every object a step creates
-goes into the run's rollback ledger before the request is sent; ``fail`` rolls the ledger back
-unless the flow's driver has started (``driver_started``).
+A flow lists these steps and its own in its order (``lifecycle`` runs it). Every object a step
+creates goes into the run's rollback ledger before the request is sent.
 """
 
 from __future__ import annotations
 
-import queue
-import signal
-import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 
-from nrl_k8s.kinds import crds
-from nrl_k8s.kube.diagnose import pod_selector
-from nrl_k8s.kinds.drift import spec_drift
-from nrl_k8s.errors import ApiError, ConfigError, ConflictError, ForbiddenError, NotFoundError, NrlK8sError, ResourceFailed, UnauthorizedError
+from nrl_k8s.errors import ApiError, ConfigError, ConflictError, ForbiddenError, NotFoundError, ResourceFailed, UnauthorizedError
 from nrl_k8s.events import Applied, Became, Emit, LeftBehind, Waiting, Warning
-from nrl_k8s.kinds import deployment, dgd
-from nrl_k8s.kinds.index import kind_of
+from nrl_k8s.kinds import crds, deployment, dgd
 from nrl_k8s.kinds.base import OWNER_LABEL, Kind, delete_command, maker, managed, owned, owner_reference
+from nrl_k8s.kinds.drift import spec_drift
+from nrl_k8s.kinds.index import kind_of
+from nrl_k8s.kube.diagnose import pod_selector
 from nrl_k8s.kube.errors import KindNotServedError
 from nrl_k8s.ops.probe import Permission, missing_permissions
-from .rollback import Created, Ledger, RollbackInterrupts
+
+from .concurrency import fan_out
+from .rollback import Created, Ledger
 from .serving import HEALTHY, present, wait_http, wait_serving
 
 GONE_TIMEOUT_S = 600
@@ -42,124 +39,24 @@ def _owners_patch(live: dict, ref: dict, replacing: str | None) -> dict | None:
     return {"metadata": {"ownerReferences": kept if linked else [*kept, ref]}}
 
 
-class Interrupted(NrlK8sError):
-    """Ctrl-C / SIGTERM during the bring-up."""
-
-    exit_code = 130
-
-
-@contextmanager
-def interrupts_raise():
-    """Turn SIGTERM into KeyboardInterrupt so both roll back the same way."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def raise_interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def execute(run: "BringUp", bring_up: Callable[[], None], follow: Callable[[], None] | None) -> None:
-    """``bring_up()``, rolled back on failure, Ctrl-C or SIGTERM until the driver is submitted; then
-    the run recorded and (``follow``) followed, nothing deleted whenever Ctrl-C comes from there on."""
-    with interrupts_raise():
-        try:
-            bring_up()
-        except KeyboardInterrupt:
-            raise run.fail(None) from None
-        except NrlK8sError as err:
-            raise run.fail(err) from None
-        try:
-            run.record()
-            if follow is not None:
-                follow()
-        except KeyboardInterrupt:
-            raise Interrupted("stopped following the job", hint=run.running_hint()) from None
-        except NrlK8sError as err:
-            err.hint = "; ".join(filter(None, [err.hint, run.running_hint()]))
-            raise
-
-
-def parallel(jobs: dict[str, callable], emit: Emit, done: callable) -> None:
-    """Run ``jobs`` (label -> fn) at once; ``done(label)`` as each finishes; the first error wins.
-
-    Daemon threads, so Ctrl-C is immediate; events of jobs still running after a failure are dropped.
-    """
-    results: queue.Queue = queue.Queue()
-    stopped = threading.Event()
-
-    def guarded(event) -> None:
-        if not stopped.is_set():
-            emit(event)
-
-    def run(label: str, fn) -> None:
-        try:
-            fn(guarded)
-            results.put((label, None))
-        except NrlK8sError as err:
-            results.put((label, err))
-
-    for label, fn in jobs.items():
-        threading.Thread(target=run, args=(label, fn), daemon=True, name=f"wait-{label}").start()
-    try:
-        for _ in jobs:
-            label, error = results.get()
-            if error is not None:
-                raise error
-            done(label)
-    finally:
-        stopped.set()
-
-
-class Background:
-    """``call()`` running in a daemon thread (Ctrl-C stays immediate); :meth:`result` waits for it
-    and returns its value or raises its error."""
-
-    def __init__(self, call: callable, name: str = "background"):
-        self._done = threading.Event()
-        self._value = self._error = None
-        threading.Thread(target=self._run, args=(call,), daemon=True, name=name).start()
-
-    def _run(self, call: callable) -> None:
-        try:
-            self._value = call()
-        except BaseException as exc:  # raised in the thread that asks for the result
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def result(self):
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def gather(*calls: callable) -> list:
-    """Run ``calls`` at once, the first in this thread; their results in order. The first error in
-    call order is raised, so checks that run together fail as they would one after another."""
-    others = [Background(call, f"gather-{index}") for index, call in enumerate(calls[1:], 1)]
-    first = calls[0]()
-    return [first, *(task.result() for task in others)]
+Stamp = Callable[[Kind, dict], dict]  # a manifest as the flow creates it
+Reused = Callable[[Kind, dict, str], dict]  # (kind, live object, label) -> the live object the flow keeps
 
 
 class BringUp:
-    """Shared steps over one namespace; ``run`` names the run in DGD users and rollback messages."""
+    """Shared steps over one namespace; ``run`` names the run in DGD users and rollback messages.
+    ``adopt`` (--adopt): reuse, and drive, a same-named object another user or a person made.
+    A flow's own rules for what it creates and reuses come in as ``stamp`` and ``reused``."""
 
-    def __init__(self, kube, namespace: str, run: str, emit: Emit):
-        self.kube, self.ns, self.emit = kube, namespace, emit
+    def __init__(self, kube, namespace: str, run: str, emit: Emit, *, adopt: bool = False,
+                 stamp: Stamp | None = None, reused: Reused | None = None):
+        self.kube, self.ns, self.emit, self.adopt = kube, namespace, emit, adopt
+        self.stamp, self.reused = stamp, reused
         self.ledger = Ledger(kube, namespace, run, emit)
         self.dgd_actions: dict[str, str] = {}  # DGD name -> "created" | "reused"
         self.dgd_kinds: dict[str, Kind] = {}  # DGD name -> its descriptor, in its manifest's version
         self.dgd_owners: dict[str, list[str]] = {}  # DGD name -> owner names
         self.cluster: str | None = None  # the training RayCluster, once known
-        self.adopt = False  # --adopt: reuse (and drive) a same-named object another user or a person made
         self._read: dict[tuple[str, str], dict | None] = {}  # (kind, name) -> what check_owners read, for ensure
 
     # -- preflight -------------------------------------------------------------------------
@@ -222,7 +119,7 @@ class BringUp:
             kind, name = manifest["kind"], manifest["metadata"]["name"]
             raise ConfigError(f"{kind} {name} already exists in namespace {self.ns}, made by {who}; "
                               "nrl-k8s never reuses, drives or deletes it",
-                              hint=f"give yours another name, or pass --adopt to take it over deliberately")
+                              hint="give yours another name, or pass --adopt to take it over deliberately")
 
     def check_dgds(self, dgds: dict[str, dict]) -> dict[str, dict | None]:
         """The live DGD of each key (None when absent); a different live spec is refused. Discovery
@@ -249,6 +146,8 @@ class BringUp:
     # -- create / reuse --------------------------------------------------------------------
     def create(self, kind: Kind, manifest: dict, label: str) -> dict:
         """Create and remember it for rollback; remembered first, so Ctrl-C mid-request still rolls it back."""
+        if self.stamp is not None:
+            manifest = self.stamp(kind, manifest)
         entry = Created(kind, manifest["metadata"]["name"], label)
         self.ledger.created.append(entry)
         try:
@@ -272,14 +171,12 @@ class BringUp:
         self.refuse_foreign(manifest, live)
         if live is not None:
             changed = spec_drift(manifest, live)
-            if not changed:
-                self.emit(Applied(label, name, "reused"))
-                return live, "reused"
-            if not recreate:
+            if changed and not recreate:
                 self.emit(Warning(f"{label} ({kind.kind} {name}) differs from the live object, keeping it "
                                   f"(--recreate replaces it): {'; '.join(changed)}"))
+            if not changed or not recreate:
                 self.emit(Applied(label, name, "reused"))
-                return live, "reused"
+                return (live if self.reused is None else self.reused(kind, live, label)), "reused"
             if not managed(live):
                 raise ConfigError(f"{label} ({kind.kind} {name}) exists but was not created by nrl-k8s; "
                                   "refusing to replace it",
@@ -311,7 +208,7 @@ class BringUp:
                 self.ensure(kind_of(manifest), manifest, f"deployments.{key}", recreate=recreate)
         if not wait:
             return
-        parallel({key: (lambda emit, key=key: self._wait_deployment(deployments[key][0], key, health.get(key), emit))
+        fan_out({key: (lambda emit, key=key: self._wait_deployment(deployments[key][0], key, health.get(key), emit))
                   for key in deployments}, self.emit, lambda key: None)
 
     def _wait_deployment(self, manifest: dict, key: str, health: tuple[str, float] | None, emit: Emit) -> None:
@@ -366,7 +263,7 @@ class BringUp:
 
     def wait_dgds(self, dgds: dict[str, dict], timeouts: dict[str, float]) -> None:
         """Three-gate readiness of every DGD, in parallel."""
-        parallel({key: (lambda emit, key=key, manifest=manifest:
+        fan_out({key: (lambda emit, key=key, manifest=manifest:
                         wait_serving(self.kube, f"dynamo.{key}", manifest, timeouts[key], emit))
                   for key, manifest in dgds.items()},
                  self.emit, lambda key: self.emit(Became(f"dynamo.{key}", "serving")))
@@ -429,46 +326,3 @@ class BringUp:
                 kind, held = self.dgd_kinds[name], f", owned by {', '.join(owners)} only" if owners else ""
                 self.emit(LeftBehind(f"{kind.kind} {name}", f"not linked to RayCluster {self.cluster or '(not created)'}"
                                      f"{held}, so it outlives the run", delete_command(kind, name, self.ns)))
-
-    # -- failure ---------------------------------------------------------------------------
-    def driver_started(self) -> bool | None:
-        """Whether the driver is submitted: True, False, or None when the API cannot tell."""
-        raise NotImplementedError
-
-    def running_hint(self) -> str:
-        raise NotImplementedError
-
-    def keep(self) -> None:
-        """The driver started and the run failed after all: undo whatever would still end the job (nothing here)."""
-
-    def record(self) -> None:
-        """Write the run record (``runs``) once the driver is submitted."""
-        raise NotImplementedError
-
-    def fail(self, error: NrlK8sError | None) -> NrlK8sError:
-        """Roll back unless the driver started; the error to raise (``error`` None: interrupted)."""
-        if not self.ledger.created and not self.ledger.claimed:
-            return error or Interrupted("interrupted before anything was created")
-        with RollbackInterrupts(self.emit) as interrupts:
-            try:
-                started = self.driver_started()
-            except KeyboardInterrupt:
-                started = None
-            if started is False:
-                aborted = self.ledger.rollback(interrupts)
-                if error is not None:
-                    return error
-                if aborted:
-                    return Interrupted("interrupted during bring-up; the rollback was aborted: see what is left above")
-                return Interrupted("interrupted during bring-up; rolled back what this run created")
-            interrupts.abortable = False
-            if started is None:  # it may be running: deleting it could kill a live job
-                for entry in self.ledger.created:
-                    self.emit(entry.left(self.ns, "not rolled back: could not tell whether the driver started"))
-            else:
-                self.keep()
-                self.report_unlinked()
-        failure = error or Interrupted("interrupted after the driver was submitted")
-        if started:
-            failure.hint = "; ".join(filter(None, [failure.hint, self.running_hint()]))
-        return failure

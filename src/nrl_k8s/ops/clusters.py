@@ -40,32 +40,32 @@ def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit)
     killed outright leaves what it created unfinished (``unfinished``: gc removes it past its deadline)."""
     from nrl_k8s.flows.raycluster import LongLived, LongLivedOptions
 
-    with LongLived(kube, plan, LongLivedOptions(recreate=options.recreate, repo_root=options.repo_root), emit) as steps:
+    flow = LongLivedOptions(recreate=options.recreate, repo_root=options.repo_root, adopt=options.adopt)
+    with LongLived(kube, plan, flow, emit) as run:
         try:
-            _up(steps, plan, chosen, options)
+            _up(run, plan, chosen, options)
         finally:
-            steps.finish()
+            run.finish()
 
 
-def _up(steps, plan, chosen: list[targets.Target], options: UpOptions) -> None:
-    """``up``'s steps over ``steps`` (a ``LongLived``)."""
+def _up(run, plan, chosen: list[targets.Target], options: UpOptions) -> None:
+    """``up``'s steps over ``run`` (a ``LongLived``)."""
     keys = {kind: [t.key for t in chosen if t.kind == kind] for kind in targets.KINDS}
-    steps.adopt = options.adopt
-    steps.check_owners([m for target in chosen for m in objects(plan, target)])
-    packages = steps.stage_packages(roles=keys["kuberay"]) if options.wait else {}
-    steps.deployments({k: plan.deployments[k] for k in keys["deployments"]},
+    run.steps.check_owners([m for target in chosen for m in objects(plan, target)])
+    packages = run.stage_packages(roles=keys["kuberay"]) if options.wait else {}
+    run.steps.deployments({k: plan.deployments[k] for k in keys["deployments"]},
                       {k: plan.health[k] for k in keys["deployments"] if k in plan.health},
                       recreate=options.recreate, wait=options.wait)
     for role in keys["kuberay"]:
-        steps.ensure_cluster(role)
+        run.ensure_cluster(role)
     dgds = {}
     for key in keys["dynamo"]:  # awaited as they run: a drifted DGD kept as it is
         manifest = plan.dgds[key]
-        dgds[key], _ = steps.ensure(dgd.kind_of(manifest), manifest, f"dynamo.{key}", recreate=options.recreate)
+        dgds[key], _ = run.steps.ensure(dgd.kind_of(manifest), manifest, f"dynamo.{key}", recreate=options.recreate)
     if not options.wait:
         return
-    steps.wait_all(roles=keys["kuberay"], dgds=dgds)
-    steps.daemons(packages, roles=keys["kuberay"])
+    run.wait_all(roles=keys["kuberay"], dgds=dgds)
+    run.daemons(packages, roles=keys["kuberay"])
 
 
 def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: bool = False, emit: Emit) -> None:

@@ -46,12 +46,14 @@ from urllib.parse import unquote_plus, urlsplit
 
 import urllib3
 
-from nrl_k8s.flows.steps import interrupts_raise
+from nrl_k8s.signals import interrupts_raise
 from nrl_k8s.kube.connection import Connection
 from nrl_k8s.errors import ConfigError, NotFoundError, NrlK8sError
-from nrl_k8s.ops.jobs import head_service, role_cluster
+from nrl_k8s.ops.jobs import role_cluster
 from nrl_k8s.kinds import dgd, raycluster
 from nrl_k8s.kinds.service import KIND as SERVICE
+from nrl_k8s.kinds.service import proxy_path
+from nrl_k8s.ray.dashboard import head_service
 from .tunnel import close_socket, is_upgrade, request_head, upgrade
 
 __all__ = ["Admitted", "Login", "Refused", "Relay", "Upstream", "admission", "cluster_dashboard", "cookie_name",
@@ -79,7 +81,7 @@ class Upstream:
 
     @property
     def prefix(self) -> str:
-        return f"/api/v1/namespaces/{self.namespace}/services/{self.service}:{self.port}/proxy"
+        return proxy_path(self.service, self.namespace, self.port)
 
 
 def ray_dashboard(kube, infra: dict, role: str) -> Upstream:

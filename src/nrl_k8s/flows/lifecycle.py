@@ -1,0 +1,88 @@
+"""The skeleton every run flow shares: bring up, roll back on failure or Ctrl-C until the driver is
+submitted, then record and (optionally) follow, never deleting anything from the submission on.
+
+A flow is a short function listing shared steps (``steps.BringUp``) and its own over one run
+context; the context tells this skeleton what only the flow knows (``Flow``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from nrl_k8s.errors import NrlK8sError
+from nrl_k8s.signals import Interrupted, RollbackInterrupts, interrupts_raise
+
+from .steps import BringUp
+
+
+class Flow(Protocol):
+    """What the skeleton asks of a run context."""
+
+    steps: BringUp
+
+    def driver_started(self) -> bool | None:
+        """Whether the driver is submitted: True, False, or None when the API cannot tell."""
+
+    def keep(self) -> None:
+        """The driver started and the run failed after all: undo whatever would still end the job."""
+
+    def record(self) -> None:
+        """Write the run record once the driver is submitted."""
+
+    def running_hint(self) -> str:
+        """What keeps running and how to follow and stop it."""
+
+    def unsure_hint(self) -> str:
+        """How to find out whether the driver started, and stop it, when the API could not tell."""
+
+
+def execute(run: Flow, bring_up: Callable[[], None], follow: Callable[[], None] | None) -> None:
+    """``bring_up()``, rolled back on failure, Ctrl-C or SIGTERM until the driver is submitted; then
+    the run recorded and (``follow``) followed, nothing deleted whenever Ctrl-C comes from there on."""
+    with interrupts_raise():
+        try:
+            bring_up()
+        except KeyboardInterrupt:
+            raise fail(run, None) from None
+        except NrlK8sError as err:
+            raise fail(run, err) from None
+        try:
+            run.record()
+            if follow is not None:
+                follow()
+        except KeyboardInterrupt:
+            raise Interrupted("stopped following the job", hint=run.running_hint()) from None
+        except NrlK8sError as err:
+            err.hint = "; ".join(filter(None, [err.hint, run.running_hint()]))
+            raise
+
+
+def fail(run: Flow, error: NrlK8sError | None) -> NrlK8sError:
+    """Roll back unless the driver started; the error to raise (``error`` None: interrupted)."""
+    steps = run.steps
+    if not steps.ledger.created and not steps.ledger.claimed:
+        return error or Interrupted("interrupted before anything was created")
+    with RollbackInterrupts(steps.emit) as interrupts:
+        try:
+            started = run.driver_started()
+        except KeyboardInterrupt:
+            started = None
+        if started is False:
+            aborted = steps.ledger.rollback(interrupts)
+            if error is not None:
+                return error
+            if aborted:
+                return Interrupted("interrupted during bring-up; the rollback was aborted: see what is left above")
+            return Interrupted("interrupted during bring-up; rolled back what this run created")
+        interrupts.abortable = False
+        if started is None:  # it may be running: deleting it could kill a live job
+            for entry in steps.ledger.created:
+                steps.emit(entry.left(steps.ns, "not rolled back: could not tell whether the driver started"))
+        else:
+            run.keep()
+            steps.report_unlinked()
+    failure = error or Interrupted("interrupted after the driver was submitted")
+    hint = run.running_hint() if started else run.unsure_hint() if started is None else ""
+    failure.hint = "; ".join(filter(None, [failure.hint, hint]))
+    return failure
