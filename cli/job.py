@@ -71,9 +71,9 @@ def _cluster_source(ctx, cluster: str, config: tuple, job: str | None, url: str 
 
 def _cluster_dashboard(ctx, cluster: str, config: tuple, url: str | None):
     """RayCluster ``cluster``'s dashboard in the namespace (-n, else the context's); refused with a run config."""
-    from nrl_k8s.ops import jobs
     from nrl_k8s.errors import ConfigError
     from nrl_k8s.kinds.names import validate_name
+    from nrl_k8s.ray.dashboard import of_raycluster
 
     from ._common import connect
 
@@ -83,7 +83,7 @@ def _cluster_dashboard(ctx, cluster: str, config: tuple, url: str | None):
                           "or --role", hint="pass either --cluster NAME (with -n NAMESPACE) or the run config")
     validate_name(cluster, what="RayCluster name", where="--cluster")
     kube = connect(ctx)
-    return jobs.cluster_dashboard(kube, cluster, kube.namespace, url)
+    return of_raycluster(kube, cluster, kube.namespace, url=url)
 
 
 def _echo_or_saved(chunks, infra: dict, job_id: str | None, *, saved: bool) -> None:

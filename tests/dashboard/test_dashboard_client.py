@@ -491,7 +491,7 @@ def seen_by_server(build) -> httpx.Request:
 
 def test_in_cluster_url():
     request = seen_by_server(lambda **o: Dashboard.in_cluster("rc-head-svc", "team", **o))
-    assert str(request.url) == "http://rc-head-svc.team.svc.cluster.local:8265/api/version"
+    assert str(request.url) == "http://rc-head-svc.team.svc:8265/api/version"
 
 
 def test_api_proxy_url_and_bearer_token():
@@ -539,7 +539,7 @@ FOR_CLUSTER_CASES = {
     "explicit-url-wins": (dict(url="http://127.0.0.1:9999", in_cluster=True, connection=CONFIG),
                           "http://127.0.0.1:9999/api/version"),
     "in-cluster-dns-before-proxy": (dict(in_cluster=True, connection=CONFIG),
-                                    "http://rc-head-svc.team.svc.cluster.local:8265/api/version"),
+                                    "http://rc-head-svc.team.svc:8265/api/version"),
     "api-proxy-otherwise": (dict(connection=CONFIG),
                             "https://127.0.0.1:6443/api/v1/namespaces/team/services/rc-head-svc:8265/proxy/api/version"),
 }

@@ -13,6 +13,7 @@ from nrl_k8s.errors import ForbiddenError, ResourceFailed, WaitTimeout
 from nrl_k8s.events import Emit, Waiting
 from nrl_k8s.kinds import dgd, pod
 from nrl_k8s.kinds.base import Pending, Readiness, Ready
+from nrl_k8s.kinds.service import cluster_url
 
 # 404 means the listener is up (older frontends have no /v1/models); 502/503/refused mean not yet.
 _UP = (200, 404)
@@ -37,9 +38,14 @@ def _component(p: dict) -> str:
     return labels.get("nvidia.com/dynamo-component") or p["metadata"]["name"]
 
 
+def _models_url(name: str, namespace: str) -> str:
+    """The /v1/models URL of DGD ``name``'s frontend (cluster DNS: ``probe_url`` proxies it from a laptop)."""
+    return cluster_url(dgd.frontend_service(name), namespace, dgd.FRONTEND_PORT) + "/v1/models"
+
+
 def probe_frontend(kube, name: str, namespace: str) -> int | None:
     """HTTP status of the frontend's /v1/models, or None when nothing answers."""
-    return probe_url(kube, f"http://{dgd.frontend_service(name)}.{namespace}.svc:{dgd.FRONTEND_PORT}/v1/models", namespace)
+    return probe_url(kube, _models_url(name, namespace), namespace)
 
 
 def probe_url(kube, url: str, namespace: str) -> int | None:
@@ -93,8 +99,7 @@ def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit:
 
 def wait_frontend(kube, label: str, name: str, namespace: str, deadline: float, emit: Emit) -> bool:
     """Gate 3. Returns False (after a warning) when the API server forbids services/proxy."""
-    url = f"http://{dgd.frontend_service(name)}.{namespace}.svc:{dgd.FRONTEND_PORT}/v1/models"
-    return wait_http(kube, label, url, namespace, deadline, emit, what="the frontend")
+    return wait_http(kube, label, _models_url(name, namespace), namespace, deadline, emit, what="the frontend")
 
 
 def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit) -> None:

@@ -101,10 +101,11 @@ def head_service_of(cluster: dict) -> str:
     return reported or custom_head_service(cluster.get("spec") or {}) or head_service(cluster["metadata"]["name"])
 
 
-def daemon_submission_id(infra: dict, role: str) -> str:
-    """The Ray submission id of the role's ``daemon``: its ``submissionId``, else ``<cluster>-daemon``."""
+def daemon_submission_id(infra: dict, role: str, cluster: str | None = None) -> str:
+    """The Ray submission id of the role's ``daemon``: its ``submissionId``, else ``<cluster>-daemon``
+    (``cluster``: the RayCluster it runs on, by default the role's own name)."""
     daemon = role_entry(infra, role).get("daemon") or {}
-    return daemon.get("submissionId") or f"{cluster_name(infra, role)}-daemon"
+    return daemon.get("submissionId") or f"{cluster or cluster_name(infra, role)}-daemon"
 
 
 def scheduler_labels(infra: dict) -> dict:

@@ -28,11 +28,6 @@ def role_cluster(kube, infra: dict, role: str) -> tuple[str, dict | None]:
     )
 
 
-def dashboard(kube, infra: dict, role: str, url: str | None = None) -> tuple[Dashboard, dict | None]:
-    cluster, job = role_cluster(kube, infra, role)
-    return of_raycluster(kube, cluster, infra["namespace"], url=url), job
-
-
 def current_job(dash: Dashboard, job: dict | None) -> str:
     """The RayJob's job id, else the most recently started job on the cluster."""
     if job is not None and rayjob.job_id(job):

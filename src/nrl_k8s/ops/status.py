@@ -17,7 +17,7 @@ from nrl_k8s.ops import gc
 from nrl_k8s.flows import unfinished
 from nrl_k8s.kinds import dgd_users as usage
 from nrl_k8s.errors import ApiError, NotFoundError, NrlK8sError
-from nrl_k8s.kinds import dgd, lease, pod, raycluster, rayjob
+from nrl_k8s.kinds import dgd, lease, pod, raycluster, rayjob, service
 from nrl_k8s.config.interpolate import user_name
 from nrl_k8s.kinds.base import OWNER_LABEL, condition_true, delete_command
 from nrl_k8s.flows.serving import probe_frontend
@@ -53,15 +53,12 @@ def _daemon(kube, infra: dict, role: str, live: dict, ns: str) -> str:
     daemon = infra["kuberay"][role].get("daemon")
     if not daemon:
         return "-"
-    from nrl_k8s.ray.dashboard import Dashboard
+    from nrl_k8s.ray.dashboard import of_raycluster
     from nrl_k8s.flows.raycluster import latest_daemon_job
 
-    cluster = live["metadata"]["name"]
-    submission_id = daemon.get("submissionId") or f"{cluster}-daemon"
+    submission_id = raycluster.daemon_submission_id(infra, role, live["metadata"]["name"])
     try:
-        with Dashboard.for_cluster(cluster_name=cluster, namespace=ns, connection=kube.connection,
-                                   in_cluster=kube.in_cluster, service=raycluster.head_service_of(live),
-                                   retries=1) as dash:
+        with of_raycluster(kube, live, ns, retries=1) as dash:
             job = latest_daemon_job(dash.list_jobs(), submission_id)
     except NrlK8sError as err:
         return f"unknown ({err.message})"
@@ -98,7 +95,7 @@ def _held_until(kube, job: dict, ns: str) -> str | None:
 
 
 def _frontend(kube, name: str, ns: str) -> dict:
-    address = f"{dgd.frontend_service(name)}.{ns}.svc:{dgd.FRONTEND_PORT}"
+    address = service.cluster_address(dgd.frontend_service(name), ns, dgd.FRONTEND_PORT)
     try:
         code = probe_frontend(kube, name, ns)
     except ApiError as err:

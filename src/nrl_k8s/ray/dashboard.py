@@ -1,8 +1,9 @@
 """Client for the Ray dashboard's Job REST API (``/api/jobs/``), on httpx.
 
 Imported only by live commands. Three ways in, in the SPEC's order of preference
-(:meth:`Dashboard.for_cluster`): an explicit ``--dashboard-url``; the head Service's in-cluster
-DNS name when running in a pod; the API server's service proxy with the kubeconfig's credentials.
+(:meth:`Dashboard.for_cluster`; :func:`of_raycluster` given the Kube client): an explicit
+``--dashboard-url``; the head Service's in-cluster DNS name when running in a pod; the API
+server's service proxy with the kubeconfig's credentials.
 Also the package API (``/api/packages/gcs/``) that stores a job's working_dir zip in the GCS,
 and the log tail websocket (``/api/jobs/ID/logs/tail``, ``follow_logs``) on the same connection
 settings (``_websocket``).
@@ -27,14 +28,21 @@ from typing import TYPE_CHECKING, Any
 from nrl_k8s.kube import websocket as _websocket
 from nrl_k8s.kube._httpx import ApiServerAuth, httpx
 from nrl_k8s.errors import DashboardError, JobGone, SubmissionExists, WaitTimeout
+from nrl_k8s.kinds import raycluster
+from nrl_k8s.kinds.service import cluster_url, proxy_path
 from nrl_k8s.ray.package import Package
 
 if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
     from nrl_k8s.kube.connection import Connection
 
-__all__ = ["TERMINAL", "Dashboard", "JobInfo"]
+__all__ = ["RUN_RETRIES", "TERMINAL", "Dashboard", "JobInfo", "head_service", "of_raycluster"]
 
 TERMINAL = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
+RETRIES = 4
+# A run's: backs off for about a minute, like the API calls, so a short outage of the API server
+# (which proxies the dashboard) does not fail the run.
+RUN_RETRIES = 8
 RETRY_STATUSES = frozenset({502, 503, 504})
 RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 NO_AGENT_TEXT = "No available agent to submit job"
@@ -95,7 +103,7 @@ class Dashboard:
         auth: httpx.Auth | None = None,
         proxy: str | None = None,
         timeout_s: float = 10.0,
-        retries: int = 4,
+        retries: int = RETRIES,
         backoff_s: float = 0.25,
         auth_hint: str | None = None,
     ):
@@ -118,15 +126,17 @@ class Dashboard:
         )
 
     @classmethod
-    def in_cluster(cls, service: str, namespace: str, port: int = 8265, **options: Any) -> Dashboard:
+    def in_cluster(cls, service: str, namespace: str, port: int = raycluster.DASHBOARD_PORT,
+                   **options: Any) -> Dashboard:
         """The head Service by its cluster DNS name (only resolvable inside a pod)."""
-        return cls(f"http://{service}.{namespace}.svc.cluster.local:{port}", **options)
+        return cls(cluster_url(service, namespace, port), **options)
 
     @classmethod
-    def via_api_proxy(cls, connection: Connection, service: str, namespace: str, port: int = 8265, **options: Any) -> Dashboard:
+    def via_api_proxy(cls, connection: Connection, service: str, namespace: str, port: int = raycluster.DASHBOARD_PORT,
+                      **options: Any) -> Dashboard:
         """Through the API server's service proxy, with the connection's TLS, proxy and (fresh) credentials."""
         return cls(
-            f"{connection.host}/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy",
+            connection.host + proxy_path(service, namespace, port),
             auth=ApiServerAuth(connection),
             verify=connection.ssl_context or True,
             proxy=connection.proxy,
@@ -155,7 +165,7 @@ class Dashboard:
         default ``<cluster>-head-svc``): ``url`` > in-cluster DNS > API server proxy."""
         if url:
             return cls(url, **options)
-        service = service or f"{cluster_name}-head-svc"
+        service = service or raycluster.head_service(cluster_name)
         if in_cluster:
             return cls.in_cluster(service, namespace, **options)
         if connection is None:
@@ -431,6 +441,25 @@ class Dashboard:
         if code in (401, 403):
             raise DashboardError(message, hint=self.auth_hint)
         raise DashboardError(message)
+
+
+def head_service(kube: Kube, cluster: str, namespace: str) -> str:
+    """The head Service of RayCluster ``cluster``: the live one's (``raycluster.head_service_of``), else
+    KubeRay's default."""
+    live = kube.find(raycluster.KIND, cluster, namespace)
+    return raycluster.head_service_of(live) if live is not None else raycluster.head_service(cluster)
+
+
+def of_raycluster(kube: Kube, cluster: dict | str, namespace: str, *, url: str | None = None,
+                  retries: int = RETRIES) -> Dashboard:
+    """The dashboard of a RayCluster, given as its object (live or rendered) or its name (the live one is
+    read): ``url`` when given, else through its head Service, as :meth:`Dashboard.for_cluster` chooses."""
+    if isinstance(cluster, str):
+        name, service = cluster, None if url else head_service(kube, cluster, namespace)
+    else:
+        name, service = cluster["metadata"]["name"], raycluster.head_service_of(cluster)
+    return Dashboard.for_cluster(cluster_name=name, namespace=namespace, connection=kube.connection,
+                                 in_cluster=kube.in_cluster, url=url, service=service, retries=retries)
 
 
 class _Broken(Exception):
