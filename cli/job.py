@@ -121,12 +121,12 @@ def _print_saved_log(infra: dict, job_id: str | None, why) -> bool:
     import shutil
     import sys
 
-    from nrl_k8s.flows import records as runs
+    from nrl_k8s.flows import driver_log
     from nrl_k8s.kinds import raycluster
 
     from ._console import err
 
-    found = runs.saved_log(infra["namespace"], job_id=job_id, name=raycluster.cluster_name(infra, "training"))
+    found = driver_log.saved_log(infra["namespace"], job_id=job_id, name=raycluster.cluster_name(infra, "training"))
     if found is None:
         return False
     record, path = found

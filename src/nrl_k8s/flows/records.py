@@ -3,8 +3,7 @@
 Both flows write one once the driver is submitted, so ``status``, ``logs`` and ``job stop``
 find the latest run without a run config. The record holds names only (clusters, DGDs,
 Deployments, the job id, namespace, kube context) and the resolved infra with secret values
-redacted. ``run --wait`` also keeps the driver log beside it, ``<run id>.log`` (redacted, its
-last ``LOG_LIMIT_BYTES`` at most), so ``job logs`` still has it once the cluster is gone.
+redacted. ``run --wait`` also keeps the driver log beside it (``driver_log``).
 Files are 0600 in a 0700 directory.
 """
 
@@ -13,15 +12,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from nrl_k8s.cache import cache_dir, private_dir
 from nrl_k8s.errors import ConfigError, NotFoundError
-from nrl_k8s.redact import LineRedactor, redact
-
-LOG_LIMIT_BYTES = 32 * 1024 * 1024
-
+from nrl_k8s.redact import redact
 
 LATEST = "latest"  # holds the id of the newest run
 
@@ -111,68 +107,11 @@ def _read(path: Path) -> dict:
         raise ConfigError(f"run record {path} is unreadable ({err})", hint=f"delete it: rm {path}") from None
 
 
-class SavedLog:
-    """The driver log kept beside a run record (``<run id>.log``, 0600): redacted text as it
-    streams, at most ``limit`` bytes kept — past twice that, the oldest lines are cut
-    (``cut_bytes`` counts them)."""
-
-    def __init__(self, run_id: str, limit: int = LOG_LIMIT_BYTES):
-        self.path = private_dir(runs_dir()) / f"{run_id}.log"
-        self.limit = limit
-        self.size = self.cut_bytes = 0
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)  # an older copy keeps its mode otherwise
-        self._file = os.fdopen(fd, "w+b")
-
-    def write(self, text: str) -> None:
-        data = text.encode()
-        self._file.write(data)
-        self.size += len(data)
-        if self.size > 2 * self.limit:
-            self._keep_tail()
-
-    def _keep_tail(self) -> None:
-        """Keep the last ``limit`` bytes, from the first line that starts in them."""
-        self._file.seek(self.size - self.limit)
-        tail = self._file.read()
-        tail = tail[tail.find(b"\n") + 1:]
-        self._file.seek(0)
-        self._file.write(tail)
-        self._file.truncate()
-        self.cut_bytes += self.size - len(tail)
-        self.size = len(tail)
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def follow_driver(dash, record: dict, on_log: Callable[[str], None], *, deadline_s: float | None = None) -> None:
-    """Stream the driver log of the run ``record`` names (job ``job_id``) until its job ends:
-    redacted, to ``on_log`` and into the run's saved copy. The record then tells how much was
-    kept (``log``: complete, bytes, cut_bytes) and is saved again, also when following failed."""
-    saved, redactor, complete = SavedLog(record["run_id"]), LineRedactor(), False
-
-    def emit(text: str) -> None:
-        if text:
-            saved.write(text)
-            on_log(text)
-
-    try:
-        for chunk in dash.follow_logs(record["job_id"], deadline_s=deadline_s):
-            emit(redactor.feed(chunk))
-        complete = True
-    finally:
-        emit(redactor.flush())
-        saved.close()
-        record["log"] = {"complete": complete, "bytes": saved.size, "cut_bytes": saved.cut_bytes}
-        save(record)
-
-
-def _records() -> Iterator[dict]:
-    """Every readable run record (any order)."""
+def recorded() -> Iterator[tuple[Path, dict]]:
+    """(path, record) of every readable run record (any order)."""
     for path in runs_dir().glob("*.json") if runs_dir().is_dir() else []:
         try:
-            yield _read(path)
+            yield path, _read(path)
         except ConfigError:
             continue
 
@@ -181,30 +120,11 @@ def exec_dirs(namespace: str, cluster: str) -> list[str]:
     """The exec tmp dirs of the runs recorded here that started their driver on ``cluster`` through exec."""
     import posixpath
 
-    return sorted({posixpath.dirname(r["exec"]["dir"]) for r in _records()
+    return sorted({posixpath.dirname(r["exec"]["dir"]) for _, r in recorded()
                    if r.get("exec") and r.get("namespace") == namespace and r.get("training_cluster") == cluster})
 
 
 def latest_record(namespace: str, cluster: str) -> dict | None:
     """The newest run recorded here whose driver ran on the training RayCluster ``cluster``."""
-    mine = [r for r in _records() if r.get("namespace") == namespace and r.get("training_cluster") == cluster]
+    mine = [r for _, r in recorded() if r.get("namespace") == namespace and r.get("training_cluster") == cluster]
     return max(mine, key=lambda r: r.get("created") or "", default=None)
-
-
-def saved_log(namespace: str, *, job_id: str | None = None, name: str | None = None) -> tuple[dict, Path] | None:
-    """(record, path) of the newest saved driver log in ``namespace`` of job ``job_id``, else of
-    the run whose RayJob or training RayCluster is ``name``; None when there is none."""
-    found = []
-    for path in runs_dir().glob("*.json") if runs_dir().is_dir() else []:
-        try:
-            record = _read(path)
-        except ConfigError:
-            continue
-        log = path.with_suffix(".log")
-        wanted = record.get("job_id") == job_id if job_id else name in (record.get("rayjob"), record.get("training_cluster"))
-        if record.get("namespace") == namespace and wanted and log.is_file():
-            found.append((record.get("created") or "", log.stat().st_mtime, record, log))
-    if not found:
-        return None
-    *_, record, log = max(found, key=lambda item: item[:2])
-    return record, log

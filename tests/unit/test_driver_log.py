@@ -6,8 +6,9 @@ import stat
 
 import pytest
 
-from nrl_k8s.flows import records as runs
 from nrl_k8s.errors import WaitTimeout
+from nrl_k8s.flows import driver_log
+from nrl_k8s.flows import records as runs
 from nrl_k8s.redact import REDACTED
 
 
@@ -37,7 +38,7 @@ def test_the_stream_is_redacted_whole_lines_at_a_time_printed_and_kept():
     shown = []
     run = record()
     dash = Follow("step 1\nexport HF_TO", "KEN=hf_s3cr3t\nstep", " 2\n", "last")
-    runs.follow_driver(dash, run, shown.append, deadline_s=30)
+    driver_log.follow(dash, run, shown.append, deadline_s=30)
     text = f"step 1\nexport HF_TOKEN={REDACTED}\nstep 2\nlast"
     assert "".join(shown) == text and "s3cr3t" not in "".join(shown)
     path = runs.runs_dir() / "grpo-1.log"
@@ -50,13 +51,13 @@ def test_the_stream_is_redacted_whole_lines_at_a_time_printed_and_kept():
 def test_a_follow_that_stops_early_keeps_what_came_and_says_it_is_incomplete():
     run = record()
     with pytest.raises(WaitTimeout):
-        runs.follow_driver(Follow("a\nb", error=WaitTimeout("job is still RUNNING after 5s")), run, lambda text: None)
+        driver_log.follow(Follow("a\nb", error=WaitTimeout("job is still RUNNING after 5s")), run, lambda text: None)
     assert (runs.runs_dir() / "grpo-1.log").read_text() == "a\nb"
     assert runs.load("grpo-1")["log"] == {"complete": False, "bytes": 3, "cut_bytes": 0}
 
 
 def test_a_huge_log_keeps_its_tail_from_a_line_start():
-    saved = runs.SavedLog("big", limit=100)
+    saved = driver_log.SavedLog("big", limit=100)
     lines = [f"line {i:04d} " + "x" * 9 + "\n" for i in range(40)]  # 20 bytes each, 800 in all
     for line in lines:
         saved.write(line)
@@ -71,12 +72,13 @@ def test_the_saved_log_of_a_job_or_of_a_runs_name():
                                             ("grpo-b", "grpo-x2", "grpo", "2026-11-24T00:00:02Z"),
                                             ("other", "o-x", "other", "2026-11-24T00:00:03Z")]:
         runs.save({"run_id": run_id, "job_id": job_id, "namespace": "ns", "rayjob": rayjob, "created": created})
-        runs.SavedLog(run_id).close()
-    runs.save({"run_id": "no-log", "job_id": "n-x", "namespace": "ns", "rayjob": "grpo", "created": "2026-11-24T00:00:09Z"})
+        driver_log.SavedLog(run_id).close()
+    runs.save({"run_id": "no-log", "job_id": "n-x", "namespace": "ns", "rayjob": "grpo",
+               "created": "2026-11-24T00:00:09Z"})
 
-    assert runs.saved_log("ns", job_id="grpo-x1")[0]["run_id"] == "grpo-a"
-    assert runs.saved_log("ns", name="grpo")[0]["run_id"] == "grpo-b"  # the newest with a log
-    _, path = runs.saved_log("ns", name="other")
+    assert driver_log.saved_log("ns", job_id="grpo-x1")[0]["run_id"] == "grpo-a"
+    assert driver_log.saved_log("ns", name="grpo")[0]["run_id"] == "grpo-b"  # the newest with a log
+    _, path = driver_log.saved_log("ns", name="other")
     assert path == runs.runs_dir() / "other.log"
-    assert runs.saved_log("elsewhere", name="grpo") is None
-    assert runs.saved_log("ns", job_id="unknown") is None
+    assert driver_log.saved_log("elsewhere", name="grpo") is None
+    assert driver_log.saved_log("ns", job_id="unknown") is None
