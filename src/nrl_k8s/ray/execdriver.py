@@ -182,7 +182,7 @@ def parse_state(text: str) -> tuple[str, int | None]:
 class ExecDrivers:
     """The exec drivers of one RayCluster: runs under ``tmp_dirs`` on its (current) head pod.
 
-    Quacks like ``dashboard.Dashboard`` for what ``runs.follow_driver`` and the job commands use
+    Quacks like ``dashboard.Dashboard`` for what ``driver_log.follow`` and the job commands use
     (``list_jobs``, ``get_job``, ``logs``, ``follow_logs``, ``stop``), so a flow or a command
     reads an exec driver the way it reads a Ray job.
     """
