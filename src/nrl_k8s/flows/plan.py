@@ -86,18 +86,46 @@ def _same_namespace(dgds: dict[str, dict], namespace: str) -> None:
             )
 
 
+def _rendered_dgds(infra: dict) -> dict[str, dict]:
+    """infra.dynamo key -> its DGD as rendered (no user, claims or run id yet), keys sorted;
+    refused unless each is in the run's namespace under a name of its own."""
+    dgds = {key: dgd.render(infra, key) for key in sorted(infra.get("dynamo") or {})}
+    _same_namespace(dgds, infra["namespace"])
+    return dgds
+
+
+def _dgd_names(dgds: dict[str, dict]) -> list[str]:
+    return [m["metadata"]["name"] for m in dgds.values()]
+
+
+def _stamped_recipe(recipe: dict, dgds: dict[str, dict]) -> tuple[dict, list[str]]:
+    """(the recipe the driver reads, notes): the single DGD's name stamped in (``recipe.inject_dynamo``).
+    ``driver_notes`` stays apart: `run --rayjob` checks the RayJob's name before the driver's command."""
+    return recipe_mod.inject_dynamo(recipe, _dgd_names(dgds))
+
+
+def _used_by(dgds: dict[str, dict], training_dra: list[dict], owner: str) -> dict[str, dict]:
+    """Each DGD listing ``owner`` (the RayJob or training RayCluster) as its user, its claims pointed
+    at that owner's DRA objects ``training_dra``."""
+    return {key: dgd.with_user(dgd.wire_claims(manifest, key, training_dra, owner), owner)
+            for key, manifest in dgds.items()}
+
+
+def _ready_timeouts(infra: dict, dgds: dict[str, dict]) -> dict[str, float]:
+    """infra.dynamo key -> readyTimeoutS."""
+    return {key: float(infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
+
+
 def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
     with cfg.located():
         return _plan(cfg, options)
 
 
 def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
-    dgds = {key: dgd.render(cfg.infra, key) for key in sorted(cfg.infra.get("dynamo") or {})}
-    names = [m["metadata"]["name"] for m in dgds.values()]
-    _same_namespace(dgds, cfg.infra["namespace"])
-    final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
+    dgds = _rendered_dgds(cfg.infra)
+    final_recipe, notes = _stamped_recipe(cfg.recipe, dgds)
     run_id = recipe_mod.run_id(cfg.infra, final_recipe, list(dgds.values()))
-    timeouts = {key: float(cfg.infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
+    timeouts = _ready_timeouts(cfg.infra, dgds)
     pre_running = (int(max(timeouts.values(), default=DEFAULT_READY_TIMEOUT_S)) + START_MARGIN_S
                    if options.parallel else None)
     job, dra = rayjob.render_with_dra(
@@ -109,11 +137,10 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
         pre_running_deadline_seconds=pre_running,
         suspend=not options.parallel and options.shutdown,  # KubeRay refuses to suspend one that keeps its cluster
     )
-    notes += driver_notes(cfg.infra, final_recipe, names)
+    notes += driver_notes(cfg.infra, final_recipe, _dgd_names(dgds))
     # every object the run creates carries its run id (`nrl-k8s gc` finds what a dead run left)
-    dgds = {key: labelled(dgd.with_user(dgd.wire_claims(manifest, key, dra, job["metadata"]["name"]),
-                                        job["metadata"]["name"]), rayjob.RUN_ID_LABEL, run_id)
-            for key, manifest in dgds.items()}
+    dgds = {key: labelled(manifest, rayjob.RUN_ID_LABEL, run_id)
+            for key, manifest in _used_by(dgds, dra, job["metadata"]["name"]).items()}
     dra = [labelled(obj, rayjob.RUN_ID_LABEL, run_id) for obj in dra]
     deployments, health = _deployments(cfg.infra)
     head_services.check_planned([job])
@@ -221,13 +248,10 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
     from nrl_k8s.redact import is_secret
 
     infra, ns = cfg.infra, cfg.infra["namespace"]
-    dgds = {key: dgd.render(infra, key) for key in sorted(infra.get("dynamo") or {})}
-    _same_namespace(dgds, ns)
+    dgds = _rendered_dgds(infra)
     training = raycluster.cluster_name(infra, "training")
-    dgds = {key: dgd.with_user(manifest, training) for key, manifest in dgds.items()}
-    names = [m["metadata"]["name"] for m in dgds.values()]
-    final_recipe, notes = recipe_mod.inject_dynamo(cfg.recipe, names)
-    notes += driver_notes(infra, final_recipe, names)
+    final_recipe, notes = _stamped_recipe(cfg.recipe, dgds)
+    notes += driver_notes(infra, final_recipe, _dgd_names(dgds))
     run_id = recipe_mod.checked_run_id(run_id) if run_id else recipe_mod.new_run_id(training)
 
     clusters, dra, env_secrets, daemons = {}, {}, {}, {}
@@ -260,7 +284,7 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
                 else Code("image", None, None),
                 health=health_check(daemon),
             )
-    dgds = {key: dgd.wire_claims(manifest, key, dra.get("training", []), training) for key, manifest in dgds.items()}
+    dgds = _used_by(dgds, dra.get("training", []), training)
     launch = infra.get("launch") or {}
     source, submitter = workflow.code_source(infra), workflow.submitter(infra)
     upload = source == "upload"  # else the driver starts in codePath; only the recipe travels
@@ -283,7 +307,7 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
                         code=code)
     deployments, health = _deployments(infra)
     head_services.check_planned(list(clusters.values()))
-    timeouts = {key: float(infra["dynamo"][key]["readyTimeoutS"]) for key in dgds}
+    timeouts = _ready_timeouts(infra, dgds)
     return LongLivedPlan(run_id=run_id, namespace=ns, infra=infra, recipe=final_recipe, notes=tuple(notes),
                          deployments=deployments, health=health, clusters=clusters, dra=dra,
                          env_secrets=env_secrets, dgds=dgds, ready_timeouts=timeouts, daemons=daemons, driver=driver,
