@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class GlobalOptions:
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-class Output(str, Enum):
+class Output(StrEnum):
     """What a data command prints on stdout: a table for people, JSON or YAML for scripts."""
 
     table = "table"
@@ -87,7 +90,7 @@ def connect(ctx: typer.Context, namespace: str | None = None):
     return observed(ctx, Kube.connect(context=opts.context, namespace=opts.namespace or namespace))
 
 
-def observed(ctx: typer.Context, kube):
+def observed(ctx: typer.Context, kube: Kube):
     """``kube``, printing each API request (method, path, status, milliseconds) on stderr under --verbose."""
     if global_options(ctx).verbose:
         from ._console import print_request

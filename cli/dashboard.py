@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ._common import InfraOpt, LatestRecipeArg, OverridesArg, RunOpt, load_or_latest
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 RoleOpt = Annotated[str | None, typer.Option(
     "--role", "-r", help="kuberay role whose Ray dashboard to relay [default: training].")]
@@ -45,7 +48,7 @@ def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
     serve(kube, upstream, port, open_browser)
 
 
-def serve(kube, upstream, port: int | None, open_browser: bool) -> None:
+def serve(kube: Kube, upstream, port: int | None, open_browser: bool) -> None:
     """Relay 127.0.0.1:``port`` to ``upstream`` until Ctrl-C: the URL with the session's token on stdout
     (the only place the token is shown), what it relays to and how scripts pass the token on stderr."""
     from nrl_k8s.relay import server as relay

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ._common import InfraOpt, LatestRecipeArg, Output, OutputOpt, OverridesArg, RunOpt, load_or_latest, print_data
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 WatchOpt = Annotated[bool, typer.Option("--watch", "-w", help="Show it again every --interval seconds until Ctrl-C "
                                         "(the table only).")]
@@ -42,7 +45,7 @@ def status(
     print_data(data, output, lambda: render_status(data))
 
 
-def _collect(kube, infra_cfg: dict, record: dict | None) -> dict:
+def _collect(kube: Kube, infra_cfg: dict, record: dict | None) -> dict:
     from nrl_k8s.ops.status import collect
     from nrl_k8s.redact import redact
 

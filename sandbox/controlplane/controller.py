@@ -151,7 +151,7 @@ class Controller:
             with self._lock:
                 self._queued.discard(item)
             method, *args = item
-            self._guard(lambda: getattr(self, method)(*args), item)
+            self._guard(lambda method=method, args=args: getattr(self, method)(*args), item)
 
     def _guard(self, fn: Callable[[], None], key: Key | None) -> None:
         try:

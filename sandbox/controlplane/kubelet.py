@@ -322,7 +322,7 @@ class LocalKubelet:
     def _ray_head(self, pod: dict, local: Local) -> None:
         declared = [p["containerPort"] for p in pod["spec"]["containers"][0].get("ports") or []
                     if p.get("containerPort") not in (8265, 6379, 10001)]
-        extra = dict(zip(declared, free_ports(len(declared))))
+        extra = dict(zip(declared, free_ports(len(declared)), strict=True))
         env = {**self.env, **self._container_env(pod), **{f"{PORT_ENV}{k}": str(v) for k, v in extra.items()}}
         (self.scratch / local.uid[:8]).mkdir(mode=0o700, exist_ok=True)
         head = RayHead(temp_dir=self.scratch / local.uid[:8] / "ray",
@@ -380,7 +380,7 @@ class LocalKubelet:
             argv = ["frontend", "--model", model, "--unavailable-for", unavailable]
         else:
             argv = ["http", "--label", f"{local.namespace}/{local.name}"]
-        local.ports = dict(zip(container_ports, free_ports(len(container_ports))))
+        local.ports = dict(zip(container_ports, free_ports(len(container_ports)), strict=True))
         argv += [f"--port={port}" for port in local.ports.values()]
         self._running(pod, local, ready=False)
         self._spawn(local, [sys.executable, "-m", "nrl_k8s_sandbox.controlplane.stub", *argv], self.env)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ class LeftBehind:
     command: str
 
 
-Event = Union[Applied, Waiting, Became, Warning, RolledBack, LeftBehind]
+Event = Applied | Waiting | Became | Warning | RolledBack | LeftBehind
 Emit = Callable[[Event], None]
 
 

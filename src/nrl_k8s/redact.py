@@ -178,7 +178,7 @@ def _walk(obj: Any, *, in_env: bool) -> Any:
         if in_env and "name" in obj and "value" in obj and is_secret(str(obj["name"])) and _hidden(obj["value"], in_env=True):
             return {**obj, "value": REDACTED}
         secret_object = obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1"
-        out = {}
+        out: dict[Any, Any] = {}
         for key, value in obj.items():
             if secret_object and key in ("data", "stringData") and isinstance(value, dict):
                 out[key] = {k: REDACTED if _hidden(v, in_env=True) else v for k, v in value.items()}
@@ -188,14 +188,15 @@ def _walk(obj: Any, *, in_env: bool) -> Any:
                 out[key] = _walk(value, in_env=str(key) in ENV_KEYS)
         return out
     if isinstance(obj, list):
-        out = []
+        items: list[Any] = []
         for item in obj:
-            flag = out[-1] if out and isinstance(out[-1], str) and out[-1].startswith("--") and "=" not in out[-1] else None
+            last = items[-1] if items else None
+            flag = last if isinstance(last, str) and last.startswith("--") and "=" not in last else None
             if flag and is_secret(flag) and isinstance(item, str) and not _REFERENCE.fullmatch(item):
-                out.append(REDACTED)
+                items.append(REDACTED)
             else:
-                out.append(_walk(item, in_env=in_env))
-        return out
+                items.append(_walk(item, in_env=in_env))
+        return items
     if isinstance(obj, str):
         return redact_text(obj)
     return obj

@@ -190,14 +190,14 @@ def test_two_runs_from_one_infra_side_by_side_with_rayjob_name(user, tmp_path):
             assert result.returncode == 0, result.stderr
         jobs = [user.wait_for("rayjobs", name, _status("jobStatus", "RUNNING")) for name in names]
         run_ids = [job["metadata"]["labels"]["nrl-k8s.io/run-id"] for job in jobs]
-        assert run_ids[0] != run_ids[1] and all(r.startswith(n) for r, n in zip(run_ids, names))
+        assert run_ids[0] != run_ids[1] and all(r.startswith(n) for r, n in zip(run_ids, names, strict=True))
         clusters = [job["status"]["rayClusterName"] for job in jobs]
         dgd = user.get("dynamographdeployments", user.dgd, NVIDIA)  # one DGD, used by both runs
         assert dgd["metadata"]["annotations"]["nrl-k8s.io/users"] == ",".join(names)
         assert sorted(o["name"] for o in dgd["metadata"]["ownerReferences"]) == sorted(clusters)
     finally:
         gate.open()
-    for name, run_id in zip(names, run_ids):
+    for name, run_id in zip(names, run_ids, strict=True):
         done = user.wait_for("rayjobs", name, _status("jobDeploymentStatus", "Complete"))
         assert f"from {run_id}" in user.sandbox.driver_log(done["status"]["jobId"])
 

@@ -228,7 +228,8 @@ def test_failure_before_the_driver_rolls_back_what_the_run_created(ll):
     assert "rolled back" in failed.stderr.lower() or "deleted" in failed.stderr.lower()
     for group_version, plural, name in ((RAY, "rayclusters", ll.training), (RAY, "rayclusters", ll.gym),
                                         (NVIDIA, "dynamographdeployments", ll.dgd)):
-        eventually(lambda: ll.get(group_version, plural, name) is None, what=f"{plural} {name} deleted")
+        eventually(lambda gv=group_version, plural=plural, name=name: ll.get(gv, plural, name) is None,
+                   what=f"{plural} {name} deleted")
     apps = client.AppsV1Api(ll.api)
     eventually(lambda: not apps.list_namespaced_deployment(ll.ns).items, what="the Deployment deleted")
     eventually(lambda: not ll.dra_names(), what="the DRA objects deleted")

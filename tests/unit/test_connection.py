@@ -294,7 +294,7 @@ def test_a_plugin_that_never_answers_is_stopped_with_its_children(tmp_path, monk
         conn.headers()
     assert caught.value.exit_code == 1
     for pid in map(int, (tmp_path / "bin" / "pids").read_text().split()):  # the plugin, and its child (its group)
-        eventually(lambda: not _running(pid), what=f"process {pid} gone")
+        eventually(lambda pid=pid: not _running(pid), what=f"process {pid} gone")
 
 
 def _running(pid: int) -> bool:

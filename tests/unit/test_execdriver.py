@@ -183,8 +183,7 @@ def test_a_dropped_log_stream_is_reopened_where_it_stopped(make_drivers, tmp_pat
                 yield from super().stream(pod, argv, container=container, idle_s=idle_s)
                 return
             self.dropped = True
-            for chunk in super().stream(pod, [*argv[:-2], "lines", "1"], container=container):  # the log so far
-                yield chunk
+            yield from super().stream(pod, [*argv[:-2], "lines", "1"], container=container)  # the log so far
             gate.touch()
             raise ExecDropped("the connection broke")
 

@@ -246,6 +246,6 @@ READING_DAEMON = {"name": "g", "daemon": {"entrypoint": f"python serve.py {DRIVE
 def test_unstaged_recipe_reads_are_warned_with_the_fix(infra, warned):
     found = unstaged_recipe_reads(infra)
     assert len(found) == len(warned)
-    for (message, fix), expected in zip(found, warned):
+    for (message, fix), expected in zip(found, warned, strict=True):
         assert expected in message
         assert '"$NRL_K8S_RECIPE"' in fix

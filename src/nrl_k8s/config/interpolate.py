@@ -32,7 +32,7 @@ import math
 import os
 import pwd
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -151,19 +151,21 @@ class _Resolver:
         if dots > len(path):
             raise self.error(path, f"'{token}' goes {dots} levels up from '{dotted(path)}', above the top of the infra",
                              "use fewer leading dots, or an absolute key")
-        at: tuple | None = path[: len(path) - dots] if dots else ()
-        node = self.node(at)
+        start: tuple = path[: len(path) - dots] if dots else ()
+        node = self.node(start)
+        at: tuple | None = start
         for key in keys:
             if at is not None and isinstance(node, str) and "${" in node:
+            step: str | int = key
                 node, at = self.resolve(at), None  # continue inside the value it resolves to
             if isinstance(node, dict) and key in node:
                 node = node[key]
             elif isinstance(node, list) and key.isascii() and key.isdigit() and int(key) < len(node):
-                node = node[int(key)]
-                key = int(key)
+                step = int(key)
+                node = node[step]
             else:
                 return _MISSING
-            at = None if at is None else (*at, key)
+            at = None if at is None else (*at, step)
         return node if at is None else self.resolve(at)
 
     def reference(self, dots: int, keys: list[str], token: str, path: tuple) -> Any:
@@ -316,7 +318,8 @@ class _Resolver:
         return ConfigError(f"{self.provenance.label(path)}: {dotted(path)}: {problem}", hint=hint)
 
 
-_RESOLVERS = {  # name: (method, fewest and most arguments, usage)
+# name: (method, fewest and most arguments, usage)
+_RESOLVERS: dict[str, tuple[Callable[..., Any], float, float, str]] = {
     "user": (_Resolver._user, 0, 0, "${user:}"),
     "env": (_Resolver._env, 0, math.inf, "${env:NAME} or ${env:NAME,default}"),
     "oc.env": (_Resolver._oc_env, 1, 2, "${oc.env:NAME} or ${oc.env:NAME,default}"),
@@ -541,6 +544,7 @@ class _Reader:
                 start = self.pos
                 parts.append(self.r.embed(self.interpolation(), text[start:self.pos], self.path))
             elif char == "\\":
+                assert run is not None  # text[self.pos] is a backslash
                 run = _BACKSLASHES.match(text, self.pos)
                 slashes, after = len(run.group()), run.end()
                 if text.startswith("${", after) or text.startswith(quote, after):

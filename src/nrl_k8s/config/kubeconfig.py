@@ -76,7 +76,8 @@ def context_namespace(context: str | None, env: Mapping[str, str]) -> str | None
             return None
         where = ", ".join(str(p) for p in files) or "no kubeconfig file found"
         raise ConfigError(f"kube context '{context}' not found ({where})", hint="list contexts with `kubectl config get-contexts`")
-    namespace = contexts[name].get("namespace") if isinstance(contexts[name], dict) else None
+    entry = contexts[name]
+    namespace = entry.get("namespace") if isinstance(entry, dict) else None
     return namespace if isinstance(namespace, str) and namespace else None
 
 

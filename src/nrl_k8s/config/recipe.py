@@ -19,6 +19,7 @@ import json
 import re
 import shlex
 import time
+from collections.abc import Sequence
 
 import yaml
 
@@ -77,7 +78,7 @@ def inject_dynamo(recipe: dict, dgd_names: list[str]) -> tuple[dict, list[str]]:
     return out, notes
 
 
-def run_id(infra: dict, recipe: dict, dgds: list[dict] = ()) -> str:
+def run_id(infra: dict, recipe: dict, dgds: Sequence[dict] = ()) -> str:
     """``<rayjob name>-<8 hex>``: a digest of the canonical JSON of infra, recipe and rendered DGDs.
 
     DGD manifest *paths* are left out (they are absolute, so they differ per checkout); the

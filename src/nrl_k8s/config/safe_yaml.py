@@ -25,7 +25,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -59,7 +59,7 @@ class _PyEvents(Reader, Scanner, Parser):
 try:
     from yaml._yaml import CParser as _Events
 except ImportError:  # PyYAML built without libyaml
-    _Events = _PyEvents  # type: ignore[misc,assignment]
+    _Events = _PyEvents
 
 
 MAX_BYTES = 1 << 20  # 1 MiB: recipes and manifests are a few KiB (the recipe must fit in a 120 KB entrypoint)
@@ -192,6 +192,16 @@ class _Composer:
         self.sizes: dict[str, int] = {}  # anchor -> values it expands to, once composed
         self.path: list = []
         self.count = 0
+
+    if TYPE_CHECKING:  # provided by the parser, constructor and resolver it is mixed with (_Loader)
+        def check_event(self, *choices: type) -> bool: ...
+        def peek_event(self) -> Any: ...
+        def get_event(self) -> Any: ...
+        def check_data(self) -> bool: ...
+        def get_data(self) -> Any: ...
+        def resolve(self, kind: type, value: Any, implicit: Any) -> str: ...
+        def construct_yaml_int(self, node: ScalarNode) -> int: ...
+        def construct_yaml_float(self, node: ScalarNode) -> float: ...
 
     def fail(self, mark: Any, problem: str, hint: str, *, path: list | None = None, at_line: int | None = None) -> ConfigError:
         line = mark.line if mark is not None else at_line

@@ -52,7 +52,7 @@ class Scalar:
     """A string/number/boolean leaf, optionally restricted to `choices`, a `minimum`, or a DNS-1123 label."""
 
     types: tuple[type, ...] = (str,)
-    choices: tuple[str, ...] = ()
+    choices: tuple[str | bool, ...] = ()
     minimum: int | None = None
     maximum: int | None = None
     dns_label: bool = False
@@ -79,7 +79,7 @@ class Rule:
     """A value Kubernetes checks: ``check(value)`` is a ``k8s_rules`` function raising Invalid,
     applied after ``base`` (e.g. the string check, with its hints) when given."""
 
-    check: Callable[[Any], None]
+    check: Callable[[Any], object]
     base: Any = None
 
     def validate(self, value: Any, path: tuple, ctx: _Context) -> Any:
@@ -147,7 +147,7 @@ class SecretName:
         return _subdomain("Secret name").validate(value, path, ctx)
 
 
-_UNSET = (None, "", {}, [])
+_UNSET: tuple[object, ...] = (None, "", {}, [])
 
 
 @dataclass(frozen=True)

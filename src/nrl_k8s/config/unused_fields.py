@@ -55,7 +55,7 @@ def unused_fields(infra: dict) -> list[str]:
 
     for field, known in _STORAGE_FIELDS.items():
         cfg = infra.get(field) or {}
-        read = _READ_BY_KIND.get(cfg.get("kind"), set())
+        read = _READ_BY_KIND.get(cfg.get("kind") or "", set())
         out += [f"{field}.{k}" for k in known if _set(cfg.get(k)) and k not in read and k != "kind"]
     # workspace.kind auto mounts nothing and picks nothing; rayUpload stands for launch.codeSource
     # upload, so it has no effect when launch.codeSource says otherwise.

@@ -43,7 +43,7 @@ DEFAULT = RUN_MODES["interactive"]
 
 
 def _preset(infra: dict) -> Preset:
-    return RUN_MODES.get((infra.get("launch") or {}).get("runMode"), DEFAULT)
+    return RUN_MODES.get((infra.get("launch") or {}).get("runMode") or "", DEFAULT)
 
 
 def submitter(infra: dict) -> str:

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nrl_k8s.errors import ConfigError, ForbiddenError
 from nrl_k8s.events import Emit, Warning
 from nrl_k8s.kinds import raycluster, rayjob, service
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 CLUSTER_LABEL = "ray.io/cluster"
 ORIGIN_LABEL = "ray.io/originated-from-cr-name"  # on the Service KubeRay 1.5+ makes for a RayJob
@@ -95,7 +99,7 @@ def check_planned(manifests: list[dict]) -> None:
                                   f"{claim.note or other.note}", hint=_rename(claim))
 
 
-def check_live(kube, namespace: str, manifests: list[dict], emit: Emit) -> None:
+def check_live(kube: Kube, namespace: str, manifests: list[dict], emit: Emit) -> None:
     """ConfigError when a live Service already has a head Service name of the objects and is not
     theirs; without permission to read Services, a warning."""
     for manifest in manifests:

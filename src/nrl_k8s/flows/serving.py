@@ -7,6 +7,7 @@ the frontend process has bound port 8000, so `serving` only returns once all thr
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from nrl_k8s.errors import ForbiddenError, ResourceFailed, WaitTimeout
@@ -14,6 +15,9 @@ from nrl_k8s.events import Emit, Waiting
 from nrl_k8s.kinds import dgd, pod
 from nrl_k8s.kinds.base import Pending, Readiness, Ready
 from nrl_k8s.kinds.service import cluster_url
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 # 404 means the listener is up (older frontends have no /v1/models); 502/503/refused mean not yet.
 _UP = (200, 404)
@@ -43,12 +47,12 @@ def _models_url(name: str, namespace: str) -> str:
     return cluster_url(dgd.frontend_service(name), namespace, dgd.FRONTEND_PORT) + "/v1/models"
 
 
-def probe_frontend(kube, name: str, namespace: str) -> int | None:
+def probe_frontend(kube: Kube, name: str, namespace: str) -> int | None:
     """HTTP status of the frontend's /v1/models, or None when nothing answers."""
     return probe_url(kube, _models_url(name, namespace), namespace)
 
 
-def probe_url(kube, url: str, namespace: str) -> int | None:
+def probe_url(kube: Kube, url: str, namespace: str) -> int | None:
     """HTTP status of GET ``url``, or None when nothing answers.
 
     A Service URL (``http://SVC[.NS[.svc[.cluster.local]]][:PORT]/path``) goes to cluster DNS
@@ -71,7 +75,7 @@ def probe_url(kube, url: str, namespace: str) -> int | None:
     return status
 
 
-def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *, up=_UP,
+def wait_http(kube: Kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *, up=_UP,
               failed=lambda: None, what: str | None = None) -> bool:
     """Wait until GET ``url`` answers with a status in ``up``. False (after a note) when the API
     server forbids services/proxy, so the caller can rely on its other gates. ``failed()``
@@ -97,12 +101,12 @@ def wait_http(kube, label: str, url: str, namespace: str, deadline: float, emit:
         time.sleep(_PROBE_INTERVAL_S)
 
 
-def wait_frontend(kube, label: str, name: str, namespace: str, deadline: float, emit: Emit) -> bool:
+def wait_frontend(kube: Kube, label: str, name: str, namespace: str, deadline: float, emit: Emit) -> bool:
     """Gate 3. Returns False (after a warning) when the API server forbids services/proxy."""
     return wait_http(kube, label, _models_url(name, namespace), namespace, deadline, emit, what="the frontend")
 
 
-def wait_serving(kube, label: str, manifest: dict, timeout_s: float, emit: Emit) -> None:
+def wait_serving(kube: Kube, label: str, manifest: dict, timeout_s: float, emit: Emit) -> None:
     """Block until the DGD passes all three gates; raise ResourceFailed/WaitTimeout with the reason."""
     name = manifest["metadata"]["name"]
     namespace = manifest["metadata"]["namespace"]

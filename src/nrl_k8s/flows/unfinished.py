@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from nrl_k8s.config.interpolate import user_name
 from nrl_k8s.kinds import deployment, dgd, raycluster, rayjob, service
 from nrl_k8s.kinds.base import MANAGED_BY_SELECTOR, delete_command, labelled, maker
 from nrl_k8s.ops import gc
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 LABEL = gc.BRINGUP_LABEL
 UNFINISHED = "unfinished"
@@ -58,7 +62,7 @@ def takeover(run_id: str, seconds: float) -> dict:
     return {"metadata": {"labels": stamped["labels"], "annotations": stamped["annotations"]}}
 
 
-def find(kube, namespace: str, now: float | None = None, user: str | None = None) -> list[gc.Leftover]:
+def find(kube: Kube, namespace: str, now: float | None = None, user: str | None = None) -> list[gc.Leftover]:
     """Every unfinished object in ``namespace``, judged for ``user`` (default: this user, as ``${user:}``)."""
     now = gc.current_time() if now is None else now
     user = user or user_name(os.environ)
@@ -86,14 +90,14 @@ def judge(obj: dict, user: str, now: float) -> tuple[str, str]:
     return "delete", f"its bring-up did not finish by {when}: the run or `cluster up` was killed before it finished"
 
 
-def status_rows(kube, namespace: str, user: str) -> list[dict]:
+def status_rows(kube: Kube, namespace: str, user: str) -> list[dict]:
     """``user``'s unfinished objects whose deadline has not passed, as LEFT BEHIND rows (past it,
     ``status.gc_rows`` lists them with `nrl-k8s gc`)."""
     return [{"what": f"{item.kind.kind} {item.name}", "reason": f"run {item.run_id}: {item.reason}",
              "remove": f"if that run is gone: {delete_command(item.kind, item.name, namespace)}   (or after "
-                       f"{_utc(gc.deadline(item.obj))}: nrl-k8s -n {namespace} gc; a re-run finishes it instead)"}
+                       f"{_utc(deadline)}: nrl-k8s -n {namespace} gc; a re-run finishes it instead)"}
             for item in find(kube, namespace, user=user)
-            if item.verdict == "keep" and gc.deadline(item.obj) is not None and maker(item.obj, user) is None]
+            if item.verdict == "keep" and (deadline := gc.deadline(item.obj)) is not None and maker(item.obj, user) is None]
 
 
 def _utc(when: float) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from nrl_k8s.kinds import k8s_rules
 
@@ -113,12 +113,15 @@ def str_map(mapping: dict) -> dict:
     return {str(k): k8s_str(v) for k, v in mapping.items()}
 
 
-def without_nulls(value: object) -> object:
+_T = TypeVar("_T")
+
+
+def without_nulls(value: _T) -> _T:
     """A copy of ``value`` without null mapping entries (Kubernetes reads null as unset)."""
     if isinstance(value, dict):
-        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+        return cast(_T, {k: without_nulls(v) for k, v in value.items() if v is not None})
     if isinstance(value, list):
-        return [without_nulls(v) for v in value]
+        return cast(_T, [without_nulls(v) for v in value])
     return value
 
 

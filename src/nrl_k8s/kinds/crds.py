@@ -26,7 +26,7 @@ def needed_versions(manifests: list[dict]) -> dict[str, set[str]]:
     """CRD name -> the versions ``manifests`` are written in; RayJob and RayCluster always at ``v1``."""
     needed = {RAYJOB: {"v1"}, RAYCLUSTER: {"v1"}}
     for manifest in manifests:
-        crd = _BY_KIND.get(manifest.get("kind"))
+        crd = _BY_KIND.get(manifest.get("kind") or "")
         if crd is not None:
             needed.setdefault(crd, set()).add(manifest["apiVersion"].rpartition("/")[2])
     return needed
@@ -47,12 +47,13 @@ class Gaps:
 
 def parallel_gaps(rayjob_crd: dict) -> Gaps:
     """What ``run --parallel`` needs that the RayJob CRD's ``v1`` schema lacks."""
-    version = next((v for v in (rayjob_crd.get("spec") or {}).get("versions") or [] if v.get("name") == "v1"), {})
+    version: dict = next((v for v in (rayjob_crd.get("spec") or {}).get("versions") or [] if v.get("name") == "v1"), {})
     root = ((version.get("schema") or {}).get("openAPIV3Schema")) or {}
     spec = (root.get("properties") or {}).get("spec") or {}
     fields = spec.get("properties") or {}
     open_schema = not fields or bool(spec.get("x-kubernetes-preserve-unknown-fields"))
-    missing, unverified = [], []
+    missing: list[str] = []
+    unverified: list[str] = []
     absent = unverified if open_schema else missing  # an open schema accepts the field; nothing says the operator knows it
     if "preRunningDeadlineSeconds" not in fields:
         absent.append("spec.preRunningDeadlineSeconds")

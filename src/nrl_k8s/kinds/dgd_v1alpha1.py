@@ -40,7 +40,7 @@ def check_spec(spec: object) -> dict:
 
 
 def _check_service(service: object, path: tuple) -> None:
-    rules.expect(service, dict, path)
+    service = rules.expect(service, dict, path)
     rules.no_inline_secret(service.get("envs"), (*path, "envs"))
     if "componentType" in service:
         rules.expect(service["componentType"], str, (*path, "componentType"))

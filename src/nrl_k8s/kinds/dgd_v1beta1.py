@@ -18,6 +18,7 @@ The rules behind ``dgd``'s interface, equivalent to v1alpha1's:
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from deepmerge import Merger
 from deepmerge.strategy.core import STRATEGY_END
@@ -52,13 +53,13 @@ def check_spec(spec: object) -> dict:
     if not components:
         problem = "is missing" if components is None else "is empty"
         raise Invalid(("spec", "components"), problem, "declare the graph's components, e.g. a Frontend and a worker")
-    rules.expect(components, list, ("spec", "components"))
+    components = rules.expect(components, list, ("spec", "components"))
     if len(components) > MAX_COMPONENTS:
         raise Invalid(("spec", "components"), f"has {len(components)} components, more than {MAX_COMPONENTS}",
                       "the operator accepts at most 25 components per graph")
     seen: dict[str, str] = {}
     for index, component in enumerate(components):
-        rules.expect(component, dict, ("spec", "components", index))
+        component = rules.expect(component, dict, ("spec", "components", index))
         name = _component_name(component.get("name"), ("spec", "components", index, "name"))
         if name.lower() in seen:
             raise Invalid(("spec", "components", index, "name"), f"{name!r} repeats component {seen[name.lower()]!r}",
@@ -73,7 +74,7 @@ def check_spec(spec: object) -> dict:
 def _component_name(name: object, path: tuple) -> str:
     if name is None:
         raise Invalid(path, "is required", "every component has a name, e.g. name: Frontend")
-    rules.expect(name, str, path)
+    name = rules.expect(name, str, path)
     if len(name) > 63 or not _NAME.match(name):
         raise Invalid(path, f"{name!r} is not a valid component name", _NAME_HINT)
     return name
@@ -94,7 +95,7 @@ def _check_component(component: dict, path: tuple) -> None:
         _check_template(component["podTemplate"], (*path, "podTemplate"), rendered=False)
 
 
-def _check_template(template: object, path: tuple, *, rendered: bool) -> None:
+def _check_template(template: Any, path: tuple, *, rendered: bool) -> None:
     """``check_pod_template``, with a container named in the problem's path (``containers.main``)
     as overrides name it, rather than by its index."""
     try:
@@ -152,7 +153,7 @@ def _component_override(override: dict, path: tuple) -> dict:
     """``override`` with its pod template's container lists as lists of named containers."""
     template = override.get("podTemplate")
     pod = template.get("spec") if isinstance(template, dict) else None
-    if not isinstance(pod, dict):
+    if not isinstance(template, dict) or not isinstance(pod, dict):
         return override
     pod = {**pod, **{field: [{"name": name, **entry} for name, entry in
                              _keyed(pod[field], (*path, "podTemplate", "spec", field), "container").items()]
@@ -189,7 +190,7 @@ def apply_pod_defaults(spec: dict, image: str | None, pull_secrets: list) -> Non
         main = next((c for c in containers if c.get("name") == MAIN), None)
         if image and main is None:
             containers.insert(0, main := {"name": MAIN, "image": image})
-        elif image and not main.get("image"):
+        elif image and main is not None and not main.get("image"):
             main["image"] = image
         if pull_secrets and not pod.get("imagePullSecrets"):
             pod["imagePullSecrets"] = pull_secret_refs(pull_secrets)

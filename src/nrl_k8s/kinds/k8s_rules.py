@@ -5,11 +5,10 @@ A broken rule raises ``Invalid(path, problem, hint)`` with ``path`` relative to 
 checked; the caller knows which file and key the value came from and names them.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: it would bind the name of the rule `annotations` below.
 import math
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 INT32_MAX = (1 << 31) - 1
 MAX_ANNOTATIONS_BYTES = 256 * 1024  # keys and values of one object together
@@ -33,7 +32,7 @@ class Invalid(Exception):
         self.problem = problem
         self.hint = hint
 
-    def within(self, prefix: tuple) -> Invalid:
+    def within(self, prefix: tuple) -> "Invalid":
         """The same problem with ``prefix`` in front of its path."""
         return Invalid((*prefix, *self.path), self.problem, self.hint)
 
@@ -52,7 +51,10 @@ def describe(value: Any) -> str:
     return name
 
 
-def expect(value: Any, kind: type, path: tuple = (), what: str | None = None) -> Any:
+_T = TypeVar("_T")
+
+
+def expect(value: Any, kind: type[_T], path: tuple = (), what: str | None = None) -> _T:
     """``value`` if it is a ``kind`` (bool is not an int), else Invalid naming what was found."""
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value

@@ -73,7 +73,7 @@ def render(
         [infra.get("annotations"), entry.get("annotations")],
         key=("kuberay", "training"),
     )
-    spec = {
+    spec: dict[str, object] = {
         "entrypoint": recipe_mod.driver_entrypoint(infra),
         "submissionMode": "HTTPMode" if pre_running_deadline_seconds is None else INTERACTIVE_MODE,
         "shutdownAfterJobFinishes": shutdown,
@@ -86,8 +86,8 @@ def render(
         spec["ttlSecondsAfterFinished"] = ttl_seconds
     if active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = active_deadline_seconds
-    spec["rayClusterSpec"] = raycluster.render_spec(infra, "training")
-    _deliver(spec["rayClusterSpec"], run_id, list(recipe_mod.launch_env(infra)))
+    spec["rayClusterSpec"] = cluster_spec = raycluster.render_spec(infra, "training")
+    _deliver(cluster_spec, run_id, list(recipe_mod.launch_env(infra)))
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "spec": spec}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def _real_main(*args, **kwargs):
 
 if "httpx" not in sys.modules:
     _stand_in = types.ModuleType("httpx._main", "stand-in: the real module loads when httpx.main is called")
-    _stand_in.main = _real_main
+    _stand_in.__dict__["main"] = _real_main
     sys.modules.setdefault("httpx._main", _stand_in)
 
 import httpx  # noqa: E402
@@ -44,7 +44,7 @@ class ApiServerAuth(httpx.Auth):
     def __init__(self, connection: Connection):
         self.connection = connection
 
-    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         sent = self.connection.headers()
         request.headers.update(sent)
         response = yield request

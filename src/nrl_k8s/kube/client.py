@@ -14,6 +14,7 @@ seconds, not after a minute per request. Live commands only (it imports urllib3)
 
 from __future__ import annotations
 
+import builtins
 import codecs
 import json
 import math
@@ -22,6 +23,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -172,7 +174,7 @@ class Kube:
         body: object = None,
         content_type: str = "application/json",
         accept: str = "application/json",
-        timeout: float | tuple[float, float] | None = None,
+        timeout: float | tuple[float, float | None] | None = None,
         retry: bool = True,
         raise_for_status: bool = True,
         budget_s: float | None = None,
@@ -206,7 +208,8 @@ class Kube:
             except urllib3.exceptions.HTTPError as exc:
                 self._observe(method, shown, None, sent, exc)
                 error: HttpError | urllib3.exceptions.HTTPError = exc
-                if first and isinstance(exc, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)):
+                unreached = isinstance(exc, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError))
+                if first and unreached and self._contact_by is not None:  # (set above on a first contact)
                     budget_s = min(budget_s or t.retry_budget_s, self._contact_by - started)
             else:
                 self._observe(method, shown, response.status, sent)
@@ -266,7 +269,7 @@ class Kube:
         label_selector: str | None = None,
         field_selector: str | None = None,
         all_namespaces: bool = False,
-    ) -> list[dict]:
+    ) -> builtins.list[dict]:
         selectors = {"label_selector": label_selector, "field_selector": field_selector}
         return self.snapshot(kind, namespace, **selectors, all_namespaces=all_namespaces)[0]
 
@@ -278,7 +281,7 @@ class Kube:
         label_selector: str | None = None,
         field_selector: str | None = None,
         all_namespaces: bool = False,
-    ) -> tuple[list[dict], str | None]:
+    ) -> tuple[builtins.list[dict], str | None]:
         """Every page of a list, and the resourceVersion to watch from."""
         ns = None if all_namespaces else self._ns(kind, namespace)
         query = _selectors(label_selector, field_selector)
@@ -305,7 +308,7 @@ class Kube:
         self,
         kind: Kind,
         name: str,
-        patch: dict | list,
+        patch: dict | builtins.list,
         *,
         namespace: str | None = None,
         patch_type: str = "merge",
@@ -425,7 +428,7 @@ class Kube:
     def wait(
         self,
         kind: Kind,
-        readiness: Callable[[object], Readiness],
+        readiness: Callable[[Any], Readiness],  # gets the object (or None) by name, a list by selector
         *,
         name: str | None = None,
         label_selector: str | None = None,
@@ -434,7 +437,7 @@ class Kube:
         on_progress: Callable[[str], None] | None = None,
         what: str = "",
         pods: str | None = None,
-    ) -> dict | list[dict] | None:
+    ) -> dict | builtins.list[dict] | None:
         """Watch + deadline until ``readiness`` says Ready; see ``nrl_k8s.kube.wait.wait``."""
         target = {"name": name, "label_selector": label_selector, "namespace": namespace}
         return waiting.wait(self, kind, readiness, **target, timeout_s=timeout_s, on_progress=on_progress, what=what,
@@ -502,7 +505,7 @@ class Kube:
         Upstream error codes are returned, not raised; 401/403 from the API server itself raise.
         Not retried: a 5xx here is usually the upstream's answer.
         """
-        ns = self._ns(SERVICE, namespace)
+        ns = namespace or self.namespace  # Services are namespaced
         op = Op(_PROXY_VERBS[method.upper()], SERVICE, ns, service, "proxy")
         target = proxy_path(service, ns, port) + "/" + path.lstrip("/")
         response = self._call(
@@ -535,7 +538,7 @@ class Kube:
                   "spec": {"namespace": self.namespace if namespace is None else namespace}}
         return self.create(kind, review).get("status") or {}
 
-    def served_versions(self, plural_group: str) -> list[str] | None:
+    def served_versions(self, plural_group: str) -> builtins.list[str] | None:
         """The versions at which the API server serves ``plural.group`` (e.g.
         ``dynamographdeployments.nvidia.com``); ``[]``: not served (no CRD); None: unknown.
 

@@ -15,6 +15,7 @@ import socket
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import urllib3
@@ -49,7 +50,7 @@ class Connection:
 
     def pool(self, maxsize: int) -> urllib3.PoolManager:
         """A urllib3 pool for this server (callers pass retries=False: retrying is theirs)."""
-        options = {"maxsize": maxsize, **({"ssl_context": self.ssl_context} if self.ssl_context else {})}
+        options: dict[str, Any] = {"maxsize": maxsize, **({"ssl_context": self.ssl_context} if self.ssl_context else {})}
         if not self.proxy:
             return urllib3.PoolManager(**options)
         return urllib3.ProxyManager(self.proxy, proxy_headers=self._proxy_headers(), **options)
@@ -64,6 +65,10 @@ class Connection:
             raise ConfigError(f"a websocket through proxy-url {redact_text(str(self.proxy))} is not supported",
                               hint="use an http:// proxy-url; plain HTTP requests do work through this one")
         host, host_port = (proxy.hostname, proxy.port or 80) if proxy else (server.hostname, port)
+        if host is None or server.hostname is None:
+            raise ConfigError(f"no host name in {redact_text(str(self.proxy if proxy else self.host))}",
+                              hint="give the server (or proxy-url) as http(s)://HOST[:PORT]")
+        conn: http.client.HTTPConnection
         if self.ssl_context:
             conn = http.client.HTTPSConnection(host, host_port, timeout=timeout_s, context=self.ssl_context)
         else:
@@ -147,7 +152,7 @@ def _connect(ctx: dict, merged: dict) -> Connection:
     user, user_base = _entry(merged["users"], ctx.get("user"), "user") if ctx.get("user") else ({}, Path())
     server, proxy = cluster.get("server"), cluster.get("proxy-url") or None
     parts = urlsplit(server) if isinstance(server, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+    if not isinstance(server, str) or parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"cluster '{ctx['cluster']}' has no http(s) server URL (server: {server!r})")
     if proxy and urlsplit(str(proxy)).scheme not in ("http", "https"):
         raise ConfigError(f"proxy-url {redact_text(str(proxy))} is not supported: use an http:// or https:// proxy")
@@ -159,7 +164,7 @@ def _connect(ctx: dict, merged: dict) -> Connection:
         cert, key = _data(user, "client-certificate", user_base), _data(user, "client-key", user_base)
         if bool(cert) != bool(key):
             raise ConfigError("a client certificate needs both client-certificate and client-key")
-        if cert:
+        if cert and key:
             load_cert_chain(tls, cert, key)
     info = {"server": server, "tls-server-name": cluster.get("tls-server-name"), "proxy-url": proxy,
             "insecure-skip-tls-verify": cluster.get("insecure-skip-tls-verify"),

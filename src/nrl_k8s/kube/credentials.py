@@ -62,7 +62,7 @@ def load_cert_chain(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) ->
     0600 files in a private 0700 directory, removed once loaded."""
     with tempfile.TemporaryDirectory(prefix="nrl-k8s-") as tmp:
         paths = [os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")]
-        for path, data in zip(paths, (cert_pem, key_pem)):
+        for path, data in zip(paths, (cert_pem, key_pem), strict=True):
             with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
                 handle.write(data)
         try:
@@ -135,7 +135,9 @@ class ExecPlugin:
         if spec.get("provideClusterInfo"):
             self.info["spec"]["cluster"] = cluster
         self.hint = spec.get("installHint") or "run it yourself to see why; check the user's exec entry with `kubectl config view`"
-        self.tls, self._headers, self._expires, self._lock = tls, None, None, threading.Lock()
+        self.tls, self._lock = tls, threading.Lock()
+        self._headers: dict[str, str] | None = None
+        self._expires: datetime | None = None
 
     def __call__(self) -> dict[str, str]:
         with self._lock:

@@ -10,10 +10,15 @@ read (forbidden, API down) says so in one line: it never hides the wait's own er
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nrl_k8s.errors import ApiError
 from nrl_k8s.kinds import dgd, pod, raycluster
 from nrl_k8s.kinds.base import Kind, condition
 from nrl_k8s.kinds.core import EVENT
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 MAX_PODS = 5
 MAX_EVENTS = 3
@@ -28,7 +33,7 @@ def pod_selector(kind: Kind, name: str) -> str | None:
     return None
 
 
-def report(kube, namespace: str, selector: str, owner: tuple[Kind, str] | None = None) -> str:
+def report(kube: Kube, namespace: str, selector: str, owner: tuple[Kind, str] | None = None) -> str:
     """Indented lines on the owner's Warning Events and on each pod matching ``selector`` that is not Ready."""
     try:
         lines = [f"  {kind.kind} {name}: {event}" for kind, name in filter(None, [owner])
@@ -68,7 +73,7 @@ def reasons(item: dict) -> list[str]:
     return found or [f"phase {status.get('phase') or 'Unknown'}"]
 
 
-def warnings(kube, namespace: str, name: str, kind: str) -> list[str]:
+def warnings(kube: Kube, namespace: str, name: str, kind: str) -> list[str]:
     """The most recent Warning Events about the object ``kind``/``name``, oldest first."""
     events = [e for e in kube.list(EVENT, namespace, field_selector=f"involvedObject.name={name}")
               if e.get("type") == "Warning" and (e.get("involvedObject") or {}).get("kind") in (kind, None)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
@@ -140,12 +141,12 @@ class _Opened:
 
     def __init__(self, owner: PodExec, pod: str, argv: list[str], path: str):
         self.owner, self.pod, self.argv, self.path = owner, pod, argv, path
-        self._context = None
+        self._context: AbstractContextManager | None = None
 
     def __enter__(self):
-        self._context = _websocket.connect(self.owner._client, self.path, PROTOCOLS)
+        self._context = context = _websocket.connect(self.owner._client, self.path, PROTOCOLS)
         try:
-            return self._context.__enter__()
+            return context.__enter__()
         except _websocket.Refused as exc:
             response = exc.response
             error = HttpError(response.status_code, response.reason_phrase, response.content, response.headers)
@@ -157,6 +158,7 @@ class _Opened:
                               hint="check that the cluster is reachable: `kubectl cluster-info`") from None
 
     def __exit__(self, *exc_info):
+        assert self._context is not None  # entered
         return self._context.__exit__(*exc_info)
 
 

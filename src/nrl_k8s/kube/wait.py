@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nrl_k8s.errors import ApiError, NotFoundError, ResourceFailed, UnauthorizedError, WaitTimeout
 from nrl_k8s.kinds.base import Failed, Kind, Readiness, Ready
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 def wait(
     kube: Kube,
     kind: Kind,
-    readiness: Callable[[object], Readiness],
+    readiness: Callable[[Any], Readiness],  # gets the object (or None) by name, a list by selector
     *,
     name: str | None = None,
     label_selector: str | None = None,
@@ -55,7 +55,7 @@ def wait(
         raise type(err)(err.message + found, hint=err.hint) from None
 
 
-def _wait(kube, kind, readiness, name, label_selector, namespace, timeout_s, on_progress, what):
+def _wait(kube: Kube, kind, readiness, name, label_selector, namespace, timeout_s, on_progress, what):
     what = what or (f'{kind.kind} "{name}"' if name else f"{kind.plural} matching {label_selector}")
     judge = _Judge(readiness, name, on_progress, what)
     target = {"namespace": namespace, "label_selector": label_selector}

@@ -44,6 +44,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from nrl_k8s.cache import cache_dir, private_dir
 from nrl_k8s.errors import ConfigError, InfraError, NrlK8sError, dotted
@@ -98,6 +99,7 @@ class _Entry:
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
+        assert self.path is not None  # one of the two is set
         try:
             with open(self.path, "rb") as handle:
                 return handle.read()
@@ -201,7 +203,8 @@ def check_declared_paths(infra: dict) -> None:
     """Every ``rayUploadPaths`` entry of the infra (``launch``'s and each daemon's) written as an
     upload path can be: relative to the repository root and inside it. Needs no checkout (every
     command checks it); :func:`upload_sources` checks the rest against the checkout."""
-    declared = [(("launch", "rayUploadPaths"), (infra.get("launch") or {}).get("rayUploadPaths"))]
+    declared: list[tuple[tuple, Any]] = [
+        (("launch", "rayUploadPaths"), (infra.get("launch") or {}).get("rayUploadPaths"))]
     declared += [(("kuberay", role, "daemon", "rayUploadPaths"), ((entry or {}).get("daemon") or {}).get("rayUploadPaths"))
                  for role, entry in sorted((infra.get("kuberay") or {}).items())]
     for key, paths in declared:
