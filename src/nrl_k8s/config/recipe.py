@@ -42,7 +42,7 @@ _RECIPE_READS = (f"${RECIPE_ENV}", f"${{{RECIPE_ENV}}}")
 # VALUE double- or single-quoted, or a word up to whitespace or a shell operator.
 _CONFIG_FLAG = re.compile(r"""(?<![\w-])(--config(?:\s+|=))("[^"]*"|'[^']*'|[^\s'";&|<>()]+)""")
 _YAML_PATH = re.compile(r"[^$`*?\[\]{}]+\.ya?ml")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # an environment variable's name
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -161,7 +161,7 @@ def checked_env(env: dict | None, where: str) -> dict[str, str]:
     """An env mapping (infra key ``where``) as strings, names checked (valid, not one nrl-k8s sets)."""
     out = {}
     for name, value in (env or {}).items():
-        if not _ENV_NAME.fullmatch(str(name)):
+        if not ENV_NAME.fullmatch(str(name)):
             raise ConfigError(f"infra.{where}: {name!r} is not a valid environment variable name",
                               hint="use letters, digits and underscores, not starting with a digit")
         if name in (RUN_ID_ENV, RECIPE_ENV):

@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from nrl_k8s.config.recipe import ENV_NAME
 from nrl_k8s.errors import ConfigError, ConflictError, ForbiddenError
 from nrl_k8s.events import Applied, Emit, Waiting, Warning
 from nrl_k8s.kinds import deployment, dgd, dra, lease, pod, raycluster, rayjob, secret, service
-from nrl_k8s.kinds.base import MANAGED_BY, Kind, Pending, Readiness, managed
+from nrl_k8s.kinds.base import MANAGED_BY, OWNER_LABEL, Kind, Pending, Readiness, maker, managed
 from nrl_k8s.kinds.core import CONFIGMAP, EVENT, SERVICE_ACCOUNT
 from nrl_k8s.kinds.rbac import ROLE, ROLE_BINDING, render_role, render_role_binding, render_service_account
 from nrl_k8s.kinds.names import validate_name
@@ -36,11 +37,9 @@ from nrl_k8s.kinds.names import validate_name
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
 
-OWNER_LABEL = "nrl-k8s/owner"
 COMPONENT_LABEL = "nrl-k8s/component"
 CONTAINER = "dev"
 SSH_KEY_NAME, SSH_KEY_CONTENT = "SSH_KEY_NAME", "SSH_KEY_CONTENT"  # upstream's keys, read by the dev pod
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 # The pod's command: install the SSH key from the Secret, if any, then wait to be deleted (a trap,
 # so the pod goes at once on SIGTERM; `sleep infinity` as PID 1 would ignore it for the grace period).
@@ -271,10 +270,9 @@ def _read_text(path: Path, flag: str, *, show_path: bool = True) -> str:
 # -- ownership ---------------------------------------------------------------------------------
 def refusal(kind: Kind, obj: dict, names: Names) -> ConfigError | None:
     """Why ``obj`` (found under one of the user's names) is not the user's to change, or None."""
-    labels = obj["metadata"].get("labels") or {}
-    owner = labels.get(OWNER_LABEL)
-    if managed(obj) and owner == names.user:
+    if maker(obj, names.user) is None:
         return None
+    owner = (obj["metadata"].get("labels") or {}).get(OWNER_LABEL)
     what = f"{kind.kind} {obj['metadata']['name']} in namespace {names.namespace}"
     if managed(obj) and owner:
         return ConfigError(f"{what} belongs to {owner}, not to {names.user}", hint=_NOT_YOURS_HINT)
