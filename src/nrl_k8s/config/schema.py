@@ -251,7 +251,7 @@ STR_LIST = ListOf(STR)
 def _subdomain(what: str) -> Rule:
     return Rule(lambda value: k8s_rules.dns_name(value, what=what, subdomain=True), STR)
 
-_ROLES = ("training", "generation", "gym")
+ROLES = ("training", "generation", "gym")  # the roles infra.kuberay may declare (kinds.raycluster uses them)
 
 
 # Storage kinds that mount a volume; `lustre` (a Lustre-backed PVC, as the earlier launcher named it)
@@ -356,7 +356,7 @@ INFRA_SCHEMA = Struct({
             # rayjob / bringup: the flow `run` takes without --rayjob / --raycluster (plan.default_flow)
             "mode": Scalar(choices=("single", "disagg", "attach", "rayjob", "bringup")),
             "runMode": Scalar(choices=("interactive", "batch")),
-            "attach": Struct({role: STR for role in _ROLES}),
+            "attach": Struct({role: STR for role in ROLES}),
             "peerWatcher": BOOL,
             "entrypoint": STR,
             "env": StrMap(),
@@ -368,8 +368,8 @@ INFRA_SCHEMA = Struct({
         },
         rules=(Requires("mode", ("attach",), "attach"), Requires("codeSource", ("lustre",), "codePath")),
     ),
-    "resources": Struct({role: Struct({"head": _POD_SIZE, "worker": _POD_SIZE}) for role in _ROLES}),
-    "kuberay": Struct({role: _KUBERAY_ROLE for role in _ROLES}),
+    "resources": Struct({role: Struct({"head": _POD_SIZE, "worker": _POD_SIZE}) for role in ROLES}),
+    "kuberay": Struct({role: _KUBERAY_ROLE for role in ROLES}),
     "deployments": DictOf(_DEPLOYMENT),
     "dynamo": DictOf(_DYNAMO_GRAPH),
     # DRA objects the special claims make (kinds/dra.py says the defaults)

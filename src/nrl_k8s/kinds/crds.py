@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .rayjob import INTERACTIVE_MODE as PARALLEL_MODE  # the submissionMode of a parallel run's RayJob
+
 RAYJOB = "rayjobs.ray.io"
 RAYCLUSTER = "rayclusters.ray.io"
 DGD = "dynamographdeployments.nvidia.com"
@@ -19,7 +21,6 @@ _BY_KIND = {"RayJob": RAYJOB, "RayCluster": RAYCLUSTER, "DynamoGraphDeployment":
 
 HELMFILE_HINT = "install or upgrade the operators: helmfile -f helm/helmfile.yaml.gotmpl -e prod apply (-e kind on kind)"
 UPGRADE = {RAYJOB: "KubeRay >= 1.6", RAYCLUSTER: "KubeRay >= 1.6", DGD: "dynamo-platform >= 1.2 serves v1alpha1 and v1beta1"}
-PARALLEL_MODE = "InteractiveMode"
 
 
 def needed_versions(manifests: list[dict]) -> dict[str, set[str]]:

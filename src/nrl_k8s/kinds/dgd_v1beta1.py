@@ -27,13 +27,13 @@ from nrl_k8s.kinds import k8s_rules as rules
 from nrl_k8s.kinds.k8s_rules import Invalid
 
 from .base import Kind, without_nulls
+from .dra import GPU_RESOURCE as GPU
 from .pod_schema import check_pod_template
 from .raycluster import pull_secret_refs
 
 KIND = Kind("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
 FIELD = "components"  # where the spec lists the graph's parts (and status counts their replicas)
 MAIN = "main"
-GPU = "nvidia.com/gpu"
 MAX_COMPONENTS = 25
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$")
 _NAME_HINT = "letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"

@@ -38,7 +38,7 @@ COMPUTE_DOMAIN_CLAIM = "compute-domain-channel"
 ROCE_CLAIM = "roce-channel"
 ROCE_REQUEST = "roce"
 DEFAULT_ROCE_DEVICE_CLASS = "roce.nvidia.com"
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = "nvidia.com/gpu"  # a container's GPUs (the NVIDIA device plugin's resource)
 
 
 def compute_domain_name(owner: str) -> str:

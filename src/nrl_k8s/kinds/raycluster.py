@@ -29,7 +29,7 @@ import copy
 import math
 
 from nrl_k8s.kinds import k8s_rules as rules
-from ..config.schema import MOUNTED_KINDS, PVC_KINDS
+from ..config.schema import MOUNTED_KINDS, PVC_KINDS, ROLES
 from ..errors import InfraError
 from nrl_k8s.kinds.k8s_rules import Invalid
 from nrl_k8s.kinds.names import MAX_RAYCLUSTER_NAME_LEN, validate_name
@@ -39,8 +39,11 @@ from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition
 from .base import describe_condition, k8s_str, label_template, object_metadata, str_map, without_nulls
 
 KIND = Kind("ray.io", "v1", "rayclusters", "RayCluster")
-ROLES = ("training", "generation", "gym")
 ROLE_LABEL = "nrl-k8s.io/role"
+# The metadata of the Ray jobs nrl-k8s submits to a RayCluster: what the job is ("driver" or
+# "daemon") and the run that submitted a driver (the key of its objects' run-id label).
+KIND_METADATA = "nrl-k8s.io/kind"
+RUN_METADATA = "nrl-k8s.io/run-id"
 SEGMENT_LABEL = "nrl-k8s.io/segment"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KAI_SCHEDULER_NAME = "kai-scheduler"
@@ -446,7 +449,7 @@ def _apply_storage(pod: dict, containers: list[dict], infra: dict) -> None:
 
 def _apply_size(container: dict, size: dict) -> None:
     quantities = {}
-    for field, resource in (("cpu", "cpu"), ("memory", "memory"), ("gpu", "nvidia.com/gpu")):
+    for field, resource in (("cpu", "cpu"), ("memory", "memory"), ("gpu", dra.GPU_RESOURCE)):
         if size.get(field) is not None:
             quantities[resource] = str(size[field])
     if not quantities:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nrl_k8s.config import workflow
 from nrl_k8s.config import LoadedConfig
-from nrl_k8s.kinds import dgd, raycluster
+from nrl_k8s.kinds import dgd, dra, raycluster
 from nrl_k8s.flows.plan import RunPlan, command_line_secrets, default_flow, health_check, plan_longlived, unstaged_recipe_reads
 from nrl_k8s.redact import redact
 from nrl_k8s.config.unused_fields import unused_fields
@@ -18,7 +18,7 @@ from nrl_k8s.config.unused_fields import unused_fields
 def _gpus(container: dict) -> int:
     res = container.get("resources") or {}
     for part in ("limits", "requests"):
-        value = (res.get(part) or {}).get("nvidia.com/gpu")
+        value = (res.get(part) or {}).get(dra.GPU_RESOURCE)
         if value is not None:
             return int(value)
     return 0

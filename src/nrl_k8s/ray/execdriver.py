@@ -34,11 +34,12 @@ from collections.abc import Callable, Iterator
 
 from nrl_k8s.errors import ConfigError, InfraError, NotFoundError, ResourceFailed, WaitTimeout
 from nrl_k8s.config.workflow import DEFAULT_TMP_DIR
+from nrl_k8s.kinds.raycluster import KIND_METADATA
 
 DIR_PREFIX = "nrl-"
 LOG_NAME = "stdout.log"
 RECIPE_NAME = "recipe.yaml"
-_STOP_WAIT_S = 120
+STOP_TIMEOUT_S = 120  # how long stopped jobs may take to end (flows.raycluster waits as long for Ray's)
 _FOLLOW_RETRIES = 8
 
 # -- the scripts (each runs as ``sh -c SCRIPT sh ARG...``: arguments are never parsed as code) ----
@@ -298,7 +299,7 @@ class ExecDrivers:
             message += f", exit code {code}"
         return job_info(submission_id=run_id, job_id=None, status=status, message=message,
                         entrypoint=f"[exec] {directory}/driver.sh", start_time=start, driver_exit_code=code,
-                        metadata={"nrl-k8s.io/kind": "driver", "nrl-k8s.io/submitter": "exec"})
+                        metadata={KIND_METADATA: "driver", "nrl-k8s.io/submitter": "exec"})
 
     def directory(self, run_id: str) -> str:
         """The run dir of ``run_id``; NotFoundError naming where it looked."""
@@ -364,8 +365,8 @@ class ExecDrivers:
             self.stop(job.submission_id, force=force)
             emit(Waiting(f"job {job.submission_id}", "stopping (exec)"))
         for job in jobs:
-            status, _ = parse_state(self._run(WAIT_GONE, self.directory(job.submission_id), str(_STOP_WAIT_S)))
+            status, _ = parse_state(self._run(WAIT_GONE, self.directory(job.submission_id), str(STOP_TIMEOUT_S)))
             if status == "RUNNING":
-                raise ResourceFailed(f"exec driver {job.submission_id} did not stop within {_STOP_WAIT_S}s",
+                raise ResourceFailed(f"exec driver {job.submission_id} did not stop within {STOP_TIMEOUT_S}s",
                                      hint=f"kill it: nrl-k8s job stop --run {job.submission_id} --force")
             emit(Became(f"job {job.submission_id}", "stopped"))
