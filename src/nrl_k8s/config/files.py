@@ -22,7 +22,7 @@ from nrl_k8s.config.safe_yaml import load_file as load_yaml_file
 from nrl_k8s.errors import ConfigError
 
 # Dicts merge key by key; lists and scalars (and type mismatches) are replaced by the top layer.
-_MERGER = Merger([(dict, ["merge"]), (list, ["override"])], ["override"], ["override"])
+MERGER = Merger([(dict, ["merge"]), (list, ["override"])], ["override"], ["override"])  # dicts merge, all else replaced
 
 MAX_DEFAULTS_DEPTH = 16
 MAX_DEFAULTS_READS = 64
@@ -47,7 +47,7 @@ def load_mapping(path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
 
 def deep_merge(base: Mapping, top: Mapping) -> dict:
     """Return `top` merged onto `base` (inputs are not modified)."""
-    return _MERGER.merge(copy.deepcopy(dict(base)), copy.deepcopy(dict(top)))
+    return MERGER.merge(copy.deepcopy(dict(base)), copy.deepcopy(dict(top)))
 
 
 def merge_layers(layers: list[Layer]) -> dict:

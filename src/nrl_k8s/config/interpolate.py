@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from nrl_k8s.config.safe_yaml import MAX_BYTES, MAX_DEPTH, MAX_NODES
+from nrl_k8s.config.safe_yaml import INT64, MAX_BYTES, MAX_DEPTH, MAX_NODES
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds.k8s_rules import describe
 
@@ -49,7 +49,6 @@ MAX_CHARS = 4 * MAX_BYTES  # characters of text built or copied by interpolation
 # inside another 6. Real infra files use a few dozen.
 MAX_FRAMES = 600
 _FRAMES = {"container": 2, "string": 10, "nested": 6}
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 _HINT = ("supported: ${key.path}, ${.sibling}, ${user:}, ${env:NAME[,default]}, ${oc.env:NAME[,default]}, "
          "${oc.select:key[,default]}, ${oc.decode:text}, ${oc.dict.keys:key}, ${oc.dict.values:key}, "
@@ -156,8 +155,8 @@ class _Resolver:
         at: tuple | None = start
         for key in keys:
             if at is not None and isinstance(node, str) and "${" in node:
-            step: str | int = key
                 node, at = self.resolve(at), None  # continue inside the value it resolves to
+            step: str | int = key
             if isinstance(node, dict) and key in node:
                 node = node[key]
             elif isinstance(node, list) and key.isascii() and key.isdigit() and int(key) < len(node):
@@ -308,7 +307,7 @@ class _Resolver:
             raise self.error(path, f"'{token}' divides by zero", "divide by a number other than 0")
         else:
             result = a // b if isinstance(a, int) and isinstance(b, int) and a % b == 0 else a / b
-        if isinstance(result, int) and not _INT64[0] <= result <= _INT64[1]:
+        if isinstance(result, int) and not -INT64 <= result < INT64:
             raise self.error(path, f"'{token}' is out of the 64-bit integer range", "use smaller numbers")
         if isinstance(result, float) and not math.isfinite(result):
             raise self.error(path, f"'{token}' is not a finite number ({result})", "use smaller numbers")
@@ -520,7 +519,7 @@ class _Reader:
 
     def literal(self, text: str, begin: int) -> Any:
         if _INT.fullmatch(text):
-            if len(text.lstrip("+-").replace("_", "")) > 19 or not _INT64[0] <= int(text) <= _INT64[1]:
+            if len(text.lstrip("+-").replace("_", "")) > 19 or not -INT64 <= int(text) < INT64:
                 shown = text if len(text) <= 30 else f"{text[:12]}...{text[-12:]} ({len(text)} characters)"
                 raise self.r.error(self.path, f"{shown} is out of the 64-bit integer range", "use a smaller number")
             return int(text)
@@ -544,8 +543,8 @@ class _Reader:
                 start = self.pos
                 parts.append(self.r.embed(self.interpolation(), text[start:self.pos], self.path))
             elif char == "\\":
-                assert run is not None  # text[self.pos] is a backslash
                 run = _BACKSLASHES.match(text, self.pos)
+                assert run is not None  # text[self.pos] is a backslash
                 slashes, after = len(run.group()), run.end()
                 if text.startswith("${", after) or text.startswith(quote, after):
                     parts.append("\\" * (slashes // 2))

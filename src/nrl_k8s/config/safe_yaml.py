@@ -65,7 +65,7 @@ except ImportError:  # PyYAML built without libyaml
 MAX_BYTES = 1 << 20  # 1 MiB: recipes and manifests are a few KiB (the recipe must fit in a 120 KB entrypoint)
 MAX_NODES = 50_000  # values after alias expansion; a large NeMo-RL recipe has about a thousand
 MAX_DEPTH = 64  # a RayCluster pod affinity term is about 15 levels below the infra's top
-INT64 = 1 << 63
+INT64 = 1 << 63  # a value is an int64 when -INT64 <= value < INT64 (interpolate checks it too)
 
 _YAML = "tag:yaml.org,2002:"
 STR, INT, FLOAT, BOOL, NULL = (_YAML + t for t in ("str", "int", "float", "bool", "null"))

@@ -8,8 +8,7 @@ the pod defaults and the per-service sizes.
 
 from __future__ import annotations
 
-from deepmerge import Merger
-
+from nrl_k8s.config.files import MERGER
 from nrl_k8s.kinds import k8s_rules as rules
 from nrl_k8s.kinds.k8s_rules import Invalid
 
@@ -19,7 +18,6 @@ from .raycluster import pull_secret_refs
 
 KIND = Kind("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment")
 FIELD = "services"  # where the spec lists the graph's parts (and status counts their replicas)
-_MERGER = Merger([(dict, ["merge"]), (list, ["override"])], ["override"], ["override"])
 
 
 def check_spec(spec: object) -> dict:
@@ -77,7 +75,7 @@ def merge(spec: dict, overrides: dict) -> dict:
             if not isinstance(service, dict):
                 raise Invalid(("services", name), f"expected a mapping, got {rules.describe(service)}",
                               "override fields of the service, e.g. replicas: 2")
-    return _MERGER.merge(spec, overrides)
+    return MERGER.merge(spec, overrides)
 
 
 def apply_pod_defaults(spec: dict, image: str | None, pull_secrets: list) -> None:

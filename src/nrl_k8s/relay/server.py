@@ -54,14 +54,13 @@ from nrl_k8s.kinds import dgd, raycluster
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.kinds.service import proxy_path
 from nrl_k8s.ray.dashboard import head_service
-from .tunnel import close_socket, is_upgrade, request_head, upgrade
+from .tunnel import CHUNK, close_socket, is_upgrade, request_head, upgrade
 
 __all__ = ["Admitted", "Login", "Refused", "Relay", "Upstream", "admission", "cluster_dashboard", "cookie_name",
            "frontend", "local_location", "ray_dashboard", "refusal", "request_headers", "upstream_path"]
 
 LOOPBACK = "127.0.0.1"
 CONNECT_TIMEOUT_S = 10.0
-CHUNK = 64 * 1024
 # hop-by-hop (RFC 9110 §7.6.1), and what the relay itself sets (Host, Authorization) or has answered (Expect)
 NOT_PASSED_ON = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
                            "te", "trailer", "transfer-encoding", "upgrade", "host", "authorization", "expect"})

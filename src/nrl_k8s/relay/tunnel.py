@@ -14,9 +14,9 @@ import socket
 import ssl
 from http.server import BaseHTTPRequestHandler
 
-__all__ = ["close_socket", "is_upgrade", "request_head", "splice", "upgrade"]
+__all__ = ["CHUNK", "close_socket", "is_upgrade", "request_head", "splice", "upgrade"]
 
-CHUNK = 64 * 1024
+CHUNK = 64 * 1024  # what the relay reads at once, both ways (server.py too)
 MAX_HEAD_BYTES = 64 * 1024
 
 
