@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import ipaddress
-import json
 import select
 import socket
 import socketserver
@@ -23,6 +22,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from nrl_k8s_sandbox.json_reply import send_json
 
 
 def issue(name: str, issuer: tuple | None, *, ca: bool = False, ip: str | None = None, dns: str | None = None):
@@ -72,7 +73,7 @@ def make_pki(directory: Path) -> dict:
 def https_server(pki: dict, server: str = "server", body: dict | None = None) -> Iterator[tuple[str, list[dict]]]:
     """A TLS server requiring client certificates from the CA; yields (base URL, list of seen requests)."""
     seen: list[dict] = []
-    payload = json.dumps(body or {"version": "4", "ray_version": "2.60.0"}).encode()
+    payload = body or {"version": "4", "ray_version": "2.60.0"}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -82,11 +83,7 @@ def https_server(pki: dict, server: str = "server", body: dict | None = None) ->
                 "authorization": self.headers.get("Authorization"),
                 "client": dict(item[0] for item in peer["subject"])["commonName"],
             })  # fmt: skip
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            send_json(self, 200, payload)
 
         def log_message(self, *args):
             pass

@@ -12,13 +12,14 @@ It prints a start line and one line per request to stdout (the pod's log), and r
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TextIO
+
+from ..json_reply import send_json
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -27,13 +28,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         code, body = self.server.stub.answer(self.path)
         self.server.stub.print(f'{self.client_address[0]} "{self.command} {self.path}" {code}')
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        send_json(self, code, body)
 
     do_HEAD = do_POST = do_GET  # noqa: N815
 

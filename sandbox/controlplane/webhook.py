@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..json_reply import send_json
 from .conversion import convert
 
 log = logging.getLogger("nrl_k8s_sandbox.controlplane.webhook")
@@ -55,25 +56,17 @@ class _Handler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length") or "0"
         if not length.isdigit():
             self.close_connection = True  # the body's end is unknown
-            return self._answer(400, {"error": "a Content-Length is required"})
+            return send_json(self, 400, {"error": "a Content-Length is required"})
         data = self.rfile.read(int(length))  # read before answering: the connection is reused
         if urlsplit(self.path).path != PATH:  # the API server appends ?timeout=...
-            return self._answer(404, {"error": f"no such path {self.path}"})
+            return send_json(self, 404, {"error": f"no such path {self.path}"})
         try:
             body = json.loads(data)
         except ValueError as err:
-            return self._answer(400, {"error": f"not a JSON ConversionReview: {err}"})
+            return send_json(self, 400, {"error": f"not a JSON ConversionReview: {err}"})
         if not isinstance(body, dict):
-            return self._answer(400, {"error": "not a JSON ConversionReview"})
-        self._answer(200, review(body))
-
-    def _answer(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            return send_json(self, 400, {"error": "not a JSON ConversionReview"})
+        send_json(self, 200, review(body))
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (signature from the base)
         log.debug(format, *args)

@@ -5,13 +5,14 @@ Each request's method and path are kept in ``requests``."""
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
+
+from nrl_k8s_sandbox.json_reply import send_json
 
 _COLLECTION = re.compile(r"^/api/v1(/namespaces/[^/]+)?/[a-z]+$|^/apis/[^/]+/[^/]+(/namespaces/[^/]+)?/[a-z]+$")
 _JOB_LOGS = re.compile(r"/proxy/api/jobs/([^/]+)/logs$")
@@ -28,23 +29,17 @@ class FakeApi:
                 path = self.path.partition("?")[0]
                 fake.requests.append(("GET", self.path))
                 if (found := _JOB_LOGS.search(path)) and found[1] in fake.logs:
-                    self._reply(200, {"logs": fake.logs[found[1]]})
+                    send_json(self, 200, {"logs": fake.logs[found[1]]})
                 elif path.endswith("/proxy/api/jobs/"):
-                    self._reply(200, [])
+                    send_json(self, 200, [])
                 elif _COLLECTION.match(path):
-                    self._reply(200, {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": []})
+                    send_json(self, 200, {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
+                                          "items": []})
                 else:
                     name = path.rsplit("/", 1)[-1]
-                    self._reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                                      "details": {"name": name}, "code": 404, "message": f"{name} not found"})
-
-            def _reply(self, code: int, body: object) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                    send_json(self, 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                          "reason": "NotFound", "details": {"name": name}, "code": 404,
+                                          "message": f"{name} not found"})
 
             def log_message(self, *args) -> None:
                 pass
