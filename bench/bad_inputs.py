@@ -47,7 +47,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             cwd = Path(tmp)
             case = build(cwd)
-            env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "NRL_K8S_USER": "bench", "KUBECONFIG": f"{tmp}/none", **case.env}
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "HOME": tmp,
+                "NRL_K8S_USER": "bench",
+                "KUBECONFIG": f"{tmp}/none",
+                **case.env,
+            }
             runs = [measure(case.argv, cwd, env) for _ in range(args.runs)]
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[1] for r in runs)

@@ -86,7 +86,9 @@ def main() -> None:
     print(f"{'case':<34} {'median s':>9} {'vs cold':>8}")
     print(f"{'cold (no digest cache)':<34} {cold_s:>9.3f} {1:>7.2f}x")
     verdict = "ok" if warm_s <= WARM_TARGET_S else "SLOW"
-    print(f"{'warm (unchanged, no zip)':<34} {warm_s:>9.3f} {warm_s / cold_s:>7.2f}x  target {WARM_TARGET_S}s {verdict}")
+    print(
+        f"{'warm (unchanged, no zip)':<34} {warm_s:>9.3f} {warm_s / cold_s:>7.2f}x  target {WARM_TARGET_S}s {verdict}"
+    )
     print(f"{'one file changed: stage':<34} {changed_s:>9.3f} {changed_s / cold_s:>7.2f}x")
     zip_s = statistics.median(zipping)
     print(f"{'one file changed: build zip':<34} {zip_s:>9.3f} {zip_s / cold_s:>7.2f}x  "

@@ -137,7 +137,10 @@ def main() -> None:
     print(f"parallel, split: nrl-k8s from its start to the submission median {p_run - ray:6.2f} s; Ray alone from "
           f"the submission to the driver's start median {ray:.2f} s (of the {MARGIN_S} s margin)")
     for what, value in (("submitted", p_sub), ("started", p_run)):
-        print(f"target parallel <= {target:.1f} s, driver {what}: ratio {value / target:.2f}x {'ok' if value <= target else 'OVER'}")
+        print(
+            f"target parallel <= {target:.1f} s, driver {what}: ratio {value / target:.2f}x "
+            f"{'ok' if value <= target else 'OVER'}"
+        )
     print(json.dumps({"serial_submitted_s": s_sub, "serial_started_s": s_run, "parallel_submitted_s": p_sub,
                       "parallel_started_s": p_run, "target_s": target, "parallel_ray_submission_to_start_s": ray}))
 

@@ -75,7 +75,9 @@ def overhead(kubeconfig: Path) -> tuple[float, float]:
 
     name = f"bench-{uuid.uuid4().hex[:6]}"
     start = time.perf_counter()
-    cfg = load_config(PAIR[0], [f"infra.kuberay.training.name={name}", f"infra.dynamo.serving.name={name}-dgd"], PAIR[2])
+    cfg = load_config(
+        PAIR[0], [f"infra.kuberay.training.name={name}", f"infra.dynamo.serving.name={name}-dgd"], PAIR[2]
+    )
     kube = Kube.connect(kubeconfig=str(kubeconfig))
     kube.wait = timed(kube.wait)
     real_sleep = serving.time.sleep
@@ -109,8 +111,11 @@ def main() -> None:
     print(f"end-to-end wall (subprocess)      median {wall:6.2f} s")
     print(f"API requests per run               median {requests:6.0f}")
     print(f"in-process wall                    median {statistics.median(w for w, _ in own):6.2f} s")
-    print(f"orchestration overhead             median {ovh:6.3f} s   target {TARGET_S:.1f} s   ratio {ovh / TARGET_S:.2f}x"
-          f"  {'ok' if ovh <= TARGET_S else 'OVER'}")
+    print(
+        f"orchestration overhead             median {ovh:6.3f} s   target {TARGET_S:.1f} s   "
+        f"ratio {ovh / TARGET_S:.2f}x"
+        f"  {'ok' if ovh <= TARGET_S else 'OVER'}"
+    )
     print(json.dumps({"wall_s": wall, "requests": requests, "overhead_s": ovh}))
 
 

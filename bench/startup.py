@@ -63,7 +63,10 @@ def main() -> None:
         wall = statistics.median(r[0] for r in runs)
         mib = statistics.median(r[1] for r in runs)
         verdict = "ok" if wall <= target else "SLOW"
-        print(f"{name:<26} {wall:>9.3f} {target:>6.2f}s {wall / baseline:>6.2f}x {mib:>9.1f} {mib / BASELINE_MIB:>6.2f}x  {verdict}")
+        print(
+            f"{name:<26} {wall:>9.3f} {target:>6.2f}s {wall / baseline:>6.2f}x "
+            f"{mib:>9.1f} {mib / BASELINE_MIB:>6.2f}x  {verdict}"
+        )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ class Progress:
         self.rows: dict[str, _Row] = {}
         self.events: list[Event] = []
         self._lock = threading.RLock()  # orders prints; re-entrant: a signal handler may report while an event prints
-        self._state = threading.RLock()  # guards `rows` only; never held while rich draws (its refresh thread reads rows)
+        self._state = (
+            threading.RLock()
+        )  # guards `rows` only; never held while rich draws (its refresh thread reads rows)
         self._partial = ""  # a log line not yet ended
         self._live = None
         if live if live is not None else console.is_terminal and out.is_terminal:
@@ -79,7 +81,9 @@ class Progress:
 
         now = self.clock()
         with self._state:
-            rows = [(resource, row.phase, row.reason, self._row_elapsed(row, now)) for resource, row in self.rows.items()]
+            rows = [
+                (resource, row.phase, row.reason, self._row_elapsed(row, now)) for resource, row in self.rows.items()
+            ]
         table = Table(box=None, show_header=False, padding=(0, 2))
         for resource, phase, reason, elapsed in rows:
             table.add_row(escape(resource), phase, escape(reason), f"[dim]{elapsed}[/]")

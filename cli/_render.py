@@ -110,8 +110,10 @@ def render_status(s: dict) -> None:
     if job is None:
         out.print("  (not found)")
     else:
-        out.print(f"  {escape(job['name'])}  deployment={job['deployment_status'] or '-'}  job={job['job_status'] or '-'}"
-                  f"  id={escape(job['job_id'] or '-')}  cluster={escape(job['raycluster'] or '-')}")
+        out.print(
+            f"  {escape(job['name'])}  deployment={job['deployment_status'] or '-'}  job={job['job_status'] or '-'}"
+            f"  id={escape(job['job_id'] or '-')}  cluster={escape(job['raycluster'] or '-')}"
+        )
         out.print(f"  start={job['start'] or '-'}  end={job['end'] or '-'}  {escape(job['message'])}")
     out.print("\n[bold]DYNAMO[/]")
     if not s["dynamo"]:
@@ -165,7 +167,9 @@ def render_probes(results) -> None:
 
 def render_longlived_result(r) -> None:
     out.print(f"\n[bold]run[/] {escape(r.run_id)} in namespace {escape(r.namespace)}")
-    rows = [(f"cluster {role}", f"{name} ({r.actions.get('kuberay.' + role, '-')})") for role, name in r.clusters.items()]
+    rows = [
+        (f"cluster {role}", f"{name} ({r.actions.get('kuberay.' + role, '-')})") for role, name in r.clusters.items()
+    ]
     for name, action in r.dgds.items():
         rows.append((f"dgd ({action})", f"{name}  owner: {', '.join(r.owners.get(name) or []) or 'none'}"))
     rows += [(f"daemon {role}", what) for role, what in r.daemons.items()]

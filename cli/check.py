@@ -113,7 +113,9 @@ def _writable_target(output: Path) -> None:
     except FileNotFoundError:
         kind = None if output.parent.is_dir() else ""
     except OSError as exc:
-        raise ConfigError(f"--output {output}: cannot use it ({exc.strerror})", hint="name a file you can write") from None
+        raise ConfigError(
+            f"--output {output}: cannot use it ({exc.strerror})", hint="name a file you can write"
+        ) from None
     if kind is not None:
         problem = f"is {kind}, not a regular file" if kind else f"{output.parent} is not an existing directory"
         raise ConfigError(f"--output {output}: {problem}", hint="name a regular file in an existing directory")
@@ -157,7 +159,9 @@ def _write_private(path: Path, text: str) -> None:
             os.fchmod(fd, 0o600)
             handle.write(text)
     except OSError as exc:
-        raise ConfigError(f"--output {path}: cannot write it ({exc.strerror})", hint="choose a file you can write") from None
+        raise ConfigError(
+            f"--output {path}: cannot write it ({exc.strerror})", hint="choose a file you can write"
+        ) from None
 
 
 def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:

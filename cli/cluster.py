@@ -23,7 +23,11 @@ from ._common import (
 )
 from .dashboard import OpenOpt, PortOpt
 
-app = typer.Typer(rich_markup_mode=None, context_settings=CONTEXT, help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.")
+app = typer.Typer(
+    rich_markup_mode=None,
+    context_settings=CONTEXT,
+    help="Bring declared targets (kuberay.ROLE, dynamo.KEY, deployments.KEY) up or down.",
+)
 
 TargetOpt = Annotated[
     list[str] | None, typer.Option("--target", "-t", help="KIND.KEY, repeatable; default: every declared target.")

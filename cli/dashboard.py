@@ -22,9 +22,17 @@ PortOpt = Annotated[int | None, typer.Option(
 OpenOpt = Annotated[bool, typer.Option("--open/--no-open", help="Open the URL in a web browser.")]
 
 
-def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
-              role: RoleOpt = None, target: TargetOpt = None, port: PortOpt = None, open_browser: OpenOpt = False,
-              run: RunOpt = None) -> None:
+def dashboard(
+    ctx: typer.Context,
+    recipe: LatestRecipeArg = None,
+    overrides: OverridesArg = None,
+    infra: InfraOpt = None,
+    role: RoleOpt = None,
+    target: TargetOpt = None,
+    port: PortOpt = None,
+    open_browser: OpenOpt = False,
+    run: RunOpt = None,
+) -> None:
     """Relay 127.0.0.1 to a Ray dashboard or a DGD frontend through the API server (no kubectl); Ctrl-C stops.
 
     The printed URL carries this session's token; scripts send it as 'Authorization: token TOKEN'."""
@@ -33,8 +41,10 @@ def dashboard(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
     from nrl_k8s.relay import server as relay
 
     if role is not None and target is not None:
-        raise ConfigError("--role and --target cannot be used together",
-                          hint="--role ROLE relays to that role's Ray dashboard, --target dynamo.KEY to a DGD's frontend")
+        raise ConfigError(
+            "--role and --target cannot be used together",
+            hint="--role ROLE relays to that role's Ray dashboard, --target dynamo.KEY to a DGD's frontend",
+        )
     infra_cfg, kube, _ = load_or_latest(ctx, recipe, overrides, infra, run)
     if target is None:
         upstream = relay.ray_dashboard(kube, infra_cfg, role or "training")

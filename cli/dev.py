@@ -9,8 +9,11 @@ import typer
 
 from ._common import CONTEXT, global_options, observed
 
-app = typer.Typer(rich_markup_mode=None, context_settings=CONTEXT, help="Your dev pod (with its ServiceAccount, Role and RoleBinding) and your "
-                  "<user>-secrets Secret, in a namespace.")
+app = typer.Typer(
+    rich_markup_mode=None,
+    context_settings=CONTEXT,
+    help="Your dev pod (with its ServiceAccount, Role and RoleBinding) and your <user>-secrets Secret, in a namespace.",
+)
 
 NamespaceOpt = Annotated[str | None, typer.Option(
     "--namespace", "-n", help="Namespace (default: the infra's, else the kube context's).")]
@@ -159,5 +162,9 @@ def stop(
     for what in stopped.deleted:
         typer.echo(f"deleted: {what}")
     for what in stopped.kept:
-        why = "`nrl-k8s dev setup-secrets` data" if what.startswith("Secret ") else "reused by the next connect; --all deletes it"
+        why = (
+            "`nrl-k8s dev setup-secrets` data"
+            if what.startswith("Secret ")
+            else "reused by the next connect; --all deletes it"
+        )
         typer.echo(f"kept: {what} ({why})")

@@ -9,7 +9,9 @@ import typer
 
 from ._common import InfraOpt, OverridesArg, connect, load
 
-RecipeOptArg = Annotated[Path | None, typer.Argument(help="Recipe YAML: its infra's namespace (default: -n, else the context's).")]
+RecipeOptArg = Annotated[
+    Path | None, typer.Argument(help="Recipe YAML: its infra's namespace (default: -n, else the context's).")
+]
 
 
 def gc(

@@ -13,7 +13,9 @@ app = typer.Typer(
     help="Run a local Kubernetes control plane (kube-apiserver, the KubeRay operator, kwok GPU nodes, real Ray heads).",
     no_args_is_help=True,
 )
-fault_app = typer.Typer(rich_markup_mode=None, help="Turn faults on or off in the running sandbox.", no_args_is_help=True)
+fault_app = typer.Typer(
+    rich_markup_mode=None, help="Turn faults on or off in the running sandbox.", no_args_is_help=True
+)
 app.add_typer(fault_app, name="fault")
 
 
@@ -82,8 +84,12 @@ def up(
     ] = None,
     delay: Annotated[
         list[str] | None,
-        typer.Option("--delay", metavar="KIND=SECONDS",
-                     help="Make new objects of KIND (dgd, raycluster, deployment, rayjob) ready only after SECONDS (repeatable)."),
+        typer.Option(
+            "--delay",
+            metavar="KIND=SECONDS",
+            help="Make new objects of KIND (dgd, raycluster, deployment, rayjob) ready only after SECONDS "
+            "(repeatable).",
+        ),
     ] = None,
 ) -> None:
     """Start the sandbox in the background; print `export KUBECONFIG=...` once it is ready."""

@@ -33,7 +33,9 @@ _SWITCHES = ("miss-driver-submission", "dgd-stuck-pending", "proxy-forbidden", "
 DELAY_KINDS = ("dgd", "raycluster", "deployment", "rayjob")
 
 
-def _parse_entries(name: str, value: str, fields: int, *, shape: str = "", first: tuple[str, ...] = VERBS) -> list[list[str]]:
+def _parse_entries(
+    name: str, value: str, fields: int, *, shape: str = "", first: tuple[str, ...] = VERBS
+) -> list[list[str]]:
     entries = [[field.strip() for field in part.split(":")] for part in value.split(";") if part.strip()]
     if not entries:
         raise ValueError(f"fault {name} needs a value")
@@ -42,7 +44,9 @@ def _parse_entries(name: str, value: str, fields: int, *, shape: str = "", first
         if len(entry) != fields or not all(entry):
             raise ValueError(f"fault {name}: {':'.join(entry)!r} is not {shape}")
         if entry[0] not in first:
-            raise ValueError(f"fault {name}: unknown {shape.split(':')[0].lower()} {entry[0]!r} (one of {', '.join(first)})")
+            raise ValueError(
+                f"fault {name}: unknown {shape.split(':')[0].lower()} {entry[0]!r} (one of {', '.join(first)})"
+            )
     return entries
 
 

@@ -84,7 +84,12 @@ def group_members(pgid: int, started_after: int = 0) -> list[int]:
     members = []
     for pid in _all_pids():
         fields = _stat(pid)
-        if fields is not None and fields[0] not in ("Z", "X") and int(fields[2]) == pgid and int(fields[19]) >= started_after:
+        if (
+            fields is not None
+            and fields[0] not in ("Z", "X")
+            and int(fields[2]) == pgid
+            and int(fields[19]) >= started_after
+        ):
             members.append(pid)
     return members
 

@@ -125,7 +125,8 @@ def up(
             daemon = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(write_end,), start_new_session=True, env=env,
-                umask=0o077,  # every file it and its children (Ray heads: unpacked packages, the recipe) write is private
+                # every file it and its children (Ray heads: unpacked packages, the recipe) write is private
+                umask=0o077,
             )  # fmt: skip
     finally:
         os.close(write_end)
@@ -145,7 +146,9 @@ def _wait_ready(fd: int, daemon: subprocess.Popen, paths: Paths, timeout: float)
         readable = select.select([fd], [], [], max(remaining, 0))[0] if remaining > 0 else []
         if not readable:
             _cleanup(paths)
-            raise SandboxError(f"the sandbox was not ready within {timeout:.0f}s; stopped it", hint=_log_tail(paths.daemon_log))
+            raise SandboxError(
+                f"the sandbox was not ready within {timeout:.0f}s; stopped it", hint=_log_tail(paths.daemon_log)
+            )
         chunk = os.read(fd, 256)
         if not chunk:
             try:
@@ -153,7 +156,9 @@ def _wait_ready(fd: int, daemon: subprocess.Popen, paths: Paths, timeout: float)
             except subprocess.TimeoutExpired:
                 code = None
             _cleanup(paths)
-            raise SandboxError(f"the sandbox daemon exited during start-up (code {code})", hint=_log_tail(paths.daemon_log))
+            raise SandboxError(
+                f"the sandbox daemon exited during start-up (code {code})", hint=_log_tail(paths.daemon_log)
+            )
         received += chunk
 
 
@@ -193,7 +198,9 @@ def _cleanup(paths: Paths) -> list[str]:
 # -- status and faults ---------------------------------------------------------------------
 def _admin(paths: Paths, method: str, path: str, body: dict | None = None) -> object:
     if _running_daemon(paths) is None or not paths.runtime.exists():
-        raise SandboxError(f"no sandbox is running in {paths.dir}", hint=f"start one: nrl-k8s sandbox up --dir {paths.dir}")
+        raise SandboxError(
+            f"no sandbox is running in {paths.dir}", hint=f"start one: nrl-k8s sandbox up --dir {paths.dir}"
+        )
     info = json.loads(paths.runtime.read_text())
     base = info["admin_url"]
     context = ssl.create_default_context(cafile=info["ca_file"])

@@ -55,7 +55,9 @@ def run_cli(args: list[str], *, env: dict[str, str], timeout: float = DEADLINE_S
                     f"stdout:\n{printed['stdout']}\nstderr:\n{printed['stderr']}")
 
 
-def nrl_k8s(*args: str, check: bool = True, timeout: float = DEADLINE_S, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def nrl_k8s(
+    *args: str, check: bool = True, timeout: float = DEADLINE_S, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run the installed ``nrl-k8s`` CLI (``env`` added to this process's); fail the test with
     its output when ``check`` fails."""
     env = {**os.environ, INHERITED_ENV[0]: INHERITED_ENV[1], **(env or {})}
@@ -148,7 +150,9 @@ class Sandbox:
         return result
 
 
-def start_sandbox(directory: Path, *faults: str, env: dict[str, str] | None = None, flags: tuple[str, ...] = ()) -> Sandbox:
+def start_sandbox(
+    directory: Path, *faults: str, env: dict[str, str] | None = None, flags: tuple[str, ...] = ()
+) -> Sandbox:
     """``sandbox up`` with ``--fault`` per fault and ``flags`` as they are (``Sandbox.faults``
     lists the ``faults`` only)."""
     args = ["sandbox", "up", "--dir", str(directory), *flags]
@@ -242,14 +246,18 @@ class History:
             response.shutdown()  # interrupts the thread's blocking read
         self._thread.join(DEADLINE_S)
 
-    def wait(self, until: Callable[[History], bool], *, what: str = "the condition", timeout_s: float = DEADLINE_S) -> History:
+    def wait(
+        self, until: Callable[[History], bool], *, what: str = "the condition", timeout_s: float = DEADLINE_S
+    ) -> History:
         """Block until ``until(self)`` holds; fail the test at the deadline with what was seen."""
         with self._changed:
             held = self._changed.wait_for(lambda: self._failure is not None or until(self), timeout_s)
         if self._failure is not None:
             pytest.fail(f"watching for {what}: {self._failure}")
         if not held:
-            pytest.fail(f"{what} not seen within {timeout_s:.0f}s; last seen:\n{json.dumps(self.objects(), indent=1)[:4000]}")
+            pytest.fail(
+                f"{what} not seen within {timeout_s:.0f}s; last seen:\n{json.dumps(self.objects(), indent=1)[:4000]}"
+            )
         return self
 
     def holds(self, invariant: Callable[[dict[str, dict]], bool], *, seconds: float) -> None:

@@ -28,7 +28,10 @@ PAIRS = {
     "bundled_qwen3_0.6b": (EXAMPLES, "bundled_qwen3_0.6b.yaml", None),
     "sandbox": (EXAMPLES, "sandbox.yaml", "sandbox.infra.yaml"),
     "sandbox_longlived": (EXAMPLES, "sandbox_longlived.yaml", "sandbox_longlived.infra.yaml"),
-    **{f"upstream.{shape}": (SHAPES, "recipe.yaml", f"{shape}.infra.yaml") for shape in ("dgd_file", "inline_spec", "segments")},
+    **{
+        f"upstream.{shape}": (SHAPES, "recipe.yaml", f"{shape}.infra.yaml")
+        for shape in ("dgd_file", "inline_spec", "segments")
+    },
 }
 PARENTS = {"grpo_base.yaml"}  # recipes only used through `defaults:`
 DGDS = sorted(p.name for p in (ROOT / "examples_dgd").glob("*.yaml"))

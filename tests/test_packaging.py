@@ -58,7 +58,9 @@ def test_wheel_install_runs_check(tmp_path):
         env=env, capture_output=True, text=True, check=True,
     )
     assert str(target) in probe.stdout and str(ROOT) not in probe.stdout
-    result = subprocess.run([target / "bin" / "nrl-k8s", "check", *EXAMPLE], cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [target / "bin" / "nrl-k8s", "check", *EXAMPLE], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert "wheel-qwen3-0-6b-dgd" in result.stdout
 

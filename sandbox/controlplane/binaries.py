@@ -167,7 +167,9 @@ def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.st
                 shutil.copyfile(source / name, work / "crds" / Path(name).name)
         old = json.loads(_go(go, GO_DIR / "kuberay", "mod", "download", "-json", f"{CRDS[0][1]}@{KUBERAY_OLD}"))["Dir"]
         (work / "crds" / "old").mkdir()
-        shutil.copyfile(Path(old) / "config/crd/bases/ray.io_rayjobs.yaml", work / "crds" / "old" / "ray.io_rayjobs.yaml")
+        shutil.copyfile(
+            Path(old) / "config/crd/bases/ray.io_rayjobs.yaml", work / "crds" / "old" / "ray.io_rayjobs.yaml"
+        )
         seconds = time.monotonic() - started
         installed = Installed(work / "bin", work / "crds")
         (work / "build.json").write_text(json.dumps({"seconds": round(seconds, 1), "bytes": disk_usage(installed)}))
@@ -199,7 +201,9 @@ def _patched(go: str, module: str, scratch: Path) -> Path:
             path.chmod(0o700 if path.is_dir() else 0o600)
         original = (copy / file).read_text()
         if original.count(text) != 1:
-            raise SandboxError(f"the patch of {target} no longer applies to {file}", hint="update PATCHES in binaries.py")
+            raise SandboxError(
+                f"the patch of {target} no longer applies to {file}", hint="update PATCHES in binaries.py"
+            )
         (copy / file).write_text(original.replace(text, replacement))
         _go(go, folder, "mod", "edit", f"-replace={target.split('@')[0]}={copy}")
     return folder

@@ -182,7 +182,9 @@ class Controller:
                     version = listing["metadata"]["resourceVersion"]
                     for item in listing["items"]:
                         handle("ADDED", item)
-                response = lister(watch=True, resource_version=version, timeout_seconds=WATCH_TIMEOUT_S, _preload_content=False)
+                response = lister(
+                    watch=True, resource_version=version, timeout_seconds=WATCH_TIMEOUT_S, _preload_content=False
+                )
                 try:
                     for line in iter_resp_lines(response):
                         if self._stop.is_set():
@@ -229,7 +231,8 @@ class Controller:
                     "metadata": {"name": name, "namespace": namespace},
                     "involvedObject": {
                         "apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", ""), "name": meta["name"],
-                        "namespace": namespace, "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", ""),
+                        "namespace": namespace, "uid": meta.get("uid", ""),
+                        "resourceVersion": meta.get("resourceVersion", ""),
                         **({"fieldPath": field_path} if field_path else {}),
                     },
                     "reason": reason, "message": message, "type": type_,

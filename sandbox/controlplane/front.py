@@ -137,7 +137,9 @@ class _Handler(socketserver.BaseRequestHandler):
             return
         upstream = front.connect()
         try:
-            if (verb, resource) == ("create", "selfsubjectrulesreviews") and front.faults.get("rules-incomplete") is not None:
+            if (verb, resource) == ("create", "selfsubjectrulesreviews") and front.faults.get(
+                "rules-incomplete"
+            ) is not None:
                 client.sendall(_incomplete_rules(upstream, request))
                 return
             upstream.sendall(request.closing())

@@ -60,7 +60,9 @@ PORT_ENV = "NRL_K8S_SANDBOX_PORT_"
 #: pod's uid, so those processes end with the pod, as a container's do.
 EXEC_MARK = "NRL_K8S_SANDBOX_EXEC_POD"
 KWOK = ("kwok.x-k8s.io", "v1alpha1")
-_SERVICE_DNS = re.compile(r"\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?(:(\d+))?\b")
+_SERVICE_DNS = re.compile(
+    r"\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?(:(\d+))?\b"
+)
 
 
 def is_local(pod: dict) -> bool:
@@ -476,15 +478,32 @@ class LocalKubelet:
         now = _now()
         code = 1 if code is None else code
         reason = "Completed" if code == 0 else "Error"
-        self._patch_status(local, lambda pod: {
-            "phase": "Succeeded" if code == 0 else "Failed",
-            "conditions": [{"type": t, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
-                           for t in ("ContainersReady", "Ready")],
-            "containerStatuses": [{**c, "ready": False, "started": False,
-                                   "state": {"terminated": {"exitCode": code, "reason": reason, "finishedAt": now,
-                                                            "startedAt": (c.get("state") or {}).get("running", {}).get("startedAt", now)}}}
-                                  for c in pod["status"].get("containerStatuses") or []],
-        })
+        self._patch_status(
+            local,
+            lambda pod: {
+                "phase": "Succeeded" if code == 0 else "Failed",
+                "conditions": [
+                    {"type": t, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+                    for t in ("ContainersReady", "Ready")
+                ],
+                "containerStatuses": [
+                    {
+                        **c,
+                        "ready": False,
+                        "started": False,
+                        "state": {
+                            "terminated": {
+                                "exitCode": code,
+                                "reason": reason,
+                                "finishedAt": now,
+                                "startedAt": (c.get("state") or {}).get("running", {}).get("startedAt", now),
+                            }
+                        },
+                    }
+                    for c in pod["status"].get("containerStatuses") or []
+                ],
+            },
+        )
 
     def _patch_status(self, local: Local, change: Callable[[dict], dict]) -> None:
         try:

@@ -71,7 +71,9 @@ class Authority:
         key = ec.generate_private_key(ec.SECP256R1())
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
-        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
+            [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+        )
         builder = (self._builder(x509.Name(attributes), key.public_key())
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                    .add_extension(x509.ExtendedKeyUsage(usages), critical=False))

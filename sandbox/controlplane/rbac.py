@@ -54,9 +54,13 @@ def apply(admin: kubernetes.client.ApiClient, user: kubernetes.client.ApiClient,
             if err.status != 404:
                 raise
             rbac.create_cluster_role(body)
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": BINDING},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": BINDING},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+    }
     try:
         current = rbac.read_cluster_role_binding(BINDING)
         if current.role_ref.name != role:  # roleRef is immutable: replace the binding

@@ -251,7 +251,9 @@ def access(plane: Plane) -> None:
 def operators(plane: Plane) -> None:
     """The controllers: Kubernetes', kwok, KubeRay (answering its readiness probe), ours."""
     installed, admin = plane.installed, plane.admin_config
-    plane.processes.start("kube-controller-manager", components.controller_manager(installed, admin, plane.ca, plane.sa))
+    plane.processes.start(
+        "kube-controller-manager", components.controller_manager(installed, admin, plane.ca, plane.sa)
+    )
     plane.processes.start("kube-scheduler", components.scheduler(installed, admin))
     kwok_config = components.write_private(plane.dir / "kwok.yaml", yaml.safe_dump(KWOK_CONFIG))
     plane.processes.start("kwok", components.kwok(installed, admin, kwok_config, plane.kubelet_pair, plane.ports))

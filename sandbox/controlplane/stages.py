@@ -45,8 +45,12 @@ def _stage(name: str, kind: str, terms: list[dict], delay_s: float, next_: dict)
     return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
 
 
-_NODE_CONDITIONS = (("Ready", "True", "KubeletReady"), ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-                    ("DiskPressure", "False", "KubeletHasNoDiskPressure"), ("PIDPressure", "False", "KubeletHasSufficientPID"))
+_NODE_CONDITIONS = (
+    ("Ready", "True", "KubeletReady"),
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID"),
+)
 _NODE_STATUS = "{{ $now := Now }}\nconditions:\n" + "".join(
     f"- type: {kind}\n  status: \"{status}\"\n  reason: {reason}\n  message: kwok node of the nrl-k8s sandbox\n"
     "  lastHeartbeatTime: {{ $now | Quote }}\n  lastTransitionTime: {{ $now | Quote }}\n"

@@ -175,7 +175,13 @@ def _hidden(value: Any, *, in_env: bool) -> bool:
 
 def _walk(obj: Any, *, in_env: bool) -> Any:
     if isinstance(obj, dict):
-        if in_env and "name" in obj and "value" in obj and is_secret(str(obj["name"])) and _hidden(obj["value"], in_env=True):
+        if (
+            in_env
+            and "name" in obj
+            and "value" in obj
+            and is_secret(str(obj["name"]))
+            and _hidden(obj["value"], in_env=True)
+        ):
             return {**obj, "value": REDACTED}
         secret_object = obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1"
         out: dict[Any, Any] = {}

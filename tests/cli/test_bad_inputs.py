@@ -80,7 +80,10 @@ def big_recipe(tmp: Path) -> Case:
 
 
 def nul_byte(tmp: Path) -> Case:
-    return Case(check(infra=write(tmp, "nul.yaml", "namespace: nemo-rl\nimage: nemo\x00rl:1\n")), ("nul.yaml:2:", "image:", "NUL byte"))
+    return Case(
+        check(infra=write(tmp, "nul.yaml", "namespace: nemo-rl\nimage: nemo\x00rl:1\n")),
+        ("nul.yaml:2:", "image:", "NUL byte"),
+    )
 
 
 def symlink_loop(tmp: Path) -> Case:
@@ -143,7 +146,8 @@ def annotations_too_big(tmp: Path) -> Case:
 
 
 HEAD = "kuberay.training.spec.headGroupSpec"
-PORTED = "infra.deployments.reward.spec.template.spec.containers=[{name: server, ports: [{containerPort: 8080}]}]"  # + a Service
+# + a Service
+PORTED = "infra.deployments.reward.spec.template.spec.containers=[{name: server, ports: [{containerPort: 8080}]}]"
 HEAD_CONTAINER = f"{HEAD}.template.spec.containers.0"
 CORPUS: dict[str, Callable[[Path], Case]] = {
     # Files that are not YAML files nrl-k8s can read.
@@ -160,26 +164,46 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     "300-character defaults name": long_defaults_name,
     "400-digit readyTimeoutS": huge_number,
     "text doubled through 20 keys": interpolation_chain(
-        lambda i: f"'${{_k{i - 1}}}${{_k{i - 1}}}'" if i else "x" * 1000, 20, "builds more than 4194304 characters"),
+        lambda i: f"'${{_k{i - 1}}}${{_k{i - 1}}}'" if i else "x" * 1000, 20, "builds more than 4194304 characters"
+    ),
     "lists doubled through 20 keys": interpolation_chain(
-        lambda i: f"['${{_k{i - 1}}}', '${{_k{i - 1}}}']" if i else "[1]", 20, "builds more than 50000 values"),
+        lambda i: f"['${{_k{i - 1}}}', '${{_k{i - 1}}}']" if i else "[1]", 20, "builds more than 50000 values"
+    ),
     "numbers squared through 20 keys": interpolation_chain(
-        lambda i: f"'${{mul:${{_k{i - 1}}},${{_k{i - 1}}}}}'" if i else "10", 20, "out of the 64-bit integer range"),
+        lambda i: f"'${{mul:${{_k{i - 1}}},${{_k{i - 1}}}}}'" if i else "10", 20, "out of the 64-bit integer range"
+    ),
     "1000-key reference chain": interpolation_chain(
-        lambda i: f"'${{_k{i - 1}}}'" if i else "a", 1000, "nest too deeply"),
+        lambda i: f"'${{_k{i - 1}}}'" if i else "a", 1000, "nest too deeply"
+    ),
     "interpolation nested 1000 deep": override(
-        "infra.image=" + "${oc.decode:" * 1000 + "x" + "}" * 1000, "image: interpolations and references nest too deeply"),
+        "infra.image=" + "${oc.decode:" * 1000 + "x" + "}" * 1000,
+        "image: interpolations and references nest too deeply",
+    ),
     "unknown resolver": override("infra.image=${oc.create:x}", "image: unknown resolver 'oc.create'"),
     "500k backslashes before a missing reference": lambda tmp: Case(
         check(infra=infra_with(tmp, "image: nvcr.io/nvidia/nemo-rl:v0.4.0", "image: '" + "\\" * 500_000 + "x${nope}'")),
-        ("infra.yaml: image:", "refers to a missing key 'nope'")),
+        ("infra.yaml: image:", "refers to a missing key 'nope'"),
+    ),
     "500k dollars in an unterminated quote": lambda tmp: Case(
-        check(infra=infra_with(tmp, "image: nvcr.io/nvidia/nemo-rl:v0.4.0", "image: \"${oc.env:X,'" + "$" * 500_000 + "}\"")),
-        ("infra.yaml: image:", "unterminated quote")),
-    "integer key in the recipe": lambda tmp: Case(check(recipe=DATA / "recipe_integer_key.yaml"), ("recipe_integer_key.yaml:3:", "key 1 is an integer")),
+        check(
+            infra=infra_with(
+                tmp, "image: nvcr.io/nvidia/nemo-rl:v0.4.0", "image: \"${oc.env:X,'" + "$" * 500_000 + "}\""
+            )
+        ),
+        ("infra.yaml: image:", "unterminated quote"),
+    ),
+    "integer key in the recipe": lambda tmp: Case(
+        check(recipe=DATA / "recipe_integer_key.yaml"), ("recipe_integer_key.yaml:3:", "key 1 is an integer")
+    ),
     # Duplicate keys: YAML keeps the last one silently.
-    "duplicate key in the infra": lambda tmp: Case(check(infra=DATA / "infra_duplicate_key.yaml"), ("infra_duplicate_key.yaml:6:", "image: duplicate key (first set on line 2)")),
-    "duplicate key in the recipe": lambda tmp: Case(check(recipe=DATA / "recipe_duplicate_key.yaml"), ("recipe_duplicate_key.yaml:3:", "grpo.max_num_steps: duplicate key")),
+    "duplicate key in the infra": lambda tmp: Case(
+        check(infra=DATA / "infra_duplicate_key.yaml"),
+        ("infra_duplicate_key.yaml:6:", "image: duplicate key (first set on line 2)"),
+    ),
+    "duplicate key in the recipe": lambda tmp: Case(
+        check(recipe=DATA / "recipe_duplicate_key.yaml"),
+        ("recipe_duplicate_key.yaml:3:", "grpo.max_num_steps: duplicate key"),
+    ),
     "duplicate key in the DGD": dgd_case("duplicate_key", ":7:", "spec.services.Frontend: duplicate key"),
     "duplicate key in user defaults": user_defaults,
     # DGD manifests: the fields nrl-k8s reads, by type; spec.services must exist.
@@ -190,12 +214,18 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     "DGD services: null": dgd_case("services_null", "spec.services: is missing"),
     "DGD services is a list": dgd_case("services_list", "spec.services: expected a mapping, got list"),
     "DGD service is a string": dgd_case("service_string", "spec.services.Frontend: expected a mapping"),
-    "DGD replicas: abc": dgd_case("replicas_abc", "spec.services.Frontend.replicas: expected a replica count, got string 'abc'"),
+    "DGD replicas: abc": dgd_case(
+        "replicas_abc", "spec.services.Frontend.replicas: expected a replica count, got string 'abc'"
+    ),
     "DGD negative replicas": dgd_case("negative_replicas", "spec.services.Frontend.replicas: -1 is out of range"),
     "DGD label key": dgd_case("bad_label", "metadata.labels.team name: label key"),
     "DGD half a GPU": dgd_case("gpu_fraction", "spec.services.Worker.resources.limits.gpu", "not a whole number"),
-    "DGD port 99999": dgd_case("main_container_port", "extraPodSpec.mainContainer.ports.0.containerPort: 99999 is out of range"),
-    "DGD unknown pod field": dgd_case("pod_unknown_field", "spec.services.Worker.extraPodSpec.tolerashuns: unknown field"),
+    "DGD port 99999": dgd_case(
+        "main_container_port", "extraPodSpec.mainContainer.ports.0.containerPort: 99999 is out of range"
+    ),
+    "DGD unknown pod field": dgd_case(
+        "pod_unknown_field", "spec.services.Worker.extraPodSpec.tolerashuns: unknown field"
+    ),
     "override names a missing DGD service": override(
         "++infra.dynamo.serving.overrides={services: {VllmWorker: {replicas: 2}}}",
         "dynamo.serving.overrides.services.VllmWorker: the DGD manifest has no such service",
@@ -209,12 +239,23 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     ),
     # RayCluster and Deployment specs: read fields by type, pod templates by the Kubernetes schema.
     "headGroupSpec: null": lambda tmp: Case(
-        check(infra=infra_with(tmp, "      headGroupSpec:\n        rayStartParams: {dashboard-host: 0.0.0.0}\n        template:\n          spec:\n            containers:\n              - name: ray-head\n                ports:\n                  - {containerPort: 8265, name: dashboard}\n", "      headGroupSpec: null\n")),
+        check(
+            infra=infra_with(
+                tmp,
+                "      headGroupSpec:\n        rayStartParams: {dashboard-host: 0.0.0.0}\n        template:\n"
+                "          spec:\n            containers:\n              - name: ray-head\n                ports:\n"
+                "                  - {containerPort: 8265, name: dashboard}\n",
+                "      headGroupSpec: null\n",
+            )
+        ),
         ("infra.yaml: kuberay.training.spec.headGroupSpec: expected a mapping, got null",),
     ),
     "containers: abc": lambda tmp: Case(
         check(infra=infra_with(tmp, "              containers: [{name: ray-worker}]", "              containers: abc")),
-        ("infra.yaml: kuberay.training.spec.workerGroupSpecs.0.template.spec.containers: expected array, got string 'abc'",),
+        (
+            "infra.yaml: kuberay.training.spec.workerGroupSpecs.0.template.spec.containers: "
+            "expected array, got string 'abc'",
+        ),
     ),
     "worker replicas: abc": lambda tmp: Case(
         check(infra=infra_with(tmp, "          replicas: 1", "          replicas: abc")),
@@ -225,7 +266,9 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
         ("infra.yaml: kuberay.training.spec.workerGroupSpecs.0.replicas: -3 is out of range",),
     ),
     "container port 99999": override(
-        f"infra.{HEAD}.template.spec.containers.0.ports.0.containerPort=99999", f"{HEAD_CONTAINER}.ports.0.containerPort", "out of range"
+        f"infra.{HEAD}.template.spec.containers.0.ports.0.containerPort=99999",
+        f"{HEAD_CONTAINER}.ports.0.containerPort",
+        "out of range",
     ),
     "unknown container field": override(
         f"+infra.{HEAD}.template.spec.containers.0.resouces={{}}", f"{HEAD_CONTAINER}.resouces: unknown field"
@@ -236,86 +279,157 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
         ("infra.yaml: kuberay.training.spec.workerGroupSpecs.0.groupName: is missing",),
     ),
     "two worker groups named gpu": lambda tmp: Case(
-        check(infra=infra_with(tmp, "              containers: [{name: ray-worker}]\n",
-                               "              containers: [{name: ray-worker}]\n        - groupName: gpu\n          replicas: 1\n"
-                               "          template: {spec: {containers: [{name: ray-worker}]}}\n")),
+        check(
+            infra=infra_with(
+                tmp,
+                "              containers: [{name: ray-worker}]\n",
+                "              containers: [{name: ray-worker}]\n        - groupName: gpu\n          replicas: 1\n"
+                "          template: {spec: {containers: [{name: ray-worker}]}}\n",
+            )
+        ),
         ("infra.yaml: kuberay.training.spec.workerGroupSpecs.1.groupName: 'gpu' names another worker group too",),
     ),
     "minReplicas above maxReplicas": lambda tmp: Case(
-        check(infra=infra_with(tmp, "          replicas: 1", "          replicas: 1\n          minReplicas: 4\n          maxReplicas: 2")),
+        check(
+            infra=infra_with(
+                tmp,
+                "          replicas: 1",
+                "          replicas: 1\n          minReplicas: 4\n          maxReplicas: 2",
+            )
+        ),
         ("infra.yaml: kuberay.training.spec.workerGroupSpecs.0.minReplicas: 4 is more than maxReplicas 2",),
     ),
     "two containers of one name": lambda tmp: Case(
-        check(infra=infra_with(tmp, "containers: [{name: ray-worker}]", "containers: [{name: ray-worker}, {name: ray-worker}]")),
-        ("kuberay.training.spec.workerGroupSpecs.0.template.spec.containers.1.name: 'ray-worker' is the name of another container",),
+        check(
+            infra=infra_with(
+                tmp, "containers: [{name: ray-worker}]", "containers: [{name: ray-worker}, {name: ray-worker}]"
+            )
+        ),
+        (
+            "kuberay.training.spec.workerGroupSpecs.0.template.spec.containers.1.name: "
+            "'ray-worker' is the name of another container",
+        ),
     ),
     "probe port name": override(
         f"+infra.{HEAD}.template.spec.containers.0.livenessProbe={{tcpSocket: {{port: Not_A_Name}}}}",
-        f"{HEAD_CONTAINER}.livenessProbe.tcpSocket.port", "is not a valid port name",
+        f"{HEAD_CONTAINER}.livenessProbe.tcpSocket.port",
+        "is not a valid port name",
     ),
     "two dynamo keys, one DGD name": override(
-        f"++infra.dynamo.twin={{manifest: {DGD}}}", "dynamo.twin: names the DGD 'tester-dgd', as infra.dynamo.serving does",
+        f"++infra.dynamo.twin={{manifest: {DGD}}}",
+        "dynamo.twin: names the DGD 'tester-dgd', as infra.dynamo.serving does",
     ),
     "two roles, one RayCluster name": override(
         "++infra.kuberay.gym={name: tester-rl, spec: {headGroupSpec: {template: {spec: {containers: [{name: h}]}}}}}",
-        "kuberay.gym.name: names the RayCluster 'tester-rl', as infra.kuberay.training does"),
+        "kuberay.gym.name: names the RayCluster 'tester-rl', as infra.kuberay.training does",
+    ),
     "a head Service named as another role's": override(
-        "++infra.kuberay.gym={name: tester-gym, spec: {headGroupSpec: {headService: {metadata: {name: tester-rl-head-svc}}, "
+        "++infra.kuberay.gym={name: tester-gym, spec: {headGroupSpec: "
+        "{headService: {metadata: {name: tester-rl-head-svc}}, "
         "template: {spec: {containers: [{name: h}]}}}}}",
-        "kuberay.gym.spec.headGroupSpec.headService.metadata.name", "'tester-rl-head-svc' would also be RayCluster tester-rl's"),
+        "kuberay.gym.spec.headGroupSpec.headService.metadata.name",
+        "'tester-rl-head-svc' would also be RayCluster tester-rl's",
+    ),
     "a Deployment's Service named as a head Service": lambda tmp: Case(
         check("++infra.deployments.reward.name=tester-rl-head-svc", PORTED),
-        ("override '++infra.deployments.reward.name=tester-rl-head-svc'", "deployments.reward.name",
-         "'tester-rl-head-svc' would also be RayCluster tester-rl's head Service")),
+        (
+            "override '++infra.deployments.reward.name=tester-rl-head-svc'",
+            "deployments.reward.name",
+            "'tester-rl-head-svc' would also be RayCluster tester-rl's head Service",
+        ),
+    ),
     "a Deployment's Service named as a DGD's frontend": lambda tmp: Case(
         check("++infra.deployments.reward.name=tester-dgd-frontend", PORTED),
-        ("deployments.reward.name", "'tester-dgd-frontend' would also be DGD tester-dgd's frontend Service")),
+        ("deployments.reward.name", "'tester-dgd-frontend' would also be DGD tester-dgd's frontend Service"),
+    ),
     "run --raycluster --dry-run: two roles, one name": lambda tmp: Case(
-        ["run", "--raycluster", "--dry-run", *check(
-            "++infra.kuberay.gym={name: tester-rl, spec: {headGroupSpec: {template: {spec: {containers: [{name: h}]}}}}}")[1:]],
-        ("kuberay.gym.name: names the RayCluster 'tester-rl'",)),
+        [
+            "run",
+            "--raycluster",
+            "--dry-run",
+            *check(
+                "++infra.kuberay.gym={name: tester-rl, spec: "
+                "{headGroupSpec: {template: {spec: {containers: [{name: h}]}}}}}"
+            )[1:],
+        ],
+        ("kuberay.gym.name: names the RayCluster 'tester-rl'",),
+    ),
     # Upload paths: what no checkout can hold is refused by every command; the rest as the run checks it.
-    "rayUploadPaths: [/etc]": override("++infra.launch.rayUploadPaths=[/etc]", "launch.rayUploadPaths.0: '/etc' must be a path relative"),
+    "rayUploadPaths: [/etc]": override(
+        "++infra.launch.rayUploadPaths=[/etc]", "launch.rayUploadPaths.0: '/etc' must be a path relative"
+    ),
     "a daemon's rayUploadPaths leaving the root": override(
         "++infra.kuberay.training.daemon={entrypoint: python d.py, rayUploadPaths: [code/../../up]}",
-        "kuberay.training.daemon.rayUploadPaths.0: 'code/../../up' must be a path relative"),
+        "kuberay.training.daemon.rayUploadPaths.0: 'code/../../up' must be a path relative",
+    ),
     "run --raycluster --dry-run: a missing upload path": lambda tmp: Case(
-        ["run", "--raycluster", "--dry-run", "--repo-root", str(tmp), *check("++infra.launch.rayUploadPaths=[nope]")[1:]],
-        ("override '++infra.launch.rayUploadPaths=[nope]'", "launch.rayUploadPaths.0: 'nope' does not exist")),
+        [
+            "run",
+            "--raycluster",
+            "--dry-run",
+            "--repo-root",
+            str(tmp),
+            *check("++infra.launch.rayUploadPaths=[nope]")[1:],
+        ],
+        ("override '++infra.launch.rayUploadPaths=[nope]'", "launch.rayUploadPaths.0: 'nope' does not exist"),
+    ),
     "run --raycluster --dry-run outside a checkout": lambda tmp: Case(
-        ["run", "--raycluster", "--dry-run", *check("++infra.launch.rayUploadPaths=[code]")[1:]], ("is not inside a git checkout",)),
+        ["run", "--raycluster", "--dry-run", *check("++infra.launch.rayUploadPaths=[code]")[1:]],
+        ("is not inside a git checkout",),
+    ),
     # A secret-looking value written inline would sit in the applied object (issue 19).
     "inline secret in networking.extra_env": lambda tmp: Case(  # the override shown with its value redacted
         check("++infra.networking.extra_env.HF_TOKEN=hf_abc"),
-        ("override '++infra.networking.extra_env.HF_TOKEN=<redacted>'", "HF_TOKEN is a secret-looking value written inline"),
+        (
+            "override '++infra.networking.extra_env.HF_TOKEN=<redacted>'",
+            "HF_TOKEN is a secret-looking value written inline",
+        ),
     ),
     "inline secret in a container's env": override(
         f"+infra.{HEAD}.template.spec.containers.0.env=[{{name: WANDB_API_KEY, value: wk}}]",
-        f"{HEAD_CONTAINER}.env.0", "WANDB_API_KEY is a secret-looking value written inline",
+        f"{HEAD_CONTAINER}.env.0",
+        "WANDB_API_KEY is a secret-looking value written inline",
     ),
     "inline secret in a DGD service's envs": override(
         "++infra.dynamo.serving.overrides={services: {Frontend: {envs: [{name: API_TOKEN, value: t0k}]}}}",
-        "dynamo.serving.overrides.services.Frontend.envs.0", "API_TOKEN is a secret-looking value written inline",
+        "dynamo.serving.overrides.services.Frontend.envs.0",
+        "API_TOKEN is a secret-looking value written inline",
     ),
     "inline secret in a v1beta1 DGD's spec.env": dgd_case(
-        "v1beta1_inline_secret", "spec.env.0", "HF_TOKEN is a secret-looking value written inline"),
+        "v1beta1_inline_secret", "spec.env.0", "HF_TOKEN is a secret-looking value written inline"
+    ),
     "inline secret in a v1beta1 component's envs": lambda tmp: Case(
-        check(f"infra.dynamo.serving.manifest={V1BETA1}",
-              "++infra.dynamo.serving.overrides={components: {Frontend: {envs: [{name: API_KEY, value: k}]}}}"),
-        ("dynamo.serving.overrides.components.Frontend.envs.0", "API_KEY is a secret-looking value written inline")),
+        check(
+            f"infra.dynamo.serving.manifest={V1BETA1}",
+            "++infra.dynamo.serving.overrides={components: {Frontend: {envs: [{name: API_KEY, value: k}]}}}",
+        ),
+        ("dynamo.serving.overrides.components.Frontend.envs.0", "API_KEY is a secret-looking value written inline"),
+    ),
     "inline secret in a v1beta1 component's container env": lambda tmp: Case(
-        check(f"infra.dynamo.serving.manifest={V1BETA1}",
-              "++infra.dynamo.serving.overrides={components: {Frontend: {podTemplate: {spec: {containers: "
-              "[{name: main, env: [{name: API_KEY, value: k}]}]}}}}}"),
-        ("dynamo.serving.overrides.components.Frontend.podTemplate.spec.containers.main.env.0",
-         "API_KEY is a secret-looking value written inline")),
-    "Deployment replicas negative": override("+infra.deployments.reward.spec.replicas=-1", "deployments.reward.spec.replicas: -1 is out of range"),
+        check(
+            f"infra.dynamo.serving.manifest={V1BETA1}",
+            "++infra.dynamo.serving.overrides={components: {Frontend: {podTemplate: {spec: {containers: "
+            "[{name: main, env: [{name: API_KEY, value: k}]}]}}}}}",
+        ),
+        (
+            "dynamo.serving.overrides.components.Frontend.podTemplate.spec.containers.main.env.0",
+            "API_KEY is a secret-looking value written inline",
+        ),
+    ),
+    "Deployment replicas negative": override(
+        "+infra.deployments.reward.spec.replicas=-1", "deployments.reward.spec.replicas: -1 is out of range"
+    ),
     "Deployment containers: abc": override(
-        "infra.deployments.reward.spec.template.spec.containers=abc", "deployments.reward.spec.template.spec.containers: expected array"
+        "infra.deployments.reward.spec.template.spec.containers=abc",
+        "deployments.reward.spec.template.spec.containers: expected array",
     ),
     # Infra values Kubernetes would refuse.
-    "cpu: .nan": override("infra.resources.training.head.cpu=.nan", "infra key 'resources.training.head.cpu'", "nan is not a quantity"),
-    "memory: lots": override("infra.resources.training.head.memory=lots", "resources.training.head.memory", "'lots' is not a quantity"),
+    "cpu: .nan": override(
+        "infra.resources.training.head.cpu=.nan", "infra key 'resources.training.head.cpu'", "nan is not a quantity"
+    ),
+    "memory: lots": override(
+        "infra.resources.training.head.memory=lots", "resources.training.head.memory", "'lots' is not a quantity"
+    ),
     "empty image": override("infra.image=", "infra key 'image'", "image is empty"),
     "label key with a space": override("++infra.labels={team name: rl}", "labels.team name", "label key"),
     "label value too long": override(f"++infra.labels={{team: {'x' * 64}}}", "labels.team", "label value"),
@@ -326,50 +440,73 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
     "override creating an unknown key": override("++infra.foo.bar=1", "unknown infra key 'foo'"),
     # A value with a line break or an escape sequence is quoted on one line (issue 19).
     "newline in an override value": lambda tmp: Case(
-        check("infra.kuberay.training.name=tester\nrl"), ("override 'infra.kuberay.training.name=tester\\nrl'", "kuberay.training.name")),
-    "newline in a file name": lambda tmp: Case(check(recipe=tmp / "re\ncipe\u2028.yaml"), ("re\\ncipe\\u2028.yaml", "file not found")),
+        check("infra.kuberay.training.name=tester\nrl"),
+        ("override 'infra.kuberay.training.name=tester\\nrl'", "kuberay.training.name"),
+    ),
+    "newline in a file name": lambda tmp: Case(
+        check(recipe=tmp / "re\ncipe\u2028.yaml"), ("re\\ncipe\\u2028.yaml", "file not found")
+    ),
     # Command-line output paths.
-    "check -o into a missing folder": output_into(lambda tmp: tmp / "missing" / "bundle.yaml", "is not an existing directory"),
+    "check -o into a missing folder": output_into(
+        lambda tmp: tmp / "missing" / "bundle.yaml", "is not an existing directory"
+    ),
     "check -o onto a folder": output_into(lambda tmp: tmp, "is a directory"),
     "check -o onto a FIFO": output_into(lambda tmp: (os.mkfifo(tmp / "out.yaml"), tmp / "out.yaml")[1], "is a FIFO"),
     "check -o /dev/zero": output_into(lambda tmp: Path("/dev/zero"), "is a character device"),
     "check --manifests-only -o onto a FIFO": lambda tmp: Case(
-        check("--manifests-only", "-o", str((os.mkfifo(tmp / "m.yaml"), tmp / "m.yaml")[1])), ("--output", "is a FIFO")),
+        check("--manifests-only", "-o", str((os.mkfifo(tmp / "m.yaml"), tmp / "m.yaml")[1])), ("--output", "is a FIFO")
+    ),
     # Other commands refuse the same way before applying anything.
     "cluster up --dry-run": lambda tmp: Case(
-        ["cluster", "up", "--dry-run", str(RECIPE), "--infra", str(DATA / "infra_duplicate_key.yaml")], ("infra_duplicate_key.yaml:6:",)
+        ["cluster", "up", "--dry-run", str(RECIPE), "--infra", str(DATA / "infra_duplicate_key.yaml")],
+        ("infra_duplicate_key.yaml:6:",),
     ),
     "run --dry-run": lambda tmp: Case(["run", "--dry-run", *check(infra="/dev/zero")[1:]], ("/dev/zero",)),
     # logs flags that do not fit together, refused before any file or cluster is read.
-    "logs --source unknown": lambda tmp: Case(["logs", *check()[1:], "--source", "pods"], ("--source pods", "expected driver")),
+    "logs --source unknown": lambda tmp: Case(
+        ["logs", *check()[1:], "--source", "pods"], ("--source pods", "expected driver")
+    ),
     "logs --source dgd:": lambda tmp: Case(["logs", *check()[1:], "--source", "dgd:"], ("--source dgd:",)),
     "logs --tail -1": lambda tmp: Case(["logs", *check()[1:], "--tail", "-1"], ("--tail -1", "0 or more")),
-    "logs --role with dgd": lambda tmp: Case(["logs", *check()[1:], "-s", "dgd", "--role", "gym"], ("--role", "--source dgd")),
+    "logs --role with dgd": lambda tmp: Case(
+        ["logs", *check()[1:], "-s", "dgd", "--role", "gym"], ("--role", "--source dgd")
+    ),
     "logs --dashboard-url with head": lambda tmp: Case(
-        ["logs", *check()[1:], "-s", "head", "--dashboard-url", "http://127.0.0.1:8265"], ("--dashboard-url", "--source head")),
+        ["logs", *check()[1:], "-s", "head", "--dashboard-url", "http://127.0.0.1:8265"],
+        ("--dashboard-url", "--source head"),
+    ),
     # How the driver starts (run --mode / --submitter / --code-source / --code-path) and what it reads.
     "a --config the driver would read instead of the run's recipe": override(
-        'infra.launch.entrypoint="python run.py --config $CFG"', "launch.entrypoint", "--config $CFG"),
+        'infra.launch.entrypoint="python run.py --config $CFG"', "launch.entrypoint", "--config $CFG"
+    ),
     "exec submitter uploading code": lambda tmp: Case(
         ["run", "--raycluster", "--dry-run", "--submitter", "exec", *check()[1:]],
-        ("override '++infra.submit.submitter=exec'", "submit.submitter", "cannot upload code")),
+        ("override '++infra.submit.submitter=exec'", "submit.submitter", "cannot upload code"),
+    ),
     "batch mode with the code uploaded": lambda tmp: Case(
         ["run", "--raycluster", "--dry-run", "--mode", "batch", *check("++infra.launch.codeSource=upload")[1:]],
-        ("launch.runMode", "cannot upload code")),
-    "--submitter ssh": lambda tmp: Case(["run", "--raycluster", "--dry-run", "--submitter", "ssh", *check()[1:]],
-                                        ("--submitter 'ssh'",)),
-    "--mode with --rayjob": lambda tmp: Case(["run", "--rayjob", "--dry-run", "--mode", "batch", *check()[1:]],
-                                             ("--mode", "--rayjob")),
+        ("launch.runMode", "cannot upload code"),
+    ),
+    "--submitter ssh": lambda tmp: Case(
+        ["run", "--raycluster", "--dry-run", "--submitter", "ssh", *check()[1:]], ("--submitter 'ssh'",)
+    ),
+    "--mode with --rayjob": lambda tmp: Case(
+        ["run", "--rayjob", "--dry-run", "--mode", "batch", *check()[1:]], ("--mode", "--rayjob")
+    ),
     "--code-source upload with --rayjob": lambda tmp: Case(
-        ["run", "--rayjob", "--dry-run", "--code-source", "upload", *check()[1:]], ("--code-source upload", "--rayjob")),
+        ["run", "--rayjob", "--dry-run", "--code-source", "upload", *check()[1:]], ("--code-source upload", "--rayjob")
+    ),
     "--code-path with the code uploaded": lambda tmp: Case(
-        ["run", "--raycluster", "--dry-run", "--code-path", "/opt/code", *check()[1:]], ("--code-path", "uploaded")),
+        ["run", "--raycluster", "--dry-run", "--code-path", "/opt/code", *check()[1:]], ("--code-path", "uploaded")
+    ),
     "relative execTmpDir": lambda tmp: Case(
         ["run", "--raycluster", "--dry-run", "--mode", "batch", *check("++infra.submit.execTmpDir=tmp")[1:]],
-        ("override '++infra.submit.execTmpDir=tmp'", "submit.execTmpDir", "not an absolute path")),
+        ("override '++infra.submit.execTmpDir=tmp'", "submit.execTmpDir", "not an absolute path"),
+    ),
     "--timeout where batch mode does not wait": lambda tmp: Case(
         ["run", "--raycluster", "--dry-run", "--timeout", "5", "--mode", "batch", "--code-path", "/c", *check()[1:]],
-        ("--timeout", "batch")),
+        ("--timeout", "batch"),
+    ),
 }
 
 
@@ -379,7 +516,13 @@ def run_cli(case: Case, cwd: Path) -> subprocess.CompletedProcess:
     def limit_memory() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "NRL_K8S_USER": "tester", "KUBECONFIG": str(cwd / "none"), **case.env}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(cwd),
+        "NRL_K8S_USER": "tester",
+        "KUBECONFIG": str(cwd / "none"),
+        **case.env,
+    }
     return subprocess.run([EXE, *case.argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
                           preexec_fn=limit_memory)
 

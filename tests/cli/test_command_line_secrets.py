@@ -15,9 +15,15 @@ EXE = shutil.which("nrl-k8s", path=str(Path(sys.executable).parent))
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
 CASES = {
     "entrypoint --hf-token X": ("infra.launch.entrypoint=python run.py --hf-token hf_abc123", "launch.entrypoint"),
-    "entrypoint Bearer": ("infra.launch.entrypoint=\"curl -H 'Authorization: Bearer tok_abc123' h\"", "launch.entrypoint"),
-    "DGD --api-key X": ("++infra.dynamo.serving.overrides={services: {Frontend: {extraPodSpec: {mainContainer: "
-                        "{args: [--api-key, key_abc123]}}}}}", "dynamo.serving"),
+    "entrypoint Bearer": (
+        "infra.launch.entrypoint=\"curl -H 'Authorization: Bearer tok_abc123' h\"",
+        "launch.entrypoint",
+    ),
+    "DGD --api-key X": (
+        "++infra.dynamo.serving.overrides={services: {Frontend: {extraPodSpec: {mainContainer: "
+        "{args: [--api-key, key_abc123]}}}}}",
+        "dynamo.serving",
+    ),
 }
 
 

@@ -60,7 +60,12 @@ def fake(tmp_path):
 
 
 def env_for(config: Path, tmp_path: Path) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "NRL_K8S_USER": "tester", "KUBECONFIG": str(config)}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "NRL_K8S_USER": "tester",
+        "KUBECONFIG": str(config),
+    }
 
 
 def cli(argv: list[str], config: Path, tmp_path: Path):

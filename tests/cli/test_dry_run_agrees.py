@@ -16,10 +16,15 @@ CASES = {  # overrides, flow flag, words of the error line
     "rayUploadPaths: [/etc]": (["++infra.launch.rayUploadPaths=[/etc]"], "--raycluster", "launch.rayUploadPaths.0"),
     "two roles, one RayCluster name": ([GYM], "--raycluster", "kuberay.gym.name"),
     "a Deployment's Service named as a head Service": (
-        ["++infra.deployments.reward.name=tester-rl-head-svc", PORTED], "--rayjob", "deployments.reward.name"),
+        ["++infra.deployments.reward.name=tester-rl-head-svc", PORTED],
+        "--rayjob",
+        "deployments.reward.name",
+    ),
     "an inline secret in a DGD's envs": (
-        ["++infra.dynamo.serving.overrides={services: {Frontend: {envs: [{name: API_TOKEN, value: t0k}]}}}"], "--rayjob",
-        "Frontend.envs.0"),
+        ["++infra.dynamo.serving.overrides={services: {Frontend: {envs: [{name: API_TOKEN, value: t0k}]}}}"],
+        "--rayjob",
+        "Frontend.envs.0",
+    ),
 }
 COMMANDS = {
     "check": lambda flow: ["check"],
@@ -46,7 +51,13 @@ def test_a_missing_upload_path_is_refused_by_the_dry_run_as_by_the_run(tmp_path,
     """Checked against the checkout the run uploads from (`check` takes no --repo-root: it checks only
     what needs no checkout, as in the table above)."""
     (tmp_path / ".git").mkdir()
-    argv = [*COMMANDS[command]("--raycluster"), str(RECIPE), "--infra", str(INFRA), "++infra.launch.rayUploadPaths=[nope]"]
+    argv = [
+        *COMMANDS[command]("--raycluster"),
+        str(RECIPE),
+        "--infra",
+        str(INFRA),
+        "++infra.launch.rayUploadPaths=[nope]",
+    ]
     result = run(argv, kubeconfig(tmp_path, {"token": "t"}), tmp_path)
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.splitlines()) == 2 and "launch.rayUploadPaths.0: 'nope' does not exist" in result.stderr

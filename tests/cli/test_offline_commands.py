@@ -34,7 +34,11 @@ def test_version(cli):
 
 
 INSTALLED_CLI_CASES = {  # argv: (exit code, text the output contains)
-    "global options then the command": (["-n", "team", "--context=nowhere", "-v", "check", "--help"], 0, "nrl-k8s check"),
+    "global options then the command": (
+        ["-n", "team", "--context=nowhere", "-v", "check", "--help"],
+        0,
+        "nrl-k8s check",
+    ),
     "a group's command": (["--namespace", "team", "cluster", "up", "--help"], 0, "nrl-k8s cluster up"),
     "a misspelt command is suggested": (["chek"], 2, "Did you mean 'check'?"),
     "the root lists every command": (["--help"], 0, "sandbox"),
@@ -68,7 +72,9 @@ def test_check_prints_summary_with_dynamo_section(cli):
 
 
 def test_check_with_two_dgds_says_recipe_is_left_alone(cli):
-    result = cli("check", str(EXAMPLES / "grpo_two_dgds.yaml"), "--infra", str(EXAMPLES / "grpo_two_dgds.kind.infra.yaml"))
+    result = cli(
+        "check", str(EXAMPLES / "grpo_two_dgds.yaml"), "--infra", str(EXAMPLES / "grpo_two_dgds.kind.infra.yaml")
+    )
     assert result.exit_code == 0, result.stderr
     assert "the recipe is left alone" in result.stdout
 
@@ -83,7 +89,11 @@ def test_check_output_bundle_redacts_secrets(cli, tmp_path, monkeypatch, suffix)
     data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
     assert set(data) == {"infra", "recipe", "manifests", "long_lived"}
     assert [m["kind"] for m in data["manifests"]] == ["Job", "RayJob", "Secret", "DynamoGraphDeployment"]
-    assert [m["kind"] for m in data["long_lived"]] == ["RayCluster", "Secret", "DynamoGraphDeployment"]  # HF_TOKEN: its env Secret
+    assert [m["kind"] for m in data["long_lived"]] == [
+        "RayCluster",
+        "Secret",
+        "DynamoGraphDeployment",
+    ]  # HF_TOKEN: its env Secret
     assert data["recipe"]["policy"]["generation"]["backend"] == "dynamo"
     assert "hf_topsecret" not in text and "hf_topsecret" not in result.stdout
 
@@ -130,9 +140,22 @@ def test_cluster_up_dry_run_targets(cli, flags, kinds):
 
 
 LONG_LIVED_TARGETS = {
-    "all": ([], ["RayCluster", "RayCluster", "ComputeDomain", "ResourceClaimTemplate", "DynamoGraphDeployment",
-                 "Deployment", "Service"]),
-    "training role and its DRA objects": (["-t", "kuberay.training"], ["RayCluster", "ComputeDomain", "ResourceClaimTemplate"]),
+    "all": (
+        [],
+        [
+            "RayCluster",
+            "RayCluster",
+            "ComputeDomain",
+            "ResourceClaimTemplate",
+            "DynamoGraphDeployment",
+            "Deployment",
+            "Service",
+        ],
+    ),
+    "training role and its DRA objects": (
+        ["-t", "kuberay.training"],
+        ["RayCluster", "ComputeDomain", "ResourceClaimTemplate"],
+    ),
     "deployment and its Service": (["-t", "deployments.web"], ["Deployment", "Service"]),
 }
 
@@ -162,7 +185,8 @@ def test_check_shows_daemons_deployments_and_code(cli):
         "code        upload examples/sandbox_code",
         "dra         ComputeDomain tester-ll-train-cd (numNodes 1)",
         "daemon      python3 examples/sandbox_code/gym_server.py 18431",
-        "id tester-ll-gym-server; code upload examples/sandbox_code; health http://tester-ll-gym-head-svc:18431/ within 120s",
+        "id tester-ll-gym-server; code upload examples/sandbox_code; "
+        "health http://tester-ll-gym-head-svc:18431/ within 120s",
         "deployments.web -> tester-ll-web  (replicas 1)",
         "service     port-8000 8000/TCP",
     ):
@@ -175,7 +199,10 @@ FLOWS = {
     "launch.mode rayjob: RayJob": (["+infra.launch.mode=rayjob"], "RayJob"),
     "--rayjob wins over bringup": (["+infra.launch.mode=bringup", "--rayjob"], "RayJob"),
     "--raycluster wins over rayjob": (["+infra.launch.mode=rayjob", "--raycluster"], "RayCluster"),
-    "bringup takes --raycluster's flags": (["+infra.launch.mode=bringup", "--run-id", "r1", "--skip-daemons"], "RayCluster"),
+    "bringup takes --raycluster's flags": (
+        ["+infra.launch.mode=bringup", "--run-id", "r1", "--skip-daemons"],
+        "RayCluster",
+    ),
 }
 
 
@@ -190,7 +217,10 @@ def test_launch_mode_picks_the_flow_of_run(cli, args, training_kind):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["+infra.launch.mode=bringup", "--driver-grace", "5"], "--driver-grace cannot be used with --raycluster (chosen by launch.mode: bringup)"),
+        (
+            ["+infra.launch.mode=bringup", "--driver-grace", "5"],
+            "--driver-grace cannot be used with --raycluster (chosen by launch.mode: bringup)",
+        ),
         (["--replace"], "--replace cannot be used with --rayjob (the default without launch.mode: bringup)"),
     ],
     ids=["rayjob-flag-with-bringup", "raycluster-flag-by-default"],
@@ -221,7 +251,9 @@ def test_run_warns_about_an_unstaged_recipe_in_the_flow_it_takes(cli):
     reads = "infra.launch.entrypoint=python3 driver.py --config nrl_k8s_run.yaml"
     rayjob = cli("run", "--dry-run", *LONG_LIVED, reads)
     assert rayjob.exit_code == 0, rayjob.stderr
-    assert rayjob.stderr.startswith("warning: launch.entrypoint reads nrl_k8s_run.yaml, which only run --raycluster stages")
+    assert rayjob.stderr.startswith(
+        "warning: launch.entrypoint reads nrl_k8s_run.yaml, which only run --raycluster stages"
+    )
     raycluster = cli("run", "--dry-run", "--raycluster", *LONG_LIVED, reads)
     assert raycluster.exit_code == 0, raycluster.stderr
     assert "warning" not in raycluster.stderr
@@ -257,8 +289,20 @@ def _bad_inputs(tmp_path):
 
 @pytest.mark.parametrize(
     "case",
-    ["malformed yaml", "missing recipe", "missing infra", "bad override", "unknown key", "bad name",
-     "rayjob name too long", "rayjob name not rfc 1035", "emoji code stays text", "dgd file without dgd", "unknown target", "bad output format"],
+    [
+        "malformed yaml",
+        "missing recipe",
+        "missing infra",
+        "bad override",
+        "unknown key",
+        "bad name",
+        "rayjob name too long",
+        "rayjob name not rfc 1035",
+        "emoji code stays text",
+        "dgd file without dgd",
+        "unknown target",
+        "bad output format",
+    ],
 )
 def test_bad_input_is_one_line_exit_2(cli, tmp_path, case):
     argv, mention = _bad_inputs(tmp_path)[case]

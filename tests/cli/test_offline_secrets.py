@@ -43,11 +43,18 @@ def test_dry_run_prints_the_secret_redacted_and_no_value_in_the_rayjob(cli):
     assert not _leaks(result.stdout + result.stderr)
     assert "secret values are redacted" in result.stderr
     _, job, secret, _ = yaml.safe_load_all(result.stdout)  # lease, RayJob, Secret, DGD
-    assert set(secret["stringData"]) == {"recipe.yaml", "HF_HOME", *(k.rsplit(".", 1)[1] for k in SECRETS if k.startswith("infra.")),
-                                         "PATH"}
+    assert set(secret["stringData"]) == {
+        "recipe.yaml",
+        "HF_HOME",
+        *(k.rsplit(".", 1)[1] for k in SECRETS if k.startswith("infra.")),
+        "PATH",
+    }
     assert set(secret["stringData"].values()) == {REDACTED}
     head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
-    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "HF_TOKEN"}}} in head["env"]
+    assert {
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "HF_TOKEN"}},
+    } in head["env"]
 
 
 def test_dry_run_show_secrets_prints_what_would_be_applied_and_still_nothing_in_the_rayjob(cli):

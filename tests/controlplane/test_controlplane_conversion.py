@@ -22,35 +22,104 @@ def obj(api_version: str, spec: dict, status: dict | None = None, annotations: d
 MAIN = {"name": "main"}
 # name, v1alpha1 spec, the same spec in v1beta1: each converts exactly into the other.
 EXACT = [
-    ("names and types", {"services": {"Frontend": {"componentType": "frontend", "replicas": 1}}},
-     {"components": [{"name": "Frontend", "type": "frontend", "replicas": 1}]}),
-    ("prefill and decode workers are types",
-     {"services": {"P": {"componentType": "worker", "subComponentType": "prefill"},
-                   "D": {"componentType": "worker", "subComponentType": "decode"}}},
-     {"components": [{"name": "P", "type": "prefill"}, {"name": "D", "type": "decode"}]}),
-    ("graph env", {"envs": [{"name": "DYN_LOG", "value": "info"}], "backendFramework": "vllm", "services": {}},
-     {"env": [{"name": "DYN_LOG", "value": "info"}], "backendFramework": "vllm", "components": []}),
-    ("resources, envs and mainContainer make container main",
-     {"services": {"W": {"resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"gpu": "1"}},
-                         "envs": [{"name": "A", "value": "1"}],
-                         "extraPodSpec": {"nodeSelector": {"gpu": "yes"},
-                                          "mainContainer": {"image": "vllm:1", "args": ["--model", "m"]}}}}},
-     {"components": [{"name": "W", "podTemplate": {"spec": {"nodeSelector": {"gpu": "yes"}, "containers": [
-         {"name": "main", "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": "1"}},
-          "env": [{"name": "A", "value": "1"}], "image": "vllm:1", "args": ["--model", "m"]}]}}}]}),
-    ("sidecars follow main", {"services": {"W": {"extraPodSpec": {"containers": [{"name": "log", "image": "busybox"}]}}}},
-     {"components": [{"name": "W", "podTemplate": {"spec": {"containers": [MAIN, {"name": "log", "image": "busybox"}]}}}]}),
-    ("pod metadata", {"services": {"W": {"extraPodMetadata": {"labels": {"a": "b"}}}}},
-     {"components": [{"name": "W", "podTemplate": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [MAIN]}}}]}),
-    ("shared memory size", {"services": {"W": {"sharedMemory": {"size": "16Gi"}}}},
-     {"components": [{"name": "W", "sharedMemorySize": "16Gi"}]}),
-    ("shared memory disabled", {"services": {"W": {"sharedMemory": {"disabled": True}}}},
-     {"components": [{"name": "W", "sharedMemorySize": "0"}]}),
-    ("other fields carried as is", {"services": {"W": {"multinode": {"nodeCount": 2}, "minAvailable": 1}}, "restart": {"id": "1"}},
-     {"components": [{"name": "W", "multinode": {"nodeCount": 2}, "minAvailable": 1}], "restart": {"id": "1"}}),
+    (
+        "names and types",
+        {"services": {"Frontend": {"componentType": "frontend", "replicas": 1}}},
+        {"components": [{"name": "Frontend", "type": "frontend", "replicas": 1}]},
+    ),
+    (
+        "prefill and decode workers are types",
+        {
+            "services": {
+                "P": {"componentType": "worker", "subComponentType": "prefill"},
+                "D": {"componentType": "worker", "subComponentType": "decode"},
+            }
+        },
+        {"components": [{"name": "P", "type": "prefill"}, {"name": "D", "type": "decode"}]},
+    ),
+    (
+        "graph env",
+        {"envs": [{"name": "DYN_LOG", "value": "info"}], "backendFramework": "vllm", "services": {}},
+        {"env": [{"name": "DYN_LOG", "value": "info"}], "backendFramework": "vllm", "components": []},
+    ),
+    (
+        "resources, envs and mainContainer make container main",
+        {
+            "services": {
+                "W": {
+                    "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"gpu": "1"}},
+                    "envs": [{"name": "A", "value": "1"}],
+                    "extraPodSpec": {
+                        "nodeSelector": {"gpu": "yes"},
+                        "mainContainer": {"image": "vllm:1", "args": ["--model", "m"]},
+                    },
+                }
+            }
+        },
+        {
+            "components": [
+                {
+                    "name": "W",
+                    "podTemplate": {
+                        "spec": {
+                            "nodeSelector": {"gpu": "yes"},
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "resources": {
+                                        "requests": {"cpu": "4", "memory": "16Gi"},
+                                        "limits": {"nvidia.com/gpu": "1"},
+                                    },
+                                    "env": [{"name": "A", "value": "1"}],
+                                    "image": "vllm:1",
+                                    "args": ["--model", "m"],
+                                }
+                            ],
+                        }
+                    },
+                }
+            ]
+        },
+    ),
+    (
+        "sidecars follow main",
+        {"services": {"W": {"extraPodSpec": {"containers": [{"name": "log", "image": "busybox"}]}}}},
+        {
+            "components": [
+                {"name": "W", "podTemplate": {"spec": {"containers": [MAIN, {"name": "log", "image": "busybox"}]}}}
+            ]
+        },
+    ),
+    (
+        "pod metadata",
+        {"services": {"W": {"extraPodMetadata": {"labels": {"a": "b"}}}}},
+        {
+            "components": [
+                {"name": "W", "podTemplate": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [MAIN]}}}
+            ]
+        },
+    ),
+    (
+        "shared memory size",
+        {"services": {"W": {"sharedMemory": {"size": "16Gi"}}}},
+        {"components": [{"name": "W", "sharedMemorySize": "16Gi"}]},
+    ),
+    (
+        "shared memory disabled",
+        {"services": {"W": {"sharedMemory": {"disabled": True}}}},
+        {"components": [{"name": "W", "sharedMemorySize": "0"}]},
+    ),
+    (
+        "other fields carried as is",
+        {"services": {"W": {"multinode": {"nodeCount": 2}, "minAvailable": 1}}, "restart": {"id": "1"}},
+        {"components": [{"name": "W", "multinode": {"nodeCount": 2}, "minAvailable": 1}], "restart": {"id": "1"}},
+    ),
     ("a spec the mapping does not know", {"x": 1}, {"x": 1}),
-    ("a service shape the mapping does not know", {"services": {"W": {"extraPodSpec": "odd"}}},
-     {"components": [{"name": "W", "extraPodSpec": "odd"}]}),
+    (
+        "a service shape the mapping does not know",
+        {"services": {"W": {"extraPodSpec": "odd"}}},
+        {"components": [{"name": "W", "extraPodSpec": "odd"}]},
+    ),
 ]
 
 
@@ -72,11 +141,38 @@ def test_status_counts_move_between_services_and_components():
 # name, object, the version it is converted to: the other version cannot say it all, so the
 # converted object carries the original spec in SPEC_ANNOTATION, and converting back restores it.
 LOSSY = [
-    ("v1beta1 pod without a main container", obj(BETA, {"components": [
-        {"name": "W", "podTemplate": {"spec": {"containers": [{"name": "log", "image": "busybox"}]}}}]}), ALPHA),
-    ("v1alpha1 gpuType", obj(ALPHA, {"services": {"W": {"resources": {"limits": {"gpu": "1", "gpuType": "amd.com/gpu"}}}}}), BETA),
-    ("v1alpha1 env set twice", obj(ALPHA, {"services": {"W": {"envs": [{"name": "A", "value": "1"}],
-                                                             "extraPodSpec": {"mainContainer": {"env": [{"name": "A", "value": "2"}]}}}}}), BETA),
+    (
+        "v1beta1 pod without a main container",
+        obj(
+            BETA,
+            {
+                "components": [
+                    {"name": "W", "podTemplate": {"spec": {"containers": [{"name": "log", "image": "busybox"}]}}}
+                ]
+            },
+        ),
+        ALPHA,
+    ),
+    (
+        "v1alpha1 gpuType",
+        obj(ALPHA, {"services": {"W": {"resources": {"limits": {"gpu": "1", "gpuType": "amd.com/gpu"}}}}}),
+        BETA,
+    ),
+    (
+        "v1alpha1 env set twice",
+        obj(
+            ALPHA,
+            {
+                "services": {
+                    "W": {
+                        "envs": [{"name": "A", "value": "1"}],
+                        "extraPodSpec": {"mainContainer": {"env": [{"name": "A", "value": "2"}]}},
+                    }
+                }
+            },
+        ),
+        BETA,
+    ),
     ("v1alpha1 envFromSecret", obj(ALPHA, {"services": {"W": {"envFromSecret": "alice-secrets"}}}), BETA),
 ]
 
@@ -84,13 +180,22 @@ LOSSY = [
 SECRET_REF = {"secretRef": {"name": "alice-secrets"}}
 
 
-@pytest.mark.parametrize("service, env_from", [
-    ({"envFromSecret": "alice-secrets"}, [SECRET_REF]),
-    ({"envFromSecret": "alice-secrets", "envs": [{"name": "A", "value": "1"}]}, [SECRET_REF]),
-    # the operator merges mainContainer over the dedicated fields: its envFrom replaces the list
-    ({"envFromSecret": "alice-secrets", "extraPodSpec": {"mainContainer": {"envFrom": [{"configMapRef": {"name": "c"}}]}}},
-     [{"configMapRef": {"name": "c"}}]),
-], ids=["alone", "with envs", "mainContainer envFrom wins"])
+@pytest.mark.parametrize(
+    "service, env_from",
+    [
+        ({"envFromSecret": "alice-secrets"}, [SECRET_REF]),
+        ({"envFromSecret": "alice-secrets", "envs": [{"name": "A", "value": "1"}]}, [SECRET_REF]),
+        # the operator merges mainContainer over the dedicated fields: its envFrom replaces the list
+        (
+            {
+                "envFromSecret": "alice-secrets",
+                "extraPodSpec": {"mainContainer": {"envFrom": [{"configMapRef": {"name": "c"}}]}},
+            },
+            [{"configMapRef": {"name": "c"}}],
+        ),
+    ],
+    ids=["alone", "with envs", "mainContainer envFrom wins"],
+)
 def test_env_from_secret_becomes_the_main_containers_env_from(service, env_from):
     """As the Dynamo operator's webhook maps it (buildMainContainerFromDedicated): what upstream's
     DGDs use to read ``${user:}-secrets``."""
@@ -129,8 +234,28 @@ def test_objects_of_other_kinds_and_versions_pass_through():
 
 
 # -- served by the API server ------------------------------------------------------------------
-BETA_GRAPH = obj(BETA, {"backendFramework": "vllm", "components": [
-    {"name": "Frontend", "type": "frontend", "podTemplate": {"spec": {"containers": [{"name": "main", "image": "fe:1"}]}}},
-    {"name": "Worker", "type": "decode", "replicas": 2,
-     "podTemplate": {"spec": {"containers": [{"name": "main", "image": "w:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
-]})
+BETA_GRAPH = obj(
+    BETA,
+    {
+        "backendFramework": "vllm",
+        "components": [
+            {
+                "name": "Frontend",
+                "type": "frontend",
+                "podTemplate": {"spec": {"containers": [{"name": "main", "image": "fe:1"}]}},
+            },
+            {
+                "name": "Worker",
+                "type": "decode",
+                "replicas": 2,
+                "podTemplate": {
+                    "spec": {
+                        "containers": [
+                            {"name": "main", "image": "w:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                        ]
+                    }
+                },
+            },
+        ],
+    },
+)

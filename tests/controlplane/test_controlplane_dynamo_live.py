@@ -109,7 +109,11 @@ def test_a_dgd_runs_as_deployments_and_its_frontend_serves(api, namespace):
     assert {n: d["spec"]["replicas"] for n, d in found.items()} == {f"{name}-frontend": 1, f"{name}-vllmworker": 2}
     for deployment in found.values():
         [owner] = deployment["metadata"]["ownerReferences"]
-        assert (owner["kind"], owner["uid"], owner["controller"]) == ("DynamoGraphDeployment", dgd["metadata"]["uid"], True)
+        assert (owner["kind"], owner["uid"], owner["controller"]) == (
+            "DynamoGraphDeployment",
+            dgd["metadata"]["uid"],
+            True,
+        )
 
     core = client.CoreV1Api(api)
     pods = json.loads(core.list_namespaced_pod(namespace, label_selector=f"{LABEL_DGD}={name}",

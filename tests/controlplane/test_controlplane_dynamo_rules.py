@@ -24,7 +24,8 @@ DGD = {
         "components": [
             {"name": "Frontend", "type": "frontend", "replicas": 1, "podTemplate": {
                 "metadata": {"labels": {"team": "frontend"}},
-                "spec": {"containers": [{"name": "main", "image": "dynamo:1", "command": ["python3", "-m", "dynamo.frontend"],
+                "spec": {"containers": [{"name": "main", "image": "dynamo:1",
+                                         "command": ["python3", "-m", "dynamo.frontend"],
                                          "env": [{"name": "SHARED", "value": "mine"}]},
                                         {"name": "sidecar", "image": "busybox"}]}}},
             {"name": "VllmWorker", "type": "worker", "replicas": 2, "multinode": {"nodeCount": 2}, "podTemplate": {

@@ -81,7 +81,9 @@ def test_auth_whoami_and_can_i_list(sandbox):
 
 
 def test_strict_field_validation_refuses_unknown_fields(sandbox, namespace):
-    bad = RAYCLUSTER.format(name=unique("rc"), ns=namespace).replace("rayStartParams: {}", "rayStartParams: {}\n    bogusField: 1")
+    bad = RAYCLUSTER.format(name=unique("rc"), ns=namespace).replace(
+        "rayStartParams: {}", "rayStartParams: {}\n    bogusField: 1"
+    )
     result = sandbox.kubectl("apply", "--validate=strict", "-f", "-", stdin=bad, check=False)
     assert result.returncode != 0 and "bogusField" in result.stderr
 
@@ -108,8 +110,16 @@ def test_scale_deployment(sandbox, namespace):
 
 
 def test_exec_into_the_head_pod(sandbox, namespace, head):
-    result = sandbox.kubectl("exec", "-n", namespace, head, "--", "sh", "-c",
-                                  'echo "$GREETING"; python -c "import ray; ray.init(); print(\'alive\', len(ray.nodes()))"')
+    result = sandbox.kubectl(
+        "exec",
+        "-n",
+        namespace,
+        head,
+        "--",
+        "sh",
+        "-c",
+        'echo "$GREETING"; python -c "import ray; ray.init(); print(\'alive\', len(ray.nodes()))"',
+    )
     assert "hello-from-the-head" in result.stdout
     assert "alive 1" in result.stdout  # the driver reached the pod's own Ray head
 

@@ -45,7 +45,9 @@ def test_egress_maps_known_addresses_and_refuses_the_rest(tmp_path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     local = server.server_address[1]
-    proxy = EgressProxy(tmp_path / "egress.sock", lambda host, port: local if (host, port) == ("10.250.0.7", 8265) else None)
+    proxy = EgressProxy(
+        tmp_path / "egress.sock", lambda host, port: local if (host, port) == ("10.250.0.7", 8265) else None
+    )
     proxy.start()
     try:
         assert oct((tmp_path / "egress.sock").stat().st_mode & 0o777) == "0o600"

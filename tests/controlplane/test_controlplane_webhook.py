@@ -131,12 +131,19 @@ def test_dgd_crd_points_the_api_server_at_the_webhook():
     assert alpha_status["properties"]["state"] == {"type": "string"} and "services" in alpha_status["properties"]
     webhook = spec["conversion"]["webhook"]
     assert spec["conversion"]["strategy"] == "Webhook" and webhook["conversionReviewVersions"] == ["v1"]
-    assert webhook["clientConfig"] == {"url": "https://127.0.0.1:1234/convert", "caBundle": base64.b64encode(b"PEM").decode()}
+    assert webhook["clientConfig"] == {
+        "url": "https://127.0.0.1:1234/convert",
+        "caBundle": base64.b64encode(b"PEM").decode(),
+    }
 
 
 def test_computedomain_crd():
     spec = COMPUTEDOMAIN_CRD["spec"]
-    assert (spec["group"], spec["names"]["kind"], spec["scope"]) == ("resource.nvidia.com", "ComputeDomain", "Namespaced")
+    assert (spec["group"], spec["names"]["kind"], spec["scope"]) == (
+        "resource.nvidia.com",
+        "ComputeDomain",
+        "Namespaced",
+    )
     [version] = spec["versions"]
     assert (version["name"], version["storage"], version["subresources"]) == ("v1beta1", True, {"status": {}})
     assert [c["metadata"]["name"] for c in crds("https://127.0.0.1:1/convert", b"x")] == [

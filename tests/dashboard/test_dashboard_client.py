@@ -214,7 +214,9 @@ def test_has_package(answer, present):
 
 
 def test_has_package_error_is_a_dashboard_error():
-    with pytest.raises(DashboardError, match=r"could not check for package _ray_pkg_abc.zip: .* → 500: RuntimeError: gcs"):
+    with pytest.raises(
+        DashboardError, match=r"could not check for package _ray_pkg_abc.zip: .* → 500: RuntimeError: gcs"
+    ):
         Script(text(500, "Traceback (most recent call last):\nRuntimeError: gcs down\n")).dashboard().has_package(
             "_ray_pkg_abc.zip")
 
@@ -241,7 +243,9 @@ def test_upload_is_retried_on_transient_failures(package):
 
 def test_refused_upload_names_the_package(package):
     script = Script(text(404, "no"), text(413, "Maximum request body size 104857600 exceeded."))
-    with pytest.raises(DashboardError, match=f"could not upload package {package.name}: .* → 413: Maximum request body"):
+    with pytest.raises(
+        DashboardError, match=f"could not upload package {package.name}: .* → 413: Maximum request body"
+    ):
         script.dashboard().ensure_package(package)
 
 
@@ -519,7 +523,9 @@ def test_api_proxy_without_token_sends_no_authorization():
 
 @pytest.mark.parametrize("code", [401, 403], ids=["401", "403"])
 def test_api_proxy_refusal_hints_at_rbac_and_dashboard_url(code):
-    script = Script(httpx.Response(code, json={"kind": "Status", "message": "services \"rc-head-svc:8265\" is forbidden"}))
+    script = Script(
+        httpx.Response(code, json={"kind": "Status", "message": "services \"rc-head-svc:8265\" is forbidden"})
+    )
     dash = Dashboard.via_api_proxy(api_server(), "rc-head-svc", "team", transport=httpx.MockTransport(script))
     with pytest.raises(DashboardError, match=f"→ {code}: services \"rc-head-svc:8265\" is forbidden") as info:
         dash.list_jobs()
@@ -604,8 +610,12 @@ def test_api_proxy_renews_a_refused_credential_once():
 def test_api_proxy_refused_after_renewal_is_an_error():
     refused = httpx.Response(401, json={"kind": "Status", "message": "Unauthorized"})
     script = Script(refused, refused)
-    dash = Dashboard.via_api_proxy(api_server(auth=Renewable("Bearer a", "Bearer b", "Bearer c")), "rc-head-svc", "team",
-                                   transport=httpx.MockTransport(script))
+    dash = Dashboard.via_api_proxy(
+        api_server(auth=Renewable("Bearer a", "Bearer b", "Bearer c")),
+        "rc-head-svc",
+        "team",
+        transport=httpx.MockTransport(script),
+    )
     with pytest.raises(DashboardError, match="401"):
         dash.version()
     assert len(script.requests) == 2

@@ -43,7 +43,9 @@ def test_unknown_job_is_none(dash):
 
 def test_successful_job_logs_and_status(dash, run_id):
     submission_id = f"hello-{run_id}"
-    assert dash.submit("echo hello; exit 0", submission_id=submission_id, metadata={"owner": "nrl-k8s"}) == submission_id
+    assert (
+        dash.submit("echo hello; exit 0", submission_id=submission_id, metadata={"owner": "nrl-k8s"}) == submission_id
+    )
     text, job = wait_terminal(dash, submission_id)
     assert "hello" in text
     assert (job.status, job.submission_id, job.entrypoint) == ("SUCCEEDED", submission_id, "echo hello; exit 0")

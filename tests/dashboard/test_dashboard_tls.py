@@ -35,9 +35,14 @@ def connection(tmp_path, host: str, pki: dict, **cluster_overrides) -> Connectio
         return os.path.relpath(path, tmp_path)
 
     cluster = {"server": host, "certificate-authority": relative(pki["ca"]), **cluster_overrides}
-    user = {"token": "tok-1", "client-certificate": relative(pki["client"][0]), "client-key": relative(pki["client"][1])}
+    user = {
+        "token": "tok-1",
+        "client-certificate": relative(pki["client"][0]),
+        "client-key": relative(pki["client"][1]),
+    }
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump({
-        "current-context": "c", "clusters": [{"name": "c", "cluster": {k: v for k, v in cluster.items() if v is not None}}],
+        "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {k: v for k, v in cluster.items() if v is not None}}],
         "users": [{"name": "u", "user": user}], "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
     }))  # fmt: skip
     return from_kubeconfig(str(tmp_path / "kubeconfig"), None)[0]
@@ -64,8 +69,9 @@ def test_api_proxy_over_tls_with_kubeconfig_credentials(tmp_path, proxy, pki, ov
 
 def test_untrusted_server_certificate_fails_at_once(tmp_path, proxy, pki):
     url, _ = proxy
-    dash = Dashboard.via_api_proxy(connection(tmp_path, url, pki, **{"certificate-authority": None}), "rc-head-svc", "team",
-                                   backoff_s=30)
+    dash = Dashboard.via_api_proxy(
+        connection(tmp_path, url, pki, **{"certificate-authority": None}), "rc-head-svc", "team", backoff_s=30
+    )
     with pytest.raises(DashboardError, match=r"after 1 attempt\(s\).*CERTIFICATE_VERIFY_FAILED"):
         dash.version()
 

@@ -28,16 +28,20 @@ def test_check_warns_that_kuberay_1_5_lacks_what_parallel_needs(fault_sandbox):
             "the installed RayJob CRD lacks spec.preRunningDeadlineSeconds") in lines
     hint = lines[lines.index("  WARN RayJob fields needed for --parallel  "
                              "the installed RayJob CRD lacks spec.preRunningDeadlineSeconds") + 1]
-    assert hint == ("         hint: install or upgrade the operators: helmfile -f helm/helmfile.yaml.gotmpl -e prod apply "
-                    "(-e kind on kind); KubeRay >= 1.6")
+    assert hint == (
+        "         hint: install or upgrade the operators: helmfile -f helm/helmfile.yaml.gotmpl -e prod apply "
+        "(-e kind on kind); KubeRay >= 1.6"
+    )
     assert "FAIL" not in result.stdout
 
 
 def test_check_passes_the_parallel_fields_on_the_current_sandbox(sandbox):
     result = check(sandbox)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert ("  ok   RayJob fields needed for --parallel (spec.preRunningDeadlineSeconds, submissionMode InteractiveMode)"
-            in result.stdout.splitlines())
+    assert (
+        "  ok   RayJob fields needed for --parallel (spec.preRunningDeadlineSeconds, submissionMode InteractiveMode)"
+        in result.stdout.splitlines()
+    )
 
 
 def test_run_refuses_a_dgd_version_the_cluster_does_not_serve_before_creating_anything(fault_sandbox):

@@ -69,7 +69,9 @@ def test_cluster_down_leaves_objects_it_did_not_create(cli):
     cli.custom.create_namespaced_custom_object("nvidia.com", "v1alpha1", cli.ns, "dynamographdeployments", manifest)
     down = cli("cluster", "down", "-t", "dynamo.serving")
     assert down.returncode == 0 and "no nrl-k8s managed-by label" in down.stderr and "leaving it alone" in down.stderr
-    cli.custom.get_namespaced_custom_object("nvidia.com", "v1alpha1", cli.ns, "dynamographdeployments", f"{cli.job}-dgd")
+    cli.custom.get_namespaced_custom_object(
+        "nvidia.com", "v1alpha1", cli.ns, "dynamographdeployments", f"{cli.job}-dgd"
+    )
 
 
 def test_job_list_and_logs(cli):
@@ -91,9 +93,15 @@ def test_job_stop(cli, tmp_path):
     assert run.returncode == 0, run.stderr
     stop = cli("job", "stop")
     assert stop.returncode == 0 and "stop requested" in stop.stderr
-    ended = observe(cli.custom.list_namespaced_custom_object, "ray.io", "v1", cli.ns, "rayjobs",
-                    field_selector=f"metadata.name={cli.job}",
-                    until=lambda o: (o[cli.job].get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed"))
+    ended = observe(
+        cli.custom.list_namespaced_custom_object,
+        "ray.io",
+        "v1",
+        cli.ns,
+        "rayjobs",
+        field_selector=f"metadata.name={cli.job}",
+        until=lambda o: (o[cli.job].get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed"),
+    )
     assert ended[cli.job]["status"]["jobStatus"] == "STOPPED"
 
 

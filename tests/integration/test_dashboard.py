@@ -134,7 +134,11 @@ def ws_texts(sock: socket.socket) -> Iterator[str]:
         opcode = first & 0x0F
         if opcode == 0x8:
             mask = secrets.token_bytes(4)
-            sock.sendall(bytes([0x88, 0x80 | len(payload[:2])]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload[:2])))
+            sock.sendall(
+                bytes([0x88, 0x80 | len(payload[:2])])
+                + mask
+                + bytes(b ^ mask[i % 4] for i, b in enumerate(payload[:2]))
+            )
             return
         if opcode in (0x0, 0x1):
             yield payload.decode()
@@ -173,10 +177,17 @@ def test_dashboard_relays_the_rayjob_clusters_dashboard_and_the_dgd_frontend(cli
 
     models_url = tmp_path / "opened"  # the DGD serves until the job ends (then GC deletes it)
     opener = tmp_path / "browser"
-    opener.write_text(f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(models_url)!r}).write_text(sys.argv[1])\n")
+    opener.write_text(
+        f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(models_url)!r}).write_text(sys.argv[1])\n"
+    )
     opener.chmod(0o700)
-    with (cli.dashboard("--target", "dynamo.serving", "--port", "0", "--open", extra_env={"BROWSER": str(opener)}) as (url, proc),
-          httpx.Client(base_url=url.partition("?")[0], timeout=DEADLINE_S) as script):
+    with (
+        cli.dashboard("--target", "dynamo.serving", "--port", "0", "--open", extra_env={"BROWSER": str(opener)}) as (
+            url,
+            proc,
+        ),
+        httpx.Client(base_url=url.partition("?")[0], timeout=DEADLINE_S) as script,
+    ):
         bearer = {"Authorization": f"Bearer {token_of(url)}"}  # as an OpenAI client sends its api_key
         models = eventually(lambda: answered(script, "v1/models", **bearer), what="the DGD frontend through the relay")
         assert script.get("v1/models").status_code == 403
@@ -207,8 +218,11 @@ def test_dashboard_relays_the_rayjob_clusters_dashboard_and_the_dgd_frontend(cli
 BAD = {
     "unknown target": (["--target", "dynamo.nope"], "unknown --target 'dynamo.nope'", "dynamo.serving"),
     "a RayCluster target": (["--target", "kuberay.training"], "unknown --target 'kuberay.training'", "--role ROLE"),
-    "role and target": (["--role", "training", "--target", "dynamo.serving"], "--role and --target cannot be used together",
-                        "--role ROLE"),
+    "role and target": (
+        ["--role", "training", "--target", "dynamo.serving"],
+        "--role and --target cannot be used together",
+        "--role ROLE",
+    ),
     "undeclared role": (["--role", "gym"], "infra.kuberay.gym: is not set", "declare kuberay.gym"),
 }
 

@@ -66,7 +66,9 @@ class User:
         if stdin is None:
             result = run_cli(list(args), env=full_env)
         else:
-            result = subprocess.run([NRL_K8S, *args], input=stdin, capture_output=True, text=True, env=full_env, timeout=300)
+            result = subprocess.run(
+                [NRL_K8S, *args], input=stdin, capture_output=True, text=True, env=full_env, timeout=300
+            )
         self.printed += result.stdout + result.stderr
         assert "Traceback" not in result.stderr, result.stderr
         return result
@@ -75,9 +77,19 @@ class User:
         """`kubectl auth can-i ... --as` the dev pod's ServiceAccount, asked with the admin kubeconfig;
         ``resource`` may name a subresource (``pods/exec``: kubectl would read ``exec`` as an object name)."""
         resource, _, sub = resource.partition("/")
-        answer = self.sandbox.kubectl("--kubeconfig", self.sandbox.info["admin_kubeconfig"], "auth", "can-i", verb, resource,
-                                      *([f"--subresource={sub}"] if sub else []), "-n", namespace or self.ns,
-                                      f"--as=system:serviceaccount:{self.ns}:{self.account}", check=False)
+        answer = self.sandbox.kubectl(
+            "--kubeconfig",
+            self.sandbox.info["admin_kubeconfig"],
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            *([f"--subresource={sub}"] if sub else []),
+            "-n",
+            namespace or self.ns,
+            f"--as=system:serviceaccount:{self.ns}:{self.account}",
+            check=False,
+        )
         assert answer.returncode in (0, 1), answer.stderr
         return answer.returncode == 0
 
@@ -115,8 +127,17 @@ def infra_reading_the_secret(tmp_path: Path, namespace: str) -> Path:
 def test_setup_secrets_makes_the_secret_a_dgd_reads_and_never_prints_a_value(user, tmp_path):
     token = tmp_path / "wandb"
     token.write_text(WANDB + "\n")
-    first = user("dev", "setup-secrets", "-n", user.ns, "--from-env", "HF_TOKEN", "--from-file", f"WANDB_API_KEY={token}",
-                 env={"HF_TOKEN": HF})
+    first = user(
+        "dev",
+        "setup-secrets",
+        "-n",
+        user.ns,
+        "--from-env",
+        "HF_TOKEN",
+        "--from-file",
+        f"WANDB_API_KEY={token}",
+        env={"HF_TOKEN": HF},
+    )
     assert first.returncode == 0, first.stderr
     assert "HF_TOKEN" in first.stdout and "WANDB_API_KEY" in first.stdout and user.secret in first.stdout
     piped = user("dev", "setup-secrets", "-n", user.ns, "--from-file", "PIPED=/dev/stdin", stdin=PIPED + "\n")
@@ -133,29 +154,49 @@ def test_setup_secrets_makes_the_secret_a_dgd_reads_and_never_prints_a_value(use
     up = user("cluster", "up", "-t", "dynamo.serving", str(ROOT / "examples/sandbox.yaml"), "--infra", str(infra))
     assert up.returncode == 0, up.stderr
     dgd = f"{user.name}-sandbox-dgd"
-    deployment = client.AppsV1Api(user.sandbox.api_client()).read_namespaced_deployment(f"{dgd}-vllmdecodeworker", user.ns)
+    deployment = client.AppsV1Api(user.sandbox.api_client()).read_namespaced_deployment(
+        f"{dgd}-vllmdecodeworker", user.ns
+    )
     main = next(c for c in deployment.spec.template.spec.containers if c.name == "main")
     assert [ref.secret_ref.name for ref in main.env_from] == [user.secret]
     pods = user.core.list_namespaced_pod(user.ns, label_selector=f"nvidia.com/dynamo-graph-deployment-name={dgd},"
                                                                  "nvidia.com/dynamo-component-type=worker").items
     assert pods and all(any(ref.secret_ref and ref.secret_ref.name == user.secret
                             for c in p.spec.containers for ref in c.env_from or []) for p in pods)
-    assert user("cluster", "down", "-t", "dynamo.serving", str(ROOT / "examples/sandbox.yaml"), "--infra", str(infra)).returncode == 0
+    assert (
+        user(
+            "cluster", "down", "-t", "dynamo.serving", str(ROOT / "examples/sandbox.yaml"), "--infra", str(infra)
+        ).returncode
+        == 0
+    )
     no_value_printed(user)
 
 
-@pytest.mark.parametrize("args", [
-    ["dev", "setup-secrets", f"HF_TOKEN={HF}"],  # upstream's NAME=VALUE arguments (shell history, `ps`)
-    ["dev", "setup-secrets", "--from-env", f"HF_TOKEN={HF}"],
-    ["dev", "setup-secrets", "--from-env", "NOT_SET_ANYWHERE"],
-    ["dev", "setup-secrets", "--from-file", HF],
-    ["dev", "setup-secrets"],
-    ["dev", "connect", "--image", ""],
-    ["dev", "stop", "-n", "Not_A_Namespace"],
-    ["-n", "one", "dev", "stop", "-n", "another"],
-    ["dev", "connect", "--infra", "/nonexistent/infra.yaml"],
-], ids=["name=value", "from-env name=value", "unset", "value as file", "nothing", "image", "namespace", "two namespaces",
-        "infra"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["dev", "setup-secrets", f"HF_TOKEN={HF}"],  # upstream's NAME=VALUE arguments (shell history, `ps`)
+        ["dev", "setup-secrets", "--from-env", f"HF_TOKEN={HF}"],
+        ["dev", "setup-secrets", "--from-env", "NOT_SET_ANYWHERE"],
+        ["dev", "setup-secrets", "--from-file", HF],
+        ["dev", "setup-secrets"],
+        ["dev", "connect", "--image", ""],
+        ["dev", "stop", "-n", "Not_A_Namespace"],
+        ["-n", "one", "dev", "stop", "-n", "another"],
+        ["dev", "connect", "--infra", "/nonexistent/infra.yaml"],
+    ],
+    ids=[
+        "name=value",
+        "from-env name=value",
+        "unset",
+        "value as file",
+        "nothing",
+        "image",
+        "namespace",
+        "two namespaces",
+        "infra",
+    ],
+)
 def test_bad_input_is_refused_before_connecting_and_never_echoes_a_value(args):
     """Exit 2 with one error line and a hint, no cluster needed (there is none here)."""
     env = {"PATH": "/usr/bin:/bin", "NRL_K8S_USER": "nobody", "KUBECONFIG": "/nonexistent"}
@@ -170,12 +211,24 @@ def test_bad_input_is_refused_before_connecting_and_never_echoes_a_value(args):
 def test_connect_starts_the_dev_pod_with_working_rbac_and_stop_removes_it(user, tmp_path):
     no_image = user("dev", "connect", "-n", user.ns)  # nothing to reuse and no image: bad input, nothing applied
     assert no_image.returncode == 2 and "--image" in no_image.stderr
-    assert user.core.list_namespaced_service_account(user.ns, field_selector=f"metadata.name={user.account}").items == []
+    assert (
+        user.core.list_namespaced_service_account(user.ns, field_selector=f"metadata.name={user.account}").items == []
+    )
 
     command = ["sh", "-c", "echo 'a b' && exit 3"]
     connected = user("dev", "connect", "-n", user.ns, "--image", "busybox:1.36", "--", *command)
     assert connected.returncode == 7, connected.stderr  # the stand-in kubectl's exit code is ours
-    assert json.loads(user.argv_file.read_text()) == ["-n", user.ns, "exec", "-i", user.pod, "-c", "dev", "--", *command]
+    assert json.loads(user.argv_file.read_text()) == [
+        "-n",
+        user.ns,
+        "exec",
+        "-i",
+        user.pod,
+        "-c",
+        "dev",
+        "--",
+        *command,
+    ]
 
     pod = user.core.read_namespaced_pod(user.pod, user.ns)
     assert pod.status.phase == "Running"
@@ -187,20 +240,38 @@ def test_connect_starts_the_dev_pod_with_working_rbac_and_stop_removes_it(user, 
     assert binding.role_ref.name == user.account and binding.metadata.labels["nrl-k8s/owner"] == user.name
 
     # What nrl-k8s calls is allowed to the pod's ServiceAccount; the rest is not.
-    for verb, resource in [("create", "rayjobs.ray.io"), ("watch", "rayclusters.ray.io"),
-                           ("patch", "dynamographdeployments.nvidia.com"), ("create", "resourceclaimtemplates.resource.k8s.io"),
-                           ("delete", "computedomains.resource.nvidia.com"), ("create", "secrets"), ("list", "pods"),
-                           ("get", "pods/log"), ("create", "pods/exec"), ("create", "services/proxy"),
-                           ("delete", "configmaps"), ("list", "events"), ("create", "deployments.apps")]:
-        eventually(lambda verb=verb, resource=resource: user.can(verb, resource), what=f"{verb} {resource} allowed")  # RBAC's cache follows a watch
-    for verb, resource, namespace in [("create", "rolebindings.rbac.authorization.k8s.io", None), ("delete", "pods", None),
-                                      ("create", "pods/portforward", None), ("create", "rayjobs.ray.io", "default"),
-                                      ("create", "namespaces", None)]:
+    for verb, resource in [
+        ("create", "rayjobs.ray.io"),
+        ("watch", "rayclusters.ray.io"),
+        ("patch", "dynamographdeployments.nvidia.com"),
+        ("create", "resourceclaimtemplates.resource.k8s.io"),
+        ("delete", "computedomains.resource.nvidia.com"),
+        ("create", "secrets"),
+        ("list", "pods"),
+        ("get", "pods/log"),
+        ("create", "pods/exec"),
+        ("create", "services/proxy"),
+        ("delete", "configmaps"),
+        ("list", "events"),
+        ("create", "deployments.apps"),
+    ]:
+        eventually(
+            lambda verb=verb, resource=resource: user.can(verb, resource), what=f"{verb} {resource} allowed"
+        )  # RBAC's cache follows a watch
+    for verb, resource, namespace in [
+        ("create", "rolebindings.rbac.authorization.k8s.io", None),
+        ("delete", "pods", None),
+        ("create", "pods/portforward", None),
+        ("create", "rayjobs.ray.io", "default"),
+        ("create", "namespaces", None),
+    ]:
         assert not user.can(verb, resource, namespace=namespace), f"{verb} {resource} {namespace}"
 
     # nrl-k8s itself, with the pod's identity: `check` verifies every permission a run needs.
     infra = infra_reading_the_secret(tmp_path, user.ns)
-    checked = user("check", str(ROOT / "examples/sandbox.yaml"), "--infra", str(infra), env=user.as_service_account(tmp_path))
+    checked = user(
+        "check", str(ROOT / "examples/sandbox.yaml"), "--infra", str(infra), env=user.as_service_account(tmp_path)
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "RBAC create rayjobs.ray.io" in checked.stdout and "denied" not in checked.stdout
 
@@ -260,5 +331,7 @@ def test_objects_of_another_owner_are_never_touched(user, tmp_path):
     refused(user("dev", "stop", "-n", user.ns), f"Pod {user.pod}", "bob")
     refused(user("dev", "connect", "-n", user.ns), f"Pod {user.pod}", "bob")
     assert core.read_namespaced_pod(user.pod, user.ns).metadata.labels["nrl-k8s/owner"] == "bob"
-    assert user.core.list_namespaced_service_account(user.ns, field_selector=f"metadata.name={user.account}").items == []
+    assert (
+        user.core.list_namespaced_service_account(user.ns, field_selector=f"metadata.name={user.account}").items == []
+    )
     no_value_printed(user)

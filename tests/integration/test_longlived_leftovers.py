@@ -38,7 +38,11 @@ class User:
                     "XDG_CACHE_HOME": str(tmp)}
         self.pair = [*PAIR, f"infra.namespace={namespace}"]
         self.api = sandbox.api_client(admin=True)
-        self.custom, self.apps, self.core = client.CustomObjectsApi(self.api), client.AppsV1Api(self.api), client.CoreV1Api(self.api)
+        self.custom, self.apps, self.core = (
+            client.CustomObjectsApi(self.api),
+            client.AppsV1Api(self.api),
+            client.CoreV1Api(self.api),
+        )
 
     def cli(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         return run_cli(list(args), env={**self.env, **(env or {})}, timeout=DEADLINE_S, cwd=ROOT)
@@ -49,11 +53,16 @@ class User:
 
     def lists(self) -> dict[str, callable]:
         """What the flow creates, by kind: a list call of the official client each."""
-        return {"RayCluster": lambda **kw: self.custom.list_namespaced_custom_object("ray.io", "v1", self.ns, "rayclusters", **kw),
-                "Deployment": lambda **kw: self.apps.list_namespaced_deployment(self.ns, **kw),
-                "Service": lambda **kw: self.core.list_namespaced_service(self.ns, **kw),
-                "DynamoGraphDeployment": lambda **kw: self.custom.list_namespaced_custom_object(
-                    "nvidia.com", "v1beta1", self.ns, "dynamographdeployments", **kw)}
+        return {
+            "RayCluster": lambda **kw: self.custom.list_namespaced_custom_object(
+                "ray.io", "v1", self.ns, "rayclusters", **kw
+            ),
+            "Deployment": lambda **kw: self.apps.list_namespaced_deployment(self.ns, **kw),
+            "Service": lambda **kw: self.core.list_namespaced_service(self.ns, **kw),
+            "DynamoGraphDeployment": lambda **kw: self.custom.list_namespaced_custom_object(
+                "nvidia.com", "v1beta1", self.ns, "dynamographdeployments", **kw
+            ),
+        }
 
     def mine(self) -> dict[str, dict]:
         """``{"Kind name": object}`` of every object this user's runs made (label nrl-k8s/owner)."""

@@ -87,8 +87,12 @@ def test_run_raycluster_does_not_submit_into_a_raycluster_made_with_kubectl(sand
     custom = client.CustomObjectsApi(sandbox.api_client())
     custom.create_namespaced_custom_object("ray.io", "v1", sandbox_namespace, "rayclusters", person)
     env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": user, "XDG_CACHE_HOME": str(tmp_path)}
-    pair = [str(ROOT / "examples/sandbox_longlived.yaml"), "--infra", str(ROOT / "examples/sandbox_longlived.infra.yaml"),
-            f"infra.namespace={sandbox_namespace}"]
+    pair = [
+        str(ROOT / "examples/sandbox_longlived.yaml"),
+        "--infra",
+        str(ROOT / "examples/sandbox_longlived.infra.yaml"),
+        f"infra.namespace={sandbox_namespace}",
+    ]
     refused(run_cli(["run", "--raycluster", "--no-wait", *pair], env=env), f"RayCluster {user}-ll-train",
             "no nrl-k8s managed-by label")
     names = [item["metadata"]["name"] for item in

@@ -63,7 +63,9 @@ def session(sandbox, tmp_path_factory):
     run = Session(sandbox, tmp_path_factory.mktemp("logs"))
     run.core.create_namespace({"metadata": {"name": run.ns}})
     driver = f"echo step-$((2-1)) HF_TOKEN={SECRET}; " + run.gate.entrypoint("echo done")  # prints step-1
-    started = run.cli("run", "--rayjob", "--no-wait", *PAIR, *run.overrides(), "infra.launch.entrypoint=" + json.dumps(driver))
+    started = run.cli(
+        "run", "--rayjob", "--no-wait", *PAIR, *run.overrides(), "infra.launch.entrypoint=" + json.dumps(driver)
+    )
     assert started.returncode == 0, started.stderr
     yield run
     run.gate.open()
@@ -127,7 +129,9 @@ def _lines(process: subprocess.Popen) -> queue.Queue:
 def test_follow_prints_new_output_and_ctrl_c_ends_it(session):
     from nrl_k8s.kube.client import Kube
 
-    process = interruptible([NRL_K8S, "logs", *PAIR, *session.overrides(), "--source", "dgd:Frontend", "-f"], session.env)
+    process = interruptible(
+        [NRL_K8S, "logs", *PAIR, *session.overrides(), "--source", "dgd:Frontend", "-f"], session.env
+    )
     try:
         marker = f"probe-{uuid.uuid4().hex[:6]}"
         with Kube.connect(kubeconfig=str(session.sandbox.kubeconfig), namespace=session.ns) as kube:
@@ -167,8 +171,15 @@ def test_a_k8sjobmode_submitter_pod_logs_its_driver(session):
         container["volumeMounts"] = [m for m in container.get("volumeMounts") or [] if m["name"] not in secret_volumes]
     session.sandbox.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
     custom = client.CustomObjectsApi(session.api)
-    observe(custom.list_namespaced_custom_object, "ray.io", "v1", session.ns, "rayjobs", field_selector=f"metadata.name={job}",
-            until=lambda jobs: jobs.get(job, {}).get("status", {}).get("jobDeploymentStatus") == "Complete")
+    observe(
+        custom.list_namespaced_custom_object,
+        "ray.io",
+        "v1",
+        session.ns,
+        "rayjobs",
+        field_selector=f"metadata.name={job}",
+        until=lambda jobs: jobs.get(job, {}).get("status", {}).get("jobDeploymentStatus") == "Complete",
+    )
     (pod,) = session.pods(f"batch.kubernetes.io/job-name={job}")
     raw = session.sandbox.kubectl("-n", session.ns, "logs", pod).stdout
     assert f"step-1 HF_TOKEN={SECRET}" in raw  # kubectl shows the pod's log as it is
@@ -183,7 +194,10 @@ def test_kubectl_logs_create_ns_and_auth_can_i(session):
     namespace = f"made-{uuid.uuid4().hex[:6]}"
     assert kubectl("create", "namespace", namespace).stdout.strip() == f"namespace/{namespace} created"
     try:
-        assert kubectl("-n", namespace, "create", "secret", "generic", "s", f"--from-literal=token={SECRET}").returncode == 0
+        assert (
+            kubectl("-n", namespace, "create", "secret", "generic", "s", f"--from-literal=token={SECRET}").returncode
+            == 0
+        )
         data = json.loads(kubectl("-n", namespace, "get", "secret", "s", "-o", "json").stdout)["data"]
         assert data == {"token": "aHVudGVyMi1ub3QtZm9yLWxvZ3M="}
         assert kubectl("auth", "can-i", "create", "rayjobs.ray.io").stdout.strip() == "yes"
@@ -194,8 +208,16 @@ def test_kubectl_logs_create_ns_and_auth_can_i(session):
 def test_a_failed_wait_prints_the_failing_pods_reasons_and_events(sandbox, sandbox_namespace):
     env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
     job = f"job-{uuid.uuid4().hex[:6]}"
-    args = [NRL_K8S, "run", "--rayjob", *PAIR, f"infra.namespace={sandbox_namespace}", f"infra.kuberay.training.name={job}",
-            f"infra.dynamo.serving.name={job}-dgd", "infra.dynamo.serving.readyTimeoutS=15"]
+    args = [
+        NRL_K8S,
+        "run",
+        "--rayjob",
+        *PAIR,
+        f"infra.namespace={sandbox_namespace}",
+        f"infra.kuberay.training.name={job}",
+        f"infra.dynamo.serving.name={job}-dgd",
+        "infra.dynamo.serving.readyTimeoutS=15",
+    ]
     with sandbox.fault("dgd-stuck-pending"):
         result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=DEADLINE_S)
     assert result.returncode == 1, result.stderr

@@ -240,7 +240,9 @@ def test_job_that_finished_unseen_is_not_rolled_back(env):
         env.wait_for(RAY, env.job, lambda o: o is not None and o["spec"].get("suspend") is False)  # resumed
         run.proc.send_signal(signal.SIGSTOP)
         try:
-            done = env.wait_for(RAY, env.job, lambda o: o and o.get("status", {}).get("jobDeploymentStatus") == "Complete")
+            done = env.wait_for(
+                RAY, env.job, lambda o: o and o.get("status", {}).get("jobDeploymentStatus") == "Complete"
+            )
             cluster = done["status"]["rayClusterName"]
             env.wait_for(RAYCLUSTERS, cluster, gone)
         finally:

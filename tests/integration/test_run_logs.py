@@ -70,8 +70,16 @@ class User:
         return run_cli(list(args), env=self.env(), timeout=DEADLINE_S)
 
     def run_args(self, *flags: str, entrypoint: str) -> list[str]:
-        return ["run", "--rayjob", *flags, *PAIR, f"infra.namespace={self.ns}", f"infra.kuberay.training.name={self.job}",
-                f"infra.dynamo.serving.name={self.dgd}", "infra.launch.entrypoint=" + json.dumps(entrypoint)]
+        return [
+            "run",
+            "--rayjob",
+            *flags,
+            *PAIR,
+            f"infra.namespace={self.ns}",
+            f"infra.kuberay.training.name={self.job}",
+            f"infra.dynamo.serving.name={self.dgd}",
+            "infra.launch.entrypoint=" + json.dumps(entrypoint),
+        ]
 
     def run(self, *flags: str, entrypoint: str) -> subprocess.CompletedProcess:
         return self.cli(*self.run_args(*flags, entrypoint=entrypoint))
@@ -154,8 +162,16 @@ def test_job_logs_after_the_cluster_is_gone_prints_the_copy_run_wait_saved(user,
     (saved,) = (user.cache / "nrl-k8s/runs").glob("*.log")
     assert saved.read_text() == streamed and stat.S_IMODE(saved.stat().st_mode) == 0o600
 
-    for args in (["job", "logs"], ["logs", *PAIR, f"infra.namespace={user.ns}", f"infra.kuberay.training.name={user.job}",
-                                   f"infra.dynamo.serving.name={user.dgd}"]):
+    for args in (
+        ["job", "logs"],
+        [
+            "logs",
+            *PAIR,
+            f"infra.namespace={user.ns}",
+            f"infra.kuberay.training.name={user.job}",
+            f"infra.dynamo.serving.name={user.dgd}",
+        ],
+    ):
         logs = user.cli(*args)
         assert logs.returncode == 0, logs.stderr
         assert logs.stdout == streamed
@@ -178,7 +194,10 @@ def test_timeout_exits_1_naming_what_still_runs_and_deletes_nothing(user, tmp_pa
         assert user.get("rayclusters", cluster) is not None and user.get("dynamographdeployments", user.dgd, NVIDIA)
     finally:
         gate.open()
-    assert user.wait_for("rayjobs", user.job, _status("jobDeploymentStatus", "Complete"))["status"]["jobStatus"] == "SUCCEEDED"
+    assert (
+        user.wait_for("rayjobs", user.job, _status("jobDeploymentStatus", "Complete"))["status"]["jobStatus"]
+        == "SUCCEEDED"
+    )
 
 
 def test_two_runs_from_one_infra_side_by_side_with_rayjob_name(user, tmp_path):
@@ -186,7 +205,9 @@ def test_two_runs_from_one_infra_side_by_side_with_rayjob_name(user, tmp_path):
     names = [f"{user.job}-a", f"{user.job}-b"]
     try:
         for name in names:
-            result = user.run("--no-wait", "--rayjob-name", name, entrypoint=gate.entrypoint("echo from $NRL_K8S_RUN_ID"))
+            result = user.run(
+                "--no-wait", "--rayjob-name", name, entrypoint=gate.entrypoint("echo from $NRL_K8S_RUN_ID")
+            )
             assert result.returncode == 0, result.stderr
         jobs = [user.wait_for("rayjobs", name, _status("jobStatus", "RUNNING")) for name in names]
         run_ids = [job["metadata"]["labels"]["nrl-k8s.io/run-id"] for job in jobs]

@@ -52,17 +52,23 @@ def test_parallel_creates_every_dgd_owned_and_submits_the_driver_once_it_serves(
         first = _first(dgds, run.dgd)
         assert _owners(first) == [cluster["metadata"]["uid"]]
         assert first["metadata"]["ownerReferences"][0]["controller"] is False
-        assert job["spec"]["submissionMode"] == "InteractiveMode" and job["spec"]["preRunningDeadlineSeconds"] == 120 + 120
+        assert (
+            job["spec"]["submissionMode"] == "InteractiveMode" and job["spec"]["preRunningDeadlineSeconds"] == 120 + 120
+        )
         assert job["spec"]["jobId"] == job["status"]["jobId"]
         # The driver was submitted (spec.jobId set) only after the DGD served, and after the cluster
         # existed: the sandbox's resourceVersions are one counter.
-        served = next(obj for kind, obj in dgds.events(run.dgd) if (obj.get("status") or {}).get("state") == "successful")
+        served = next(
+            obj for kind, obj in dgds.events(run.dgd) if (obj.get("status") or {}).get("state") == "successful"
+        )
         pointed = next(obj for kind, obj in jobs.events(run.job) if (obj.get("spec") or {}).get("jobId"))
         assert _rv(_first(clusters, cluster["metadata"]["name"])) < _rv(first) < _rv(served) < _rv(pointed)
         assert "submitted by nrl-k8s" in result.stderr + result.stdout
 
         gate.open()
-        done = run.wait_for(RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete")
+        done = run.wait_for(
+            RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete"
+        )
         assert done["status"]["jobStatus"] == "SUCCEEDED"
         logs = run.driver_logs(done["status"]["jobId"])
         assert f"dgd_name: {run.dgd}" in logs and f"run={done['status']['jobId']}" in logs
@@ -77,7 +83,10 @@ def test_parallel_is_refused_when_kuberay_lacks_interactive_mode(fault_sandbox, 
     assert "--parallel needs spec.preRunningDeadlineSeconds" in result.stderr and "nothing was created" in result.stderr
     assert "Traceback" not in result.stderr
     custom = client.CustomObjectsApi(box.api_client())
-    assert custom.list_namespaced_custom_object("nvidia.com", "v1alpha1", "default", "dynamographdeployments")["items"] == []
+    assert (
+        custom.list_namespaced_custom_object("nvidia.com", "v1alpha1", "default", "dynamographdeployments")["items"]
+        == []
+    )
 
 
 class Killed:
@@ -120,7 +129,9 @@ def test_kill_9_in_the_parallel_order_leaves_nothing_once_the_deadline_passes(ru
         killed.kill_when(clusters, names["cluster"], cluster_of(jobs, names["cluster"]))  # during the cluster wait
 
         for name in names.values():
-            failed = run.wait_for(RAY, "rayjobs", name, lambda o: o and o["status"].get("jobDeploymentStatus") == "Failed")
+            failed = run.wait_for(
+                RAY, "rayjobs", name, lambda o: o and o["status"].get("jobDeploymentStatus") == "Failed"
+            )
             assert failed["status"]["reason"] == "PreRunningDeadlineExceeded"
         clusters.wait(lambda h: all(not h.objects().get(c) for c in {cluster_of(jobs, n) for n in names.values()} if c),
                       what="every cluster deleted")
@@ -145,10 +156,16 @@ def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_
             killed.start(name, extra=("infra.dynamo.serving.readyTimeoutS=30",))
         killed.kill_when(jobs, names["rayjob"], names["rayjob"])  # right after the suspended RayJob is created
         killed.kill_when(dgds, names["dgd"], f"{names['dgd']}-dgd")  # during the DGD wait
-        cluster_of = lambda h, name: next((o["status"].get("rayClusterName") for _, o in h.events(name)  # noqa: E731
-                                           if not o["spec"].get("suspend") and (o.get("status") or {}).get("rayClusterName")), None)
-        jobs.wait(lambda h: cluster_of(h, names["cluster"]), what="the third run's RayJob resumed and its cluster named")
-        killed.kill_when(clusters, names["cluster"], cluster_of(jobs, names["cluster"]))  # moving its DGD to the cluster
+        def cluster_of(h, name):
+            return next((o["status"].get("rayClusterName") for _, o in h.events(name)
+                         if not o["spec"].get("suspend") and (o.get("status") or {}).get("rayClusterName")), None)
+
+        jobs.wait(
+            lambda h: cluster_of(h, names["cluster"]), what="the third run's RayJob resumed and its cluster named"
+        )
+        killed.kill_when(
+            clusters, names["cluster"], cluster_of(jobs, names["cluster"])
+        )  # moving its DGD to the cluster
 
         # No one runs gc: each lease fails at its deadline, the TTL controller deletes it, and GC
         # takes its RayJob and everything that hangs off it.

@@ -239,8 +239,12 @@ def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbo
     """examples/sandbox_longlived.* as the README shows it, from the project checkout."""
     user = f"u{uuid.uuid4().hex[:6]}"  # every name in the example derives from ${user:}
     env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": user, "XDG_CACHE_HOME": str(tmp_path)}
-    pair = [str(ROOT / "examples/sandbox_longlived.yaml"), "--infra", str(ROOT / "examples/sandbox_longlived.infra.yaml"),
-            f"infra.namespace={sandbox_namespace}"]
+    pair = [
+        str(ROOT / "examples/sandbox_longlived.yaml"),
+        "--infra",
+        str(ROOT / "examples/sandbox_longlived.infra.yaml"),
+        f"infra.namespace={sandbox_namespace}",
+    ]
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return run_cli(list(args), env=env, timeout=DEADLINE_S, cwd=ROOT)
@@ -270,8 +274,10 @@ def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbo
         jobs = cli("job", "list", "-r", "gym", *pair)
         if not (f"{user}-ll-gym-server" in jobs.stdout and "RUNNING" in jobs.stdout):
             logs = cli("job", "logs", "-r", "gym", "-j", f"{user}-ll-gym-server", *pair)
-            pytest.fail(f"the daemon is not running:\n{jobs.stdout}{jobs.stderr}\nits log:\n{logs.stdout}{logs.stderr}\n"
-                        f"cluster up said:\n{up.stderr}")
+            pytest.fail(
+                f"the daemon is not running:\n{jobs.stdout}{jobs.stderr}\nits log:\n{logs.stdout}{logs.stderr}\n"
+                f"cluster up said:\n{up.stderr}"
+            )
     finally:
         cli("cluster", "down", "--force", *pair)
 

@@ -127,7 +127,9 @@ def test_happy_path_suspend_order_then_dgd_moved_to_cluster_and_gc_cleans_up(run
         assert all(_uids(obj) for _, obj in dgd_events), "the DGD had a moment without an owner"
 
         gate.open()
-        done = run.wait_for(RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete")
+        done = run.wait_for(
+            RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete"
+        )
         assert done["status"]["jobStatus"] == "SUCCEEDED"
         logs = run.driver_logs(done["status"]["jobId"])
         assert f"dgd_name: {run.dgd}" in logs and "backend: dynamo" in logs
@@ -268,7 +270,9 @@ def _free_port() -> int:
 def _ready_head(run) -> str:
     """The name of the run's Ray head pod once it is Ready (the RayJob's cluster has only one)."""
     def ready(pod: dict) -> bool:
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+        return any(
+            c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or []
+        )
 
     heads = observe(client.CoreV1Api(run.api).list_namespaced_pod, run.ns, label_selector="ray.io/node-type=head",
                     until=lambda pods: any(ready(p) for p in pods.values()))

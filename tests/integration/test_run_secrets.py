@@ -157,7 +157,9 @@ def test_offline_outputs_never_show_the_values(run, tmp_path):
 def test_a_leftover_run_secret_is_refused_before_anything_is_applied(run, tmp_path):
     extra = _secret_run(run, tmp_path)
     planned = [d for d in yaml.safe_load_all(run.run("--dry-run", extra=extra).stdout) if d["kind"] == "Secret"][0]
-    client.CoreV1Api(run.api).create_namespaced_secret(run.ns, {"metadata": planned["metadata"], "stringData": {"x": "y"}})
+    client.CoreV1Api(run.api).create_namespaced_secret(
+        run.ns, {"metadata": planned["metadata"], "stringData": {"x": "y"}}
+    )
     result = run.run("--wait", extra=extra)
     assert result.returncode == 2, result.stderr
     assert f"Secret {planned['metadata']['name']}" in result.stderr and "already exists" in result.stderr

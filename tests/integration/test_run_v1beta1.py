@@ -68,10 +68,14 @@ def test_run_rayjob_with_a_v1beta1_dgd_links_it_and_status_shows_it(run, tmp_pat
             ("Frontend", "frontend", 1, 1), ("VllmDecodeWorker", "worker", 1, 1)]
         assert dyn["frontend"]["reachable"] is True
         table = run.cli("status", *PAIR, *run.overrides(*extra))
-        assert "DYNAMO" in table.stdout and "VllmDecodeWorker" in table.stdout and "owner     RayCluster" in table.stdout
+        assert (
+            "DYNAMO" in table.stdout and "VllmDecodeWorker" in table.stdout and "owner     RayCluster" in table.stdout
+        )
 
         gate.open()
-        done = run.wait_for(RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete")
+        done = run.wait_for(
+            RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete"
+        )
         assert done["status"]["jobStatus"] == "SUCCEEDED"
         assert f"dgd_name: {run.dgd}" in run.driver_logs(done["status"]["jobId"])
         clusters.wait(lambda h: _deleted(h, cluster), what=f"RayCluster {cluster} deleted")

@@ -31,9 +31,11 @@ def gym(sandbox, sandbox_namespace, tmp_path):
     """A head-only gym RayCluster brought up by `cluster up`, whose daemon prints a line and then waits
     for the test's gate (it runs while the test looks)."""
     gate, name = Gate(tmp_path), f"g-{uuid.uuid4().hex[:6]}"
-    role = {"name": name,
-            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head"}]}}}},
-            "daemon": {"entrypoint": "echo daemon-one; " + gate.entrypoint(), "submissionId": f"{name}-daemon"}}
+    role = {
+        "name": name,
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head"}]}}}},
+        "daemon": {"entrypoint": "echo daemon-one; " + gate.entrypoint(), "submissionId": f"{name}-daemon"},
+    }
     env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
     overrides = [f"infra.namespace={sandbox_namespace}", f"infra.kuberay.training.name={name}-t",
                  "+infra.kuberay.gym=" + json.dumps(role)]
@@ -53,7 +55,11 @@ def relaying(proc: subprocess.Popen) -> tuple[str, list[str]]:
     scripts how to send the token). Nothing more is printed until it stops."""
     ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
     url = proc.stdout.readline().strip() if ready else ""
-    assert url.startswith("http://127.0.0.1:"), (url, proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+    assert url.startswith("http://127.0.0.1:"), (
+        url,
+        proc.poll(),
+        proc.stderr.read() if proc.poll() is not None else "",
+    )
     # read the pipe itself: a readline of the text stream may buffer lines that select then does not see
     text = ""
     while "scripts send the token" not in text:
@@ -83,7 +89,9 @@ def logged(cli, *flags: str, text: str) -> subprocess.CompletedProcess:
 
 def test_logs_source_daemon_and_cluster_dashboard(gym, tmp_path):
     opened, browser = tmp_path / "opened", tmp_path / "browser"
-    browser.write_text(f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(opened)!r}).write_text(sys.argv[1])\n")
+    browser.write_text(
+        f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(opened)!r}).write_text(sys.argv[1])\n"
+    )
     browser.chmod(0o700)
     proc = interruptible([NRL_K8S, "cluster", "dashboard", gym.name, "-n", gym.ns, "--port", "0", "--open"],
                          {**gym.env, "BROWSER": str(browser)})
@@ -96,14 +104,18 @@ def test_logs_source_daemon_and_cluster_dashboard(gym, tmp_path):
         assert eventually(opened.is_file, what="the browser opened")  # a URL whose own token logs in once
         assert opened.read_text().partition("?")[0] == url and token not in opened.read_text()
         assert httpx.get(f"{url}api/jobs/", timeout=DEADLINE_S).status_code == 403  # no token
-        listed = subprocess.run(ray_cli(early[-1], token), env=gym.env, capture_output=True, text=True, timeout=DEADLINE_S)
+        listed = subprocess.run(
+            ray_cli(early[-1], token), env=gym.env, capture_output=True, text=True, timeout=DEADLINE_S
+        )
         assert listed.returncode == 0 and gym.daemon in listed.stdout, listed.stdout + listed.stderr
 
         # a page of another site POSTing a job with the browser's cookie, without Origin (an old browser,
         # a privacy extension): refused, and Ray never gets it
         with httpx.Client(base_url=url, timeout=DEADLINE_S) as browser:
             assert browser.get(printed).status_code == 302 and len(browser.cookies) == 1
-            forged = browser.post("api/jobs/", json={"entrypoint": "echo forged", "submission_id": f"forged-{gym.name}"})
+            forged = browser.post(
+                "api/jobs/", json={"entrypoint": "echo forged", "submission_id": f"forged-{gym.name}"}
+            )
             assert forged.status_code == 403 and "only from its own pages" in forged.text, forged.text
             own = browser.get("api/jobs/", headers={"Origin": url.rstrip("/")})  # the relay's own page reads jobs
             assert own.status_code == 200
@@ -113,15 +125,23 @@ def test_logs_source_daemon_and_cluster_dashboard(gym, tmp_path):
         assert daemon.stdout == logged(gym, "--role", "gym", "--source", "auto", text="daemon-one").stdout
 
         # another job on the gym cluster: the driver source follows the newest job, the daemon source keeps the daemon
-        other = httpx.post(f"{url}api/jobs/", json={"entrypoint": "echo other-job", "submission_id": f"other-{gym.name}"},
-                           headers=script, timeout=DEADLINE_S)
+        other = httpx.post(
+            f"{url}api/jobs/",
+            json={"entrypoint": "echo other-job", "submission_id": f"other-{gym.name}"},
+            headers=script,
+            timeout=DEADLINE_S,
+        )
         assert other.status_code == 200, other.text
         logged(gym, "--role", "gym", text="other-job")
         assert "other-job" not in logged(gym, "--role", "gym", "--source", "daemon", text="daemon-one").stdout
 
         # the daemon submitted again under a suffixed id (as `run --raycluster --replace` does): its latest submission
-        again = httpx.post(f"{url}api/jobs/", json={"entrypoint": "echo daemon-two", "submission_id": f"{gym.daemon}-2"},
-                           headers=script, timeout=DEADLINE_S)
+        again = httpx.post(
+            f"{url}api/jobs/",
+            json={"entrypoint": "echo daemon-two", "submission_id": f"{gym.daemon}-2"},
+            headers=script,
+            timeout=DEADLINE_S,
+        )
         assert again.status_code == 200, again.text
         logged(gym, "--role", "gym", "--source", "daemon", text="daemon-two")
     finally:

@@ -122,7 +122,8 @@ def _counts_from_zero(request):
 
 @pytest.fixture
 def kube(sandbox, kubeconfig) -> Iterator[Kube]:
-    """A Kube (the user's kubeconfig) whose default namespace is a fresh one made for this test; counts start at zero."""
+    """A Kube (the user's kubeconfig) whose default namespace is a fresh one made for this test;
+    counts start at zero."""
     name = make_namespace(sandbox)
     sandbox.request_counts(reset=True)
     try:

@@ -27,7 +27,9 @@ class Backend(UpgradeEcho):
 
     def _note(self) -> None:
         with self.record.open("a") as out:
-            out.write(json.dumps({"method": self.command, "path": self.path, "headers": dict(self.headers.items())}) + "\n")
+            out.write(
+                json.dumps({"method": self.command, "path": self.path, "headers": dict(self.headers.items())}) + "\n"
+            )
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib hook
         self._note()

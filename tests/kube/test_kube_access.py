@@ -34,7 +34,15 @@ ENDPOINTS = Kind("", "v1", "endpoints", "Endpoints")
         ("GET", "/teapot", None, 418, b"short and stout"),
         ("GET", "/upstream-forbidden", None, 403, {"error": "upstream says no"}),
     ],
-    ids=["get-json", "relative-path", "query-string", "post-json", "upstream-404", "upstream-418", "upstream-403-returned"],
+    ids=[
+        "get-json",
+        "relative-path",
+        "query-string",
+        "post-json",
+        "upstream-404",
+        "upstream-418",
+        "upstream-403-returned",
+    ],
 )
 def test_proxy_returns_the_upstream_answer(kube, sandbox, backend, method, path, body, status, expected):
     code, data = kube.proxy(method, backend.service, backend.port, path, namespace=backend.namespace, json=body,
@@ -46,8 +54,12 @@ def test_proxy_returns_the_upstream_answer(kube, sandbox, backend, method, path,
 
 def test_proxy_to_a_service_without_endpoints_is_an_answer_not_an_error(kube):
     """A Service selecting no pod: the API server's own 503 Status, returned as the answer."""
-    kube.create(SERVICE, {"metadata": {"name": "empty"}, "spec": {"selector": {"app": "none"}, "ports": [{"port": 8000}]}})
-    kube.wait(ENDPOINTS, lambda obj: Ready() if obj else Pending("no Endpoints yet"), name="empty", timeout_s=DEADLINE_S)
+    kube.create(
+        SERVICE, {"metadata": {"name": "empty"}, "spec": {"selector": {"app": "none"}, "ports": [{"port": 8000}]}}
+    )
+    kube.wait(
+        ENDPOINTS, lambda obj: Ready() if obj else Pending("no Endpoints yet"), name="empty", timeout_s=DEADLINE_S
+    )
     code, data = kube.proxy("GET", "empty", 8000, "/health")
     assert code == 503
     assert (json.loads(data)["kind"], json.loads(data)["code"]) == ("Status", 503)
@@ -89,8 +101,11 @@ def test_rules_review_without_denials_grants_everything(kube, sandbox):
 
 def test_rules_review_leaves_out_denied_verbs(kube, fault):
     fault("rbac-deny", "create:rayjobs;get:services/proxy")
-    rules = {(rule["apiGroups"][0], rule["resources"][0]): rule["verbs"] for rule in kube.rules_review()["resourceRules"]
-             if len(rule["resources"]) == 1}
+    rules = {
+        (rule["apiGroups"][0], rule["resources"][0]): rule["verbs"]
+        for rule in kube.rules_review()["resourceRules"]
+        if len(rule["resources"]) == 1
+    }
     assert "create" not in rules["ray.io", "rayjobs"] and "get" in rules["ray.io", "rayjobs"]
     assert "get" not in rules["", "services/proxy"] and "create" in rules["", "services/proxy"]
     assert "get" in rules["", "services"]
@@ -151,13 +166,25 @@ def test_served_versions(kube, plural_group, served):
 
 def test_served_versions_follow_the_crd_lifecycle(kube):
     group = f"{unique('t')}.example.com"
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-           "metadata": {"name": f"widgets.{group}"},
-           "spec": {"group": group, "scope": "Namespaced",
-                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-                    "versions": [{"name": v, "served": True, "storage": v == "v1",
-                                  "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
-                                 for v in ("v1", "v1beta1")]}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [
+                {
+                    "name": v,
+                    "served": True,
+                    "storage": v == "v1",
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+                for v in ("v1", "v1beta1")
+            ],
+        },
+    }
     name = crd["metadata"]["name"]
     assert kube.served_versions(name) == []
     kube.create(CRD, crd)

@@ -25,7 +25,13 @@ CONTEXTS = {"sandbox": "ctx-ns", "other": None, "team": "team-ns"}
         (None, "explicit", "sandbox", "explicit"),
         ("team", "explicit", "team", "explicit"),
     ],
-    ids=["current-context-namespace", "context-without-namespace", "chosen-context", "explicit-wins", "explicit-wins-over-chosen"],
+    ids=[
+        "current-context-namespace",
+        "context-without-namespace",
+        "chosen-context",
+        "explicit-wins",
+        "explicit-wins-over-chosen",
+    ],
 )
 def test_context_and_namespace_selection(tmp_path, sandbox, context, namespace, expected_context, expected_namespace):
     path = write_kubeconfig(tmp_path / "kubeconfig", sandbox, contexts=CONTEXTS)
@@ -115,7 +121,9 @@ def exec_kubeconfig(tmp_path, sandbox, tokens: list[str]):
     """A kubeconfig whose user is an exec plugin handing out ``tokens`` in turn, with no expiry."""
     (tmp_path / "tokens").write_text("\n".join(tokens))
     plugin = tmp_path / "plugin"
-    plugin.write_text(EXEC_PLUGIN.format(python=sys.executable, queue=str(tmp_path / "tokens"), runs=str(tmp_path / "runs")))
+    plugin.write_text(
+        EXEC_PLUGIN.format(python=sys.executable, queue=str(tmp_path / "tokens"), runs=str(tmp_path / "runs"))
+    )
     plugin.chmod(0o700)
     user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}}
     path = write_kubeconfig(tmp_path / "kubeconfig", sandbox, user=user)
@@ -143,5 +151,7 @@ def test_a_rotated_token_file_is_read_again_on_401(tmp_path, sandbox):
     token_file.write_text("old")
     path = write_kubeconfig(tmp_path / "kubeconfig", sandbox, user={"tokenFile": str(token_file)})
     with Kube.connect(kubeconfig=str(path), tuning=FAST) as kube:
-        token_file.write_text(user_token(sandbox))  # rotated after it was first read (re-read only after TOKEN_TTL_S otherwise)
+        token_file.write_text(
+            user_token(sandbox)
+        )  # rotated after it was first read (re-read only after TOKEN_TTL_S otherwise)
         kube.get(NAMESPACE, "default")

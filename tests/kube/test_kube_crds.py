@@ -30,7 +30,9 @@ def dgd_crd(*versions: str) -> dict:
     conversion webhook (none runs on this sandbox)."""
     crd = copy.deepcopy(sandbox_dgd_crd("https://127.0.0.1:1/unused", b""))
     schemas = {v["name"]: v for v in crd["spec"]["versions"]}
-    crd["spec"]["versions"] = [{**schemas[v], "name": v, "served": True, "storage": v == versions[-1]} for v in versions]
+    crd["spec"]["versions"] = [
+        {**schemas[v], "name": v, "served": True, "storage": v == versions[-1]} for v in versions
+    ]
     crd["spec"]["conversion"] = {"strategy": "None"}
     return crd
 
@@ -142,7 +144,11 @@ def dgd_manifests(*versions: str) -> dict[str, dict]:
 
 PREFLIGHT_CASES = {
     "not-installed": ((), ("v1alpha1",), "DynamoGraphDeployment nvidia.com/v1alpha1 (its CRD is not installed)"),
-    "old-operator": (("v1alpha1",), ("v1beta1", "v1alpha1"), "DynamoGraphDeployment nvidia.com/v1beta1 (it serves v1alpha1)"),
+    "old-operator": (
+        ("v1alpha1",),
+        ("v1beta1", "v1alpha1"),
+        "DynamoGraphDeployment nvidia.com/v1beta1 (it serves v1alpha1)",
+    ),
     "served": (("v1alpha1", "v1beta1"), ("v1beta1", "v1alpha1"), None),
     "no-dgd-no-question": ((), (), None),
 }

@@ -107,7 +107,9 @@ def test_a_timed_out_wait_names_its_failing_pods_reasons_and_events(kube, sandbo
         kube.create(EVENT, {"metadata": {"name": f"{name}.{reason.lower()}"}, "reason": reason, "message": message,
                             "type": "Normal" if reason == "Unrelated" else "Warning", "count": 2,
                             "involvedObject": {"kind": kind, "name": name, "namespace": kube.namespace}})
-    unschedulable = condition(kube.wait(pod.KIND, scheduled("False"), name="app-1", timeout_s=DEADLINE_S), "PodScheduled")
+    unschedulable = condition(
+        kube.wait(pod.KIND, scheduled("False"), name="app-1", timeout_s=DEADLINE_S), "PodScheduled"
+    )
     gated = condition(kube.get(pod.KIND, "app-2"), "PodScheduled")
     kube.wait(pod.KIND, pod.readiness, name="app-3", timeout_s=DEADLINE_S)
     with sandbox.api_client() as api:

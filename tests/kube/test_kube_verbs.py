@@ -127,7 +127,11 @@ def test_cluster_scoped_kind(kube):
     ("patch_type", "patch", "expected"),
     [
         ("merge", {"data": {"b": "2", "a": None}}, {"b": "2", "keep": "k"}),
-        ("json", [{"op": "replace", "path": "/data/a", "value": "9"}, {"op": "remove", "path": "/data/keep"}], {"a": "9"}),
+        (
+            "json",
+            [{"op": "replace", "path": "/data/a", "value": "9"}, {"op": "remove", "path": "/data/keep"}],
+            {"a": "9"},
+        ),
         ("strategic", {"data": {"c": "3"}}, {"a": "1", "keep": "k", "c": "3"}),
         ("apply", configmap("patched", a="1", keep="k", d="4"), {"a": "1", "keep": "k", "d": "4"}),
     ],

@@ -155,7 +155,11 @@ def test_wait_over_a_label_selector(kube):
     kube.create(CONFIGMAP, configmap("outsider", "ready"))
     in_background(create_workers)
     objs = kube.wait(
-        CONFIGMAP, all_ready, label_selector="group=workers", timeout_s=DEADLINE_S, on_progress=lambda r: (progress.append(r), seen.set())
+        CONFIGMAP,
+        all_ready,
+        label_selector="group=workers",
+        timeout_s=DEADLINE_S,
+        on_progress=lambda r: (progress.append(r), seen.set()),
     )
     assert [obj["metadata"]["name"] for obj in objs] == ["worker-0", "worker-1", "worker-2"]
     assert progress[0] == "0/3 ready" and progress[-1] == "2/3 ready"

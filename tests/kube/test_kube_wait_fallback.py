@@ -22,7 +22,9 @@ def test_wait_polls_when_watch_keeps_failing(kubeconfig, kube, sandbox, fault, c
     seen = threading.Event()
     threading.Thread(target=lambda: seen.wait(DEADLINE_S) and set_phase(kube, "subject", "ready"), daemon=True).start()
     with Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=SHORT) as client:
-        obj = client.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S, on_progress=lambda _: seen.set())
+        obj = client.wait(
+            CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S, on_progress=lambda _: seen.set()
+        )
     assert obj["data"]["phase"] == "ready"
     counts = sandbox.request_counts()
     assert counts["watch configmaps"] >= 1 and counts["list configmaps"] >= 2  # polled after the watch failed
@@ -53,5 +55,7 @@ def test_a_failing_watch_gives_up_sooner_than_other_requests(kubeconfig, kube, s
     patient = Tuning(backoff_s=0.01, backoff_cap_s=0.02, retry_budget_s=60, watch_retry_budget_s=0.3,
                      poll_interval_s=0.05)
     with Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=patient) as client:
-        obj = client.wait(CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S, on_progress=lambda _: seen.set())
+        obj = client.wait(
+            CONFIGMAP, phase_readiness, name="subject", timeout_s=DEADLINE_S, on_progress=lambda _: seen.set()
+        )
     assert obj["data"]["phase"] == "ready"

@@ -68,7 +68,11 @@ class ProxyLike(UpgradeEcho):
                 self.release.wait(WAIT_S)  # the second part only once the client has read the first
             self.wfile.write(b"0\r\n\r\n")
         else:
-            self._send(200, json.dumps({"method": self.command, "echo": body.decode()}).encode(), {"Content-Type": "application/json"})
+            self._send(
+                200,
+                json.dumps({"method": self.command, "echo": body.decode()}).encode(),
+                {"Content-Type": "application/json"},
+            )
 
     do_GET = serve
 
@@ -151,8 +155,10 @@ def upgrade(relay: Relay, path: str, protocol: str = "echo", mark: str = "",
     sock = socket.create_connection(("127.0.0.1", relay.port), timeout=WAIT_S)
     extra = {**({"X-Test-Mark": mark} if mark else {}), **(authorized(relay) if headers is None else headers)}
     lines = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{relay.port}\r\nConnection: Upgrade\r\nUpgrade: {protocol}\r\n"
-                 f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{lines}\r\n".encode())
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{relay.port}\r\nConnection: Upgrade\r\nUpgrade: {protocol}\r\n"
+        f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{lines}\r\n".encode()
+    )
     return sock, read_until(sock, b"\r\n\r\n")
 
 
@@ -270,7 +276,9 @@ def test_without_the_token_nothing_is_relayed(tmp_path, pki, api):
             "no token": httpx.get(relay.url + "api/jobs/", timeout=WAIT_S),
             "a wrong token in the URL": httpx.get(f"{relay.url}?token={wrong}", timeout=WAIT_S),
             "a wrong header token": httpx.get(relay.url, headers={"Authorization": f"token {wrong}"}, timeout=WAIT_S),
-            "a wrong cookie": httpx.get(relay.url, headers={"Cookie": f"{cookie_name(relay.port)}={wrong}"}, timeout=WAIT_S),
+            "a wrong cookie": httpx.get(
+                relay.url, headers={"Cookie": f"{cookie_name(relay.port)}={wrong}"}, timeout=WAIT_S
+            ),
             "a POST": httpx.post(relay.url + "api/jobs/", json={"entrypoint": "echo hi"}, timeout=WAIT_S),
         }
         sock, upgraded = upgrade(relay, "/ws", headers={})
@@ -307,7 +315,9 @@ def test_an_open_url_logs_in_once(tmp_path, pki, api):
         opened = relay.open_url()
         first, again = (httpx.get(opened, timeout=WAIT_S) for _ in range(2))
     assert opened.startswith(relay.url + "?token=") and relay.token not in opened
-    assert first.status_code == 302 and first.headers["set-cookie"].startswith(f"{cookie_name(relay.port)}={relay.token};")
+    assert first.status_code == 302 and first.headers["set-cookie"].startswith(
+        f"{cookie_name(relay.port)}={relay.token};"
+    )
     assert again.status_code == 403 and "open the URL it printed" in again.text
     assert seen == []
 
@@ -333,7 +343,9 @@ def test_a_cookie_post_only_from_the_relays_own_pages(tmp_path, pki, api):
     assert "only from its own pages" in bare.text and "only from its own pages" in foreign_referer.text
     assert "only requests from its own pages" in foreign.text
     assert [r.status_code for r in (own, own_referer, scripted)] == [200, 200, 200]
-    assert [(s["method"], s["path"], s["body"]) for s in seen] == [("POST", f"{PREFIX}/api/jobs/", b'{"entrypoint":"echo hi"}')] * 3
+    assert [(s["method"], s["path"], s["body"]) for s in seen] == [
+        ("POST", f"{PREFIX}/api/jobs/", b'{"entrypoint":"echo hi"}')
+    ] * 3
 
 
 def test_an_unreachable_api_server_is_a_502_with_the_reason(tmp_path, pki):

@@ -1,4 +1,5 @@
-"""Helpers for the operator tests: the service proxy, field access, manifests, a held job (waiting: ``sandbox_harness``)."""
+"""Helpers for the operator tests: the service proxy, field access, manifests, a held job
+(waiting: ``sandbox_harness``)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,9 @@ def rayjob(name: str, entrypoint: str, **spec) -> dict:
     }
 
 
-IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.0"  # a Deployment needs one: the API server refuses a container without
+IMAGE = (
+    "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.0"  # a Deployment needs one: the API server refuses a container without
+)
 
 
 def dgd(name: str, *, worker_replicas: int = 1, model: str = "Qwen/Qwen3-0.6B") -> dict:
@@ -89,7 +92,9 @@ def dgd(name: str, *, worker_replicas: int = 1, model: str = "Qwen/Qwen3-0.6B") 
                 "Frontend": {
                     "componentType": "frontend",
                     "replicas": 1,
-                    "extraPodSpec": {"mainContainer": {"image": IMAGE, "command": ["python3", "-m", "dynamo.frontend"]}},
+                    "extraPodSpec": {
+                        "mainContainer": {"image": IMAGE, "command": ["python3", "-m", "dynamo.frontend"]}
+                    },
                 },
                 "VllmDecodeWorker": {
                     "componentType": "worker",
@@ -138,8 +143,12 @@ class HeldJob:
         os.mkfifo(self._fifo)
         entrypoint = shlex.join(["python", str(script), str(pids_file), str(self._fifo)])
         with box.api_client() as api:
-            client.CustomObjectsApi(api).create_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", rayjob(self.name, entrypoint))
-        found = eventually(lambda: pids_file.exists() and pids_file.read_text(), what="the held job's driver, task and actor")
+            client.CustomObjectsApi(api).create_namespaced_custom_object(
+                "ray.io", "v1", "default", "rayjobs", rayjob(self.name, entrypoint)
+            )
+        found = eventually(
+            lambda: pids_file.exists() and pids_file.read_text(), what="the held job's driver, task and actor"
+        )
         self.pids: dict[str, int] = json.loads(found)
         self._box = box
 
@@ -154,9 +163,10 @@ class HeldJob:
     def final_status(self) -> str:
         """Wait (watch) for the job to end; return its final ``jobStatus``."""
         with self._box.api_client() as api:
-            done = observe(client.CustomObjectsApi(api).list_namespaced_custom_object, "ray.io", "v1", "default", "rayjobs",
-                           field_selector=f"metadata.name={self.name}",
-                           until=lambda o: field(o.get(self.name), "status", "jobStatus") in ("SUCCEEDED", "FAILED", "STOPPED"))  # fmt: skip
+            done = observe(client.CustomObjectsApi(api).list_namespaced_custom_object,
+                           "ray.io", "v1", "default", "rayjobs", field_selector=f"metadata.name={self.name}",
+                           until=lambda o: field(o.get(self.name), "status", "jobStatus")
+                           in ("SUCCEEDED", "FAILED", "STOPPED"))  # fmt: skip
         return done[self.name]["status"]["jobStatus"]
 
 

@@ -48,24 +48,38 @@ def _each_kind_waits(api, core, custom) -> None:
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": names["dep"]},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": names["dep"]}}, "template": {
-            "metadata": {"labels": {"app": names["dep"]}}, "spec": {"containers": [{"name": "c", "image": "example/c:1"}]}}},
+            "metadata": {"labels": {"app": names["dep"]}},
+            "spec": {"containers": [{"name": "c", "image": "example/c:1"}]}}},
     }  # fmt: skip
     job = rayjob(names["job"], "true", submissionMode="K8sJobMode")
     submitter = History(core.list_namespaced_pod, ns, label_selector=f"batch.kubernetes.io/job-name={names['job']}")
     with submitter:
         custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", {
-            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": names["rc"]}, "spec": ray_cluster_spec()})  # fmt: skip
-        custom.create_namespaced_custom_object("nvidia.com", "v1alpha1", ns, "dynamographdeployments", dgd(names["dgd"]))
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": names["rc"]},
+            "spec": ray_cluster_spec()})  # fmt: skip
+        custom.create_namespaced_custom_object(
+            "nvidia.com", "v1alpha1", ns, "dynamographdeployments", dgd(names["dgd"])
+        )
         custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayjobs", job)
         apps.create_namespaced_deployment(ns, deployment)
-        cluster = observe(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayclusters",
-                          field_selector=f"metadata.name={names['rc']}",
-                          until=lambda o: condition(o.get(names["rc"]) or {}, "RayClusterProvisioned").get("status") == "True")[names["rc"]]
+        cluster = observe(
+            custom.list_namespaced_custom_object,
+            "ray.io",
+            "v1",
+            ns,
+            "rayclusters",
+            field_selector=f"metadata.name={names['rc']}",
+            until=lambda o: condition(o.get(names["rc"]) or {}, "RayClusterProvisioned").get("status") == "True",
+        )[names["rc"]]
         graph = observe(custom.list_namespaced_custom_object, "nvidia.com", "v1alpha1", ns, "dynamographdeployments",
                         field_selector=f"metadata.name={names['dgd']}",
                         until=lambda o: field(o.get(names["dgd"]), "status", "state") == "successful")[names["dgd"]]
-        ready = observe(apps.list_namespaced_deployment, ns, field_selector=f"metadata.name={names['dep']}",
-                        until=lambda o: condition(o.get(names["dep"]) or {}, "Available").get("status") == "True")[names["dep"]]
+        ready = observe(
+            apps.list_namespaced_deployment,
+            ns,
+            field_selector=f"metadata.name={names['dep']}",
+            until=lambda o: condition(o.get(names["dep"]) or {}, "Available").get("status") == "True",
+        )[names["dep"]]
         started = submitter.wait(lambda h: any(field(o, "status", "startTime") for _, o in h.events()),
                                  what="KubeRay's submitter pod started")
         pod = next(o for _, o in started.events() if field(o, "status", "startTime"))
@@ -83,7 +97,9 @@ def test_a_bad_delay_exits_2_with_one_line_and_starts_nothing(tmp_path, spec):
     result = nrl_k8s("sandbox", "up", "--dir", str(tmp_path), "--delay", "dgd=1", "--delay", spec, check=False)
     assert result.returncode == 2, result.stderr
     error, hint = result.stderr.splitlines()
-    assert error == (f"error: --delay {spec}: expected KIND=SECONDS with KIND one of dgd, raycluster, deployment, rayjob "
-                     "and SECONDS a number >= 0")
+    assert error == (
+        f"error: --delay {spec}: expected KIND=SECONDS with KIND one of dgd, raycluster, deployment, rayjob "
+        "and SECONDS a number >= 0"
+    )
     assert hint == "hint: e.g. --delay dgd=20 --delay raycluster=15"
     assert result.stdout == "" and not (tmp_path / "daemon.pid").exists()

@@ -36,7 +36,8 @@ def raycluster(name: str, head: dict | None = None) -> dict:
 def create_ready(custom, ns: str, body: dict) -> None:
     name = body["metadata"]["name"]
     custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", body)
-    observe(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayclusters", field_selector=f"metadata.name={name}",
+    observe(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayclusters",
+            field_selector=f"metadata.name={name}",
             until=lambda o: field(o.get(name), "status", "state") == "ready")  # fmt: skip
 
 
@@ -46,7 +47,9 @@ def clusters(api, core, custom):
     volume) and ``b`` (defaults) in it."""
     ns = unique("heads")
     core.create_namespace({"metadata": {"name": ns}})
-    core.create_namespaced_secret(ns, {"metadata": {"name": SECRET}, "stringData": {"value": "s3cr3t", "token": "tok-file"}})
+    core.create_namespaced_secret(
+        ns, {"metadata": {"name": SECRET}, "stringData": {"value": "s3cr3t", "token": "tok-file"}}
+    )
     a, b = unique("a"), unique("b")
     create_ready(custom, ns, raycluster(a, {
         "env": [{"name": "FROM_HEAD", "value": "head-a"}, {"name": "MINE", "value": "head"},
@@ -131,7 +134,14 @@ def test_the_log_tail_websocket_reaches_only_the_clusters_own_job(connection, cl
             sock.sendall(request_head("GET", path, connection.host.split("//")[1], headers))
             reply = sock.makefile("rb")
             head = b"".join(iter(reply.readline, b"\r\n"))
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
             return head + b"\r\n" + reply.read(length)
 
     assert answer(a).startswith(b"HTTP/1.1 101 Switching Protocols")
@@ -175,7 +185,9 @@ def test_a_package_of_almost_100_mib_passes_the_proxy(api, clusters):
     assert proxy(api, "GET", ns, f"{a}-head-svc:8265", f"api/packages/gcs/{name}")[0] == 200
 
 
-def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_raycluster(connection, api, core, custom, clusters, tmp_path):
+def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_raycluster(
+    connection, api, core, custom, clusters, tmp_path
+):
     ns, _, _ = clusters
     name, (port,) = unique("daemon"), free_ports(1)
     # KubeRay's head Service carries the ports the head container declares (Ray's own only when
@@ -187,12 +199,13 @@ def test_a_daemon_on_the_head_is_reached_through_its_port_and_stops_with_its_ray
     (tmp_path / "index.html").write_text("served by the daemon\n")
     # pods share this machine's network: the sandbox serves the head's port on a free one it names
     served = f"$NRL_K8S_SANDBOX_PORT_{port}"
-    server = (f"echo {served} > {shlex.quote(str(tmp_path / 'port'))}; exec "
-              + shlex.join([sys.executable, "-m", "http.server", "PORT", "--bind", "127.0.0.1", "--directory", str(tmp_path)])
-              .replace("PORT", served))
+    server = f"echo {served} > {shlex.quote(str(tmp_path / 'port'))}; exec " + shlex.join(
+        [sys.executable, "-m", "http.server", "PORT", "--bind", "127.0.0.1", "--directory", str(tmp_path)]
+    ).replace("PORT", served)
     with dashboard(connection, ns, name) as dash:
         daemon = dash.submit(server, submission_id=unique("daemon"))
-        body = eventually(lambda: (reply := proxy(api, "GET", ns, f"{name}-head-svc:web", "index.html"))[0] == 200 and reply[1],
+        body = eventually(lambda: (reply := proxy(api, "GET", ns, f"{name}-head-svc:web", "index.html"))[0] == 200
+                          and reply[1],
                           what="the daemon answering through the head Service")  # fmt: skip
         assert body == b"served by the daemon\n"
         assert dash.get_job(daemon).status == "RUNNING"

@@ -139,10 +139,14 @@ def test_a_ray_head_that_aborts_its_start_up_is_started_again(sandbox, tmp_path)
     env = {"PYTHONPATH": str(tmp_path), "NRL_K8S_TEST_SLOW_ONCE": str(tmp_path / "slowed")}
     name = unique("aborts")
     try:
-        driver = _running_driver(sandbox, tmp_path, name, head_env=env)  # jobs run: the head is up, not dying behind a ready dashboard
+        driver = _running_driver(
+            sandbox, tmp_path, name, head_env=env
+        )  # jobs run: the head is up, not dying behind a ready dashboard
         assert alive(driver) and (tmp_path / "slowed").exists()
         log = (sandbox.dir / "daemon.log").read_text()
-        assert re.search(rf"the Ray head of default/{name}-\S+ exited during start-up \(attempt 1 of 3\)", log), log[-3000:]
+        assert re.search(rf"the Ray head of default/{name}-\S+ exited during start-up \(attempt 1 of 3\)", log), log[
+            -3000:
+        ]
     finally:
         with sandbox.api_client() as api:  # its cluster goes with it, and the sleeping driver with the head
             client.CustomObjectsApi(api).delete_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", name)

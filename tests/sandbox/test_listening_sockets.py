@@ -77,7 +77,8 @@ def test_every_socket_the_sandbox_listens_on_is_on_loopback(sandbox, tmp_path):
     finally:
         job.release()
     exposed = [f"pid {pid} ({commands[pid]}): {proto} {address}:{port}"
-               for pid, found in sockets.items() for proto, address, port in found if not address.is_loopback]  # fmt: skip
+               for pid, found in sockets.items()
+               for proto, address, port in found if not address.is_loopback]  # fmt: skip
     assert exposed == [], "listening beyond loopback:\n" + "\n".join(exposed)
     # The scan did see the sandbox's servers and the job's processes: it cannot pass by seeing nothing.
     ports = {port for found in sockets.values() for _, _, port in found}

@@ -44,9 +44,14 @@ def test_deleting_the_owning_raycluster_collects_the_dra_objects(custom, sandbox
     """The real garbage collector follows the ownerReferences nrl-k8s writes."""
     ns, name = sandbox_namespace, unique("owner")
     cluster = custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", {
-        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name}, "spec": ray_cluster_spec(workers=0)})  # fmt: skip
-    custom.create_namespaced_custom_object(*CD, ns, "computedomains", compute_domain(f"{name}-cd", f"{name}-channel", cluster))
-    custom.create_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaimtemplates", roce_template(f"{name}-roce", cluster))
+        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
+        "spec": ray_cluster_spec(workers=0)})  # fmt: skip
+    custom.create_namespaced_custom_object(
+        *CD, ns, "computedomains", compute_domain(f"{name}-cd", f"{name}-channel", cluster)
+    )
+    custom.create_namespaced_custom_object(
+        "resource.k8s.io", "v1", ns, "resourceclaimtemplates", roce_template(f"{name}-roce", cluster)
+    )
     observe(custom.list_namespaced_custom_object, *CD, ns, "computedomains",
             until=lambda o: field(o.get(f"{name}-cd"), "status", "status") == "Ready")  # fmt: skip
     templates = custom.list_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaimtemplates")["items"]
@@ -54,7 +59,14 @@ def test_deleting_the_owning_raycluster_collects_the_dra_objects(custom, sandbox
 
     custom.delete_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", name)
     observe(custom.list_namespaced_custom_object, *CD, ns, "computedomains", until=lambda o: not o)
-    observe(custom.list_namespaced_custom_object, "resource.k8s.io", "v1", ns, "resourceclaimtemplates", until=lambda o: not o)
+    observe(
+        custom.list_namespaced_custom_object,
+        "resource.k8s.io",
+        "v1",
+        ns,
+        "resourceclaimtemplates",
+        until=lambda o: not o,
+    )
 
 
 def test_kubectl_finds_the_dra_kinds(sandbox, sandbox_namespace, tmp_path):
@@ -88,7 +100,9 @@ def test_slow_holds_the_pods_back(separate_sandbox):
 
 def _held_back(core, custom) -> None:
     ns, name = "default", unique("slow")
-    dgds = History(custom.list_namespaced_custom_object, *DGD, ns, "dynamographdeployments", field_selector=f"metadata.name={name}")
+    dgds = History(
+        custom.list_namespaced_custom_object, *DGD, ns, "dynamographdeployments", field_selector=f"metadata.name={name}"
+    )
     with dgds:
         custom.create_namespaced_custom_object(*DGD, ns, "dynamographdeployments", dgd(name))
         dgds.wait(lambda h: condition(h.objects().get(name) or {}, "Ready").get("reason") == "pods_not_ready",
@@ -103,10 +117,20 @@ def _held_back(core, custom) -> None:
 def test_a_deleted_dgd_stops_its_frontend_process(api, core, custom, sandbox_namespace):
     ns, name = sandbox_namespace, unique("gone")
     custom.create_namespaced_custom_object(*DGD, ns, "dynamographdeployments", dgd(name))
-    observe(custom.list_namespaced_custom_object, *DGD, ns, "dynamographdeployments",
-            field_selector=f"metadata.name={name}", until=lambda o: field(o.get(name), "status", "state") == "successful")
-    frontend = core.list_namespaced_pod(ns, label_selector=f"{LABEL}={name},nvidia.com/dynamo-component-type=frontend").items[0]
-    forward = custom.get_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", ns, "portforwards", frontend.metadata.name)
+    observe(
+        custom.list_namespaced_custom_object,
+        *DGD,
+        ns,
+        "dynamographdeployments",
+        field_selector=f"metadata.name={name}",
+        until=lambda o: field(o.get(name), "status", "state") == "successful",
+    )
+    frontend = core.list_namespaced_pod(
+        ns, label_selector=f"{LABEL}={name},nvidia.com/dynamo-component-type=frontend"
+    ).items[0]
+    forward = custom.get_namespaced_custom_object(
+        "kwok.x-k8s.io", "v1alpha1", ns, "portforwards", frontend.metadata.name
+    )
     port = forward["spec"]["forwards"][0]["target"]["port"]
     assert listening(port)
 
@@ -129,11 +153,16 @@ def test_kubectl_apply_of_an_example_dgd_reaches_successful(sandbox, sandbox_nam
     sandbox.kubectl("wait", *ns, "--for=jsonpath={.status.state}=successful", f"dgd/{name}", "--timeout=240s")
     pods = sandbox.kubectl("get", *ns, "pods", "-l", f"{LABEL}={name}", "-o", "name")
     assert len(pods.stdout.split()) == 2
-    assert sandbox.kubectl("get", *ns, "service", f"{name}-frontend", "-o", "jsonpath={.spec.ports[0].port}").stdout == "8000"
+    assert (
+        sandbox.kubectl("get", *ns, "service", f"{name}-frontend", "-o", "jsonpath={.spec.ports[0].port}").stdout
+        == "8000"
+    )
     sandbox.kubectl("delete", *ns, "-f", str(manifest), "--wait=true")
 
 
-def test_a_kubectl_applied_rayjob_runs_on_a_real_ray_head_and_its_cluster_is_deleted(sandbox, sandbox_namespace, tmp_path):
+def test_a_kubectl_applied_rayjob_runs_on_a_real_ray_head_and_its_cluster_is_deleted(
+    sandbox, sandbox_namespace, tmp_path
+):
     """Real KubeRay, K8sJobMode (its default): its submitter Job's pod runs `ray job submit`."""
     name, proof = unique("kubectl"), tmp_path / "ran.txt"
     manifest = tmp_path / "rayjob.yaml"
@@ -144,7 +173,9 @@ def test_a_kubectl_applied_rayjob_runs_on_a_real_ray_head_and_its_cluster_is_del
     manifest.write_text(yaml.safe_dump(body))
     ns = ["-n", sandbox_namespace]
     sandbox.kubectl("apply", *ns, "-f", str(manifest))
-    sandbox.kubectl("wait", *ns, "--for=jsonpath={.status.jobDeploymentStatus}=Complete", f"rayjob/{name}", "--timeout=240s")
+    sandbox.kubectl(
+        "wait", *ns, "--for=jsonpath={.status.jobDeploymentStatus}=Complete", f"rayjob/{name}", "--timeout=240s"
+    )
     cluster = sandbox.kubectl("get", *ns, "rayjob", name, "-o", "jsonpath={.status.rayClusterName}").stdout
     assert cluster.startswith(f"{name}-")
     sandbox.kubectl("wait", *ns, "--for=delete", f"raycluster/{cluster}", "--timeout=240s")

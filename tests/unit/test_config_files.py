@@ -37,7 +37,11 @@ def test_load_yaml_file_parses(tmp_path, text, expected):
     [
         ({}, "missing.yaml", "missing.yaml: file not found"),
         ({"d/x.yaml": "a: 1"}, "d", "is a directory"),
-        ({"bad.yaml": "a: 1\nb: [1, 2\nc: 3\n"}, "bad.yaml", "bad.yaml:3: b: invalid YAML: did not find expected ',' or ']'"),
+        (
+            {"bad.yaml": "a: 1\nb: [1, 2\nc: 3\n"},
+            "bad.yaml",
+            "bad.yaml:3: b: invalid YAML: did not find expected ',' or ']'",
+        ),
         ({"tab.yaml": "a:\n  b: 1\n c: 2\n"}, "tab.yaml", "tab.yaml:3: "),
         ({"colon.yaml": "x: 1\na: b: c\n"}, "colon.yaml", "colon.yaml:2: invalid YAML: mapping values are not allowed"),
     ],
@@ -79,7 +83,14 @@ def test_load_mapping_rejects_non_mapping_top_level(tmp_path, text):
         ({"a": 5}, {"a": {"x": 1}}, {"a": {"x": 1}}),
         ({"a": 1}, {"a": None}, {"a": None}),
     ],
-    ids=["dicts-merge", "lists-replace", "scalars-replace", "scalar-replaces-dict", "dict-replaces-scalar", "null-replaces"],
+    ids=[
+        "dicts-merge",
+        "lists-replace",
+        "scalars-replace",
+        "scalar-replaces-dict",
+        "dict-replaces-scalar",
+        "null-replaces",
+    ],
 )
 def test_deep_merge(base, top, expected):
     base_before, top_before = repr(base), repr(top)
@@ -97,7 +108,11 @@ def test_deep_merge(base, top, expected):
             {"a": 1, "b": {"x": 1, "y": 2}},
         ),
         (
-            {"g.yaml": "a: g\nb: g\nc: g\n", "p.yaml": "defaults: g.yaml\nb: p\nc: p\n", "r.yaml": "defaults: p.yaml\nc: r\n"},
+            {
+                "g.yaml": "a: g\nb: g\nc: g\n",
+                "p.yaml": "defaults: g.yaml\nb: p\nc: p\n",
+                "r.yaml": "defaults: p.yaml\nc: r\n",
+            },
             ["g.yaml", "p.yaml", "r.yaml"],
             {"a": "g", "b": "p", "c": "r"},
         ),
@@ -107,18 +122,35 @@ def test_deep_merge(base, top, expected):
             {"a": 1, "b": 2},
         ),
         (
-            {"sub/p.yaml": "defaults: ../base/g.yaml\nb: p\n", "base/g.yaml": "a: g\n", "r.yaml": "defaults: sub/p.yaml\n"},
+            {
+                "sub/p.yaml": "defaults: ../base/g.yaml\nb: p\n",
+                "base/g.yaml": "a: g\n",
+                "r.yaml": "defaults: sub/p.yaml\n",
+            },
             ["base/g.yaml", "sub/p.yaml", "r.yaml"],
             {"a": "g", "b": "p"},
         ),
         ({"r.yaml": "defaults: []\na: 1\n"}, ["r.yaml"], {"a": 1}),
         (
-            {"d.yaml": "a: d\n", "l.yaml": "defaults: d.yaml\n", "m.yaml": "defaults: d.yaml\n", "r.yaml": "defaults: [l.yaml, m.yaml]\n"},
+            {
+                "d.yaml": "a: d\n",
+                "l.yaml": "defaults: d.yaml\n",
+                "m.yaml": "defaults: d.yaml\n",
+                "r.yaml": "defaults: [l.yaml, m.yaml]\n",
+            },
             ["d.yaml", "l.yaml", "d.yaml", "m.yaml", "r.yaml"],
             {"a": "d"},
         ),
     ],
-    ids=["no-defaults", "one-parent", "chain", "list-of-parents", "relative-to-declaring-file", "empty-list", "diamond-is-not-a-cycle"],
+    ids=[
+        "no-defaults",
+        "one-parent",
+        "chain",
+        "list-of-parents",
+        "relative-to-declaring-file",
+        "empty-list",
+        "diamond-is-not-a-cycle",
+    ],
 )
 def test_defaults_chains(tmp_path, files, expected_order, expected_merged):
     write(tmp_path, files)
@@ -131,14 +163,28 @@ def test_defaults_chains(tmp_path, files, expected_order, expected_merged):
     "files, message",
     [
         ({"r.yaml": "defaults: r.yaml\n"}, r"defaults cycle: .*r\.yaml -> .*r\.yaml$"),
-        ({"a.yaml": "defaults: b.yaml\n", "b.yaml": "defaults: a.yaml\n", "r.yaml": "defaults: a.yaml\n"}, r"defaults cycle: .*a\.yaml -> .*b\.yaml -> .*a\.yaml$"),
+        (
+            {"a.yaml": "defaults: b.yaml\n", "b.yaml": "defaults: a.yaml\n", "r.yaml": "defaults: a.yaml\n"},
+            r"defaults cycle: .*a\.yaml -> .*b\.yaml -> .*a\.yaml$",
+        ),
         ({"r.yaml": "defaults: nope.yaml\n"}, r"r\.yaml: defaults: parent 'nope.yaml' not found"),
-        ({"p.yaml": "defaults: sub/missing.yaml\n", "r.yaml": "defaults: p.yaml\n"}, r"p\.yaml: defaults: parent 'sub/missing.yaml' not found"),
+        (
+            {"p.yaml": "defaults: sub/missing.yaml\n", "r.yaml": "defaults: p.yaml\n"},
+            r"p\.yaml: defaults: parent 'sub/missing.yaml' not found",
+        ),
         ({"r.yaml": "defaults: {a: 1}\n"}, r"r\.yaml: defaults: expected a path or a list of paths"),
         ({"r.yaml": "defaults: [1]\n"}, r"r\.yaml: defaults: expected a path or a list of paths"),
         ({"p.yaml": "- x\n", "r.yaml": "defaults: p.yaml\n"}, r"p\.yaml: top level must be a mapping"),
     ],
-    ids=["self-cycle", "two-file-cycle", "missing-parent", "missing-grandparent-names-parent", "mapping-not-path", "number-not-path", "parent-not-mapping"],
+    ids=[
+        "self-cycle",
+        "two-file-cycle",
+        "missing-parent",
+        "missing-grandparent-names-parent",
+        "mapping-not-path",
+        "number-not-path",
+        "parent-not-mapping",
+    ],
 )
 def test_defaults_errors(tmp_path, files, message):
     write(tmp_path, files)

@@ -280,20 +280,35 @@ def _chain(count: int, value: Callable[[int], Any], *, last_first: bool = False)
 @pytest.mark.parametrize(
     "infra, message",
     [
-        (_chain(40, lambda i: f"${{k{i - 1}}}${{k{i - 1}}}" if i else "x" * 1000), "builds more than 4194304 characters"),
+        (
+            _chain(40, lambda i: f"${{k{i - 1}}}${{k{i - 1}}}" if i else "x" * 1000),
+            "builds more than 4194304 characters",
+        ),
         (_chain(40, lambda i: [f"${{k{i - 1}}}", f"${{k{i - 1}}}"] if i else [1]), "builds more than 50000 values"),
         (_chain(40, lambda i: f"${{mul:${{k{i - 1}}},${{k{i - 1}}}}}" if i else 10), "out of the 64-bit integer range"),
         (_chain(300, lambda i: f"${{k{i - 1}}}" if i else 1, last_first=True), "nest too deeply (resolving 'k299')"),
-        (_chain(300, lambda i: f"${{oc.select:nope,${{oc.decode:'${{k{i - 1}}}'}}}}" if i else 1, last_first=True),
-         "nest too deeply"),
+        (
+            _chain(300, lambda i: f"${{oc.select:nope,${{oc.decode:'${{k{i - 1}}}'}}}}" if i else 1, last_first=True),
+            "nest too deeply",
+        ),
         (_chain(70, lambda i: [f"${{k{i - 1}}}"] if i else 1), "would nest more than 64 levels deep here"),
         ({"x": "${oc.decode:" * 300 + "1" + "}" * 300}, "nest too deeply"),
         ({"x": "${oc.env:NOPE," + "[" * 300 + "]" * 300 + "}"}, "nest too deeply"),
         ({"k0": "${k1}", "k1": "${k2}", "k2": "${k0}"}, "interpolation cycle: k0 -> k1 -> k2 -> k0"),
         ({"a": {"b": "${oc.select:a}"}}, "interpolation cycle: a -> a.b -> a"),
     ],
-    ids=["doubling-text", "doubling-lists", "squaring-numbers", "long-chain", "long-chain-through-resolvers",
-         "deepening-lists", "nested-decode", "nested-lists", "three-key-cycle", "cycle-through-select"],
+    ids=[
+        "doubling-text",
+        "doubling-lists",
+        "squaring-numbers",
+        "long-chain",
+        "long-chain-through-resolvers",
+        "deepening-lists",
+        "nested-decode",
+        "nested-lists",
+        "three-key-cycle",
+        "cycle-through-select",
+    ],
 )
 def test_resolver_bombs_are_refused(infra, message):
     """Every key is resolved once and what interpolation builds is bounded: each bomb ends in one ConfigError."""

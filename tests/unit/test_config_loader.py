@@ -49,7 +49,11 @@ def test_split_pair(tmp_path):
     assert cfg.infra["image"] == "img:1"
     assert cfg.recipe_path == (tmp_path / "recipe.yaml").resolve()
     assert cfg.infra_path == (tmp_path / "infra.yaml").resolve()
-    assert cfg.sources == ((tmp_path / "recipe.yaml").resolve(), shipped_defaults_path(), (tmp_path / "infra.yaml").resolve())
+    assert cfg.sources == (
+        (tmp_path / "recipe.yaml").resolve(),
+        shipped_defaults_path(),
+        (tmp_path / "infra.yaml").resolve(),
+    )
     assert (cfg.infra["namespace"], cfg.namespace_source) == ("team", "infra")
 
 
@@ -66,7 +70,8 @@ def test_bundled_infra_inherited_from_parent_recipe(tmp_path):
     cfg = load(
         tmp_path,
         {
-            "base/parent.yaml": "policy: {lr: 1}\ninfra:\n  image: parent\n  labels: {a: '1'}\n  dynamo: {g: {manifest: dgd.yaml}}\n",
+            "base/parent.yaml": "policy: {lr: 1}\ninfra:\n  image: parent\n  labels: {a: '1'}\n"
+            "  dynamo: {g: {manifest: dgd.yaml}}\n",
             "recipe.yaml": "defaults: base/parent.yaml\ninfra:\n  labels: {b: '2'}\n",
         },
         infra=None,
@@ -80,16 +85,40 @@ def test_bundled_infra_inherited_from_parent_recipe(tmp_path):
 @pytest.mark.parametrize(
     "files, infra, message, hint",
     [
-        ({"recipe.yaml": RECIPE + "infra: {image: x}\n", "infra.yaml": INFRA}, "infra.yaml", "has an 'infra:' block and --infra", "not both"),
+        (
+            {"recipe.yaml": RECIPE + "infra: {image: x}\n", "infra.yaml": INFRA},
+            "infra.yaml",
+            "has an 'infra:' block and --infra",
+            "not both",
+        ),
         ({"recipe.yaml": RECIPE}, None, "recipe.yaml: no infra given", "--infra"),
         ({"recipe.yaml": RECIPE}, "nope.yaml", "nope.yaml: file not found", "check the path"),
         ({"infra.yaml": INFRA}, "infra.yaml", "recipe.yaml: file not found", "check the path"),
-        ({"recipe.yaml": "- a\n", "infra.yaml": INFRA}, "infra.yaml", "recipe.yaml: top level must be a mapping", "key: value"),
-        ({"recipe.yaml": RECIPE, "infra.yaml": "- a\n"}, "infra.yaml", "infra.yaml: top level must be a mapping", "key: value"),
+        (
+            {"recipe.yaml": "- a\n", "infra.yaml": INFRA},
+            "infra.yaml",
+            "recipe.yaml: top level must be a mapping",
+            "key: value",
+        ),
+        (
+            {"recipe.yaml": RECIPE, "infra.yaml": "- a\n"},
+            "infra.yaml",
+            "infra.yaml: top level must be a mapping",
+            "key: value",
+        ),
         ({"recipe.yaml": "a: [1\n", "infra.yaml": INFRA}, "infra.yaml", "recipe.yaml:2: ", "YAML syntax"),
         ({"recipe.yaml": RECIPE + "infra: [1]\n"}, None, "recipe.yaml: 'infra' must be a mapping", "key: value"),
     ],
-    ids=["both", "neither", "missing-infra", "missing-recipe", "recipe-not-mapping", "infra-not-mapping", "malformed-recipe", "infra-block-not-mapping"],
+    ids=[
+        "both",
+        "neither",
+        "missing-infra",
+        "missing-recipe",
+        "recipe-not-mapping",
+        "infra-not-mapping",
+        "malformed-recipe",
+        "infra-block-not-mapping",
+    ],
 )
 def test_pair_errors(tmp_path, files, infra, message, hint):
     with pytest.raises(ConfigError) as err:
@@ -102,17 +131,29 @@ def test_pair_errors(tmp_path, files, infra, message, hint):
     "files, infra, expected",
     [
         (
-            {"recipe.yaml": RECIPE, "p.yaml": "image: parent\nlabels: {a: '1', b: '1'}\n", "infra.yaml": "defaults: p.yaml\nlabels: {b: '2'}\n"},
+            {
+                "recipe.yaml": RECIPE,
+                "p.yaml": "image: parent\nlabels: {a: '1', b: '1'}\n",
+                "infra.yaml": "defaults: p.yaml\nlabels: {b: '2'}\n",
+            },
             "infra.yaml",
             {"image": "parent", "labels": {"a": "1", "b": "2"}},
         ),
         (
-            {"recipe.yaml": RECIPE, "g.yaml": "image: g\nrayVersion: g\n", "sub/p.yaml": "defaults: ../g.yaml\nrayVersion: p\n", "infra.yaml": "defaults: [sub/p.yaml]\n"},
+            {
+                "recipe.yaml": RECIPE,
+                "g.yaml": "image: g\nrayVersion: g\n",
+                "sub/p.yaml": "defaults: ../g.yaml\nrayVersion: p\n",
+                "infra.yaml": "defaults: [sub/p.yaml]\n",
+            },
             "infra.yaml",
             {"image": "g", "rayVersion": "p"},
         ),
         (
-            {"recipe.yaml": RECIPE + "infra:\n  defaults: infra/common.yaml\n  image: child\n", "infra/common.yaml": "image: common\nserviceAccount: sa\n"},
+            {
+                "recipe.yaml": RECIPE + "infra:\n  defaults: infra/common.yaml\n  image: child\n",
+                "infra/common.yaml": "image: common\nserviceAccount: sa\n",
+            },
             None,
             {"image": "child", "serviceAccount": "sa"},
         ),
@@ -122,7 +163,12 @@ def test_pair_errors(tmp_path, files, infra, message, hint):
             {"image": "x"},
         ),
     ],
-    ids=["infra-file-parent", "infra-chain-relative-paths", "bundled-block-defaults-relative-to-recipe", "recipe-defaults-do-not-leak-into-infra"],
+    ids=[
+        "infra-file-parent",
+        "infra-chain-relative-paths",
+        "bundled-block-defaults-relative-to-recipe",
+        "recipe-defaults-do-not-leak-into-infra",
+    ],
 )
 def test_infra_defaults_chains(tmp_path, files, infra, expected):
     cfg = load(tmp_path, files, infra=infra)
@@ -132,14 +178,30 @@ def test_infra_defaults_chains(tmp_path, files, infra, expected):
 
 
 def test_recipe_defaults_chain(tmp_path):
-    cfg = load(tmp_path, {"g.yaml": "a: g\nb: g\nc: [1, 2]\n", "p.yaml": "defaults: g.yaml\nb: p\n", "recipe.yaml": "defaults: p.yaml\nc: [3]\n", "infra.yaml": INFRA})
+    cfg = load(
+        tmp_path,
+        {
+            "g.yaml": "a: g\nb: g\nc: [1, 2]\n",
+            "p.yaml": "defaults: g.yaml\nb: p\n",
+            "recipe.yaml": "defaults: p.yaml\nc: [3]\n",
+            "infra.yaml": INFRA,
+        },
+    )
     assert cfg.recipe == {"a": "g", "b": "p", "c": [3]}
     assert [p.name for p in cfg.sources] == ["g.yaml", "p.yaml", "recipe.yaml", "defaults.yaml", "infra.yaml"]
 
 
 def test_defaults_cycle_is_reported(tmp_path):
     with pytest.raises(ConfigError, match=r"defaults cycle: .*a\.yaml -> .*b\.yaml -> .*a\.yaml"):
-        load(tmp_path, {"recipe.yaml": RECIPE, "a.yaml": "defaults: b.yaml\n", "b.yaml": "defaults: a.yaml\n", "infra.yaml": "defaults: a.yaml\n"})
+        load(
+            tmp_path,
+            {
+                "recipe.yaml": RECIPE,
+                "a.yaml": "defaults: b.yaml\n",
+                "b.yaml": "defaults: a.yaml\n",
+                "infra.yaml": "defaults: a.yaml\n",
+            },
+        )
 
 
 # Layer precedence: shipped defaults (scheduler.kind=default) < user defaults < infra < CLI override.
@@ -157,7 +219,14 @@ KUEUE = "scheduler: {kind: kueue, queue: q}\n"
         (KAI, KUEUE, ["infra.scheduler.kind=kai"], "kai"),
         (None, "image: x\n", ["infra.scheduler.kind=kai", "+infra.scheduler.queue=q"], "kai"),
     ],
-    ids=["shipped", "user-over-shipped", "infra-over-user", "infra-over-shipped", "override-over-infra", "override-over-shipped"],
+    ids=[
+        "shipped",
+        "user-over-shipped",
+        "infra-over-user",
+        "infra-over-shipped",
+        "override-over-infra",
+        "override-over-shipped",
+    ],
 )
 def test_layer_precedence(tmp_path, user_defaults, infra, overrides, expected):
     files = {"recipe.yaml": RECIPE, "infra.yaml": infra}
@@ -195,24 +264,56 @@ WRAPPED_USER = "infra:\n  labels: {owner: me, team: a}\n  scheduler: {kind: kai,
 @pytest.mark.parametrize(
     "files, env, expected",
     [
-        ({"home/.config/nrl-k8s/defaults.yaml": WRAPPED_USER, "infra.yaml": "labels: {team: b}\n"}, {},
-         {"labels": {"owner": "me", "team": "b"}, "scheduler": {"kind": "kai", "queue": "q"}}),
-        ({"mine.yaml": WRAPPED_USER, "infra.yaml": "image: x\n"}, {"NRL_K8S_DEFAULTS": "mine.yaml"},
-         {"labels": {"owner": "me", "team": "a"}}),
+        (
+            {"home/.config/nrl-k8s/defaults.yaml": WRAPPED_USER, "infra.yaml": "labels: {team: b}\n"},
+            {},
+            {"labels": {"owner": "me", "team": "b"}, "scheduler": {"kind": "kai", "queue": "q"}},
+        ),
+        (
+            {"mine.yaml": WRAPPED_USER, "infra.yaml": "image: x\n"},
+            {"NRL_K8S_DEFAULTS": "mine.yaml"},
+            {"labels": {"owner": "me", "team": "a"}},
+        ),
         ({"infra.yaml": "infra:\n  image: wrapped\n"}, {}, {"image": "wrapped"}),
-        ({"p.yaml": "infra:\n  image: parent\n  rayVersion: p\n", "infra.yaml": "defaults: p.yaml\nimage: child\n"}, {},
-         {"image": "child", "rayVersion": "p"}),
-        ({"p.yaml": "image: parent\nrayVersion: p\n", "infra.yaml": "defaults: p.yaml\ninfra:\n  image: child\n"}, {},
-         {"image": "child", "rayVersion": "p"}),
-        ({"p.yaml": "rayVersion: p\n", "infra.yaml": "infra:\n  defaults: p.yaml\n  image: child\n"}, {},
-         {"image": "child", "rayVersion": "p"}),
-        ({"infra.yaml": "_base: &b {owner: me}\n_img: img:9\ninfra:\n  labels: *b\n  image: ${_img}\n"}, {},
-         {"labels": {"owner": "me"}, "image": "img:9"}),
-        ({"home/.config/nrl-k8s/defaults.yaml": "infra:\n  imagePullSecrets: []\n  serviceAccount: null\n",
-          "infra.yaml": "image: x\n"}, {}, {"imagePullSecrets": []}),
+        (
+            {"p.yaml": "infra:\n  image: parent\n  rayVersion: p\n", "infra.yaml": "defaults: p.yaml\nimage: child\n"},
+            {},
+            {"image": "child", "rayVersion": "p"},
+        ),
+        (
+            {"p.yaml": "image: parent\nrayVersion: p\n", "infra.yaml": "defaults: p.yaml\ninfra:\n  image: child\n"},
+            {},
+            {"image": "child", "rayVersion": "p"},
+        ),
+        (
+            {"p.yaml": "rayVersion: p\n", "infra.yaml": "infra:\n  defaults: p.yaml\n  image: child\n"},
+            {},
+            {"image": "child", "rayVersion": "p"},
+        ),
+        (
+            {"infra.yaml": "_base: &b {owner: me}\n_img: img:9\ninfra:\n  labels: *b\n  image: ${_img}\n"},
+            {},
+            {"labels": {"owner": "me"}, "image": "img:9"},
+        ),
+        (
+            {
+                "home/.config/nrl-k8s/defaults.yaml": "infra:\n  imagePullSecrets: []\n  serviceAccount: null\n",
+                "infra.yaml": "image: x\n",
+            },
+            {},
+            {"imagePullSecrets": []},
+        ),
     ],
-    ids=["user-defaults", "user-defaults-from-env-var", "infra-file", "wrapped-parent", "wrapped-child-top-level-defaults",
-         "defaults-inside-the-wrapper", "scratch-keys-beside-the-wrapper", "nulls-unset"],
+    ids=[
+        "user-defaults",
+        "user-defaults-from-env-var",
+        "infra-file",
+        "wrapped-parent",
+        "wrapped-child-top-level-defaults",
+        "defaults-inside-the-wrapper",
+        "scratch-keys-beside-the-wrapper",
+        "nulls-unset",
+    ],
 )
 def test_infra_files_may_wrap_their_body_in_infra(tmp_path, files, env, expected):
     env = {k: str(tmp_path / v) for k, v in env.items()}
@@ -250,8 +351,11 @@ def test_wrapped_infra_errors(tmp_path, files, message, hint):
 
 def test_recipe_files_are_never_unwrapped(tmp_path):
     """In a recipe (and its parents) `infra:` is the bundled infra block, not a wrapper."""
-    cfg = load(tmp_path, {"p.yaml": "policy: {lr: 1}\ninfra:\n  image: p\n", "recipe.yaml": "defaults: p.yaml\ngrpo: {x: 1}\n"},
-               infra=None)
+    cfg = load(
+        tmp_path,
+        {"p.yaml": "policy: {lr: 1}\ninfra:\n  image: p\n", "recipe.yaml": "defaults: p.yaml\ngrpo: {x: 1}\n"},
+        infra=None,
+    )
     assert cfg.recipe == {"policy": {"lr": 1}, "grpo": {"x": 1}}
     assert cfg.infra["image"] == "p"
 
@@ -260,14 +364,27 @@ def test_recipe_files_are_never_unwrapped(tmp_path):
     "overrides, recipe_expected, infra_key, infra_expected",
     [
         (["policy.lr=0.5"], {"policy": {"model": "${oc.env:MODEL}", "lr": 0.5}}, "image", "img:1"),
-        (["+policy.extra=${x.y}"], {"policy": {"model": "${oc.env:MODEL}", "lr": 1.0e-6, "extra": "${x.y}"}}, "image", "img:1"),
+        (
+            ["+policy.extra=${x.y}"],
+            {"policy": {"model": "${oc.env:MODEL}", "lr": 1.0e-6, "extra": "${x.y}"}},
+            "image",
+            "img:1",
+        ),
         (["~grpo"], None, "image", "img:1"),
         (["infra.image=img:2"], {}, "image", "img:2"),
         (["+infra.launch.env.A=1"], {}, "launch", {"env": {"A": "1"}}),
         (["++infra.labels={x: '${user:}'}"], {}, "labels", {"x": "alice"}),
         (["~infra.scheduler.kind"], {}, "scheduler", {}),
     ],
-    ids=["recipe-set", "recipe-add-keeps-interpolation", "recipe-delete", "infra-set", "infra-add", "infra-force-interpolated", "infra-delete-shipped-default"],
+    ids=[
+        "recipe-set",
+        "recipe-add-keeps-interpolation",
+        "recipe-delete",
+        "infra-set",
+        "infra-add",
+        "infra-force-interpolated",
+        "infra-delete-shipped-default",
+    ],
 )
 def test_overrides_route_to_their_layer(tmp_path, overrides, recipe_expected, infra_key, infra_expected):
     cfg = load(tmp_path, {"recipe.yaml": RECIPE, "infra.yaml": INFRA}, overrides)
@@ -285,11 +402,21 @@ def test_overrides_route_to_their_layer(tmp_path, overrides, recipe_expected, in
         (["infra.bogus=1"], "override 'infra.bogus=1': key 'infra.bogus' not found"),
         (["+infra.bogus=1"], "override '+infra.bogus=1': unknown infra key 'bogus'"),
         (["infra.image=5"], "override 'infra.image=5': infra key 'image': expected string, got integer 5"),
-        (["+infra.launch.env.X=${env:NOPE}"], "override '+infra.launch.env.X=${env:NOPE}': launch.env.X: environment variable 'NOPE' is not set"),
+        (
+            ["+infra.launch.env.X=${env:NOPE}"],
+            "override '+infra.launch.env.X=${env:NOPE}': launch.env.X: environment variable 'NOPE' is not set",
+        ),
         (["policy.nope=1"], "override 'policy.nope=1': key 'policy.nope' not found"),
         (["bad"], "override 'bad': missing '=VALUE'"),
     ],
-    ids=["infra-set-missing", "infra-add-unknown", "infra-wrong-type", "infra-override-env-unset", "recipe-set-missing", "bad-syntax"],
+    ids=[
+        "infra-set-missing",
+        "infra-add-unknown",
+        "infra-wrong-type",
+        "infra-override-env-unset",
+        "recipe-set-missing",
+        "bad-syntax",
+    ],
 )
 def test_override_errors_name_the_override(tmp_path, overrides, message):
     with pytest.raises(ConfigError) as err:
@@ -301,13 +428,32 @@ def test_override_errors_name_the_override(tmp_path, overrides, message):
     "files, env, message",
     [
         ({"infra.yaml": "bogus: 1\n"}, {}, "infra.yaml: unknown infra key 'bogus'"),
-        ({"p.yaml": "launch: {entrypiont: x}\n", "infra.yaml": "defaults: p.yaml\nimage: x\n"}, {}, "p.yaml: unknown infra key 'launch.entrypiont'"),
-        ({"home/.config/nrl-k8s/defaults.yaml": "scheduler: {kind: kai}\n", "infra.yaml": INFRA}, {}, "defaults.yaml: infra key 'scheduler.kind': 'kai' requires 'scheduler.queue'"),
-        ({"home/.config/nrl-k8s/defaults.yaml": "imag: x\n", "infra.yaml": INFRA}, {}, "nrl-k8s/defaults.yaml: unknown infra key 'imag'"),
+        (
+            {"p.yaml": "launch: {entrypiont: x}\n", "infra.yaml": "defaults: p.yaml\nimage: x\n"},
+            {},
+            "p.yaml: unknown infra key 'launch.entrypiont'",
+        ),
+        (
+            {"home/.config/nrl-k8s/defaults.yaml": "scheduler: {kind: kai}\n", "infra.yaml": INFRA},
+            {},
+            "defaults.yaml: infra key 'scheduler.kind': 'kai' requires 'scheduler.queue'",
+        ),
+        (
+            {"home/.config/nrl-k8s/defaults.yaml": "imag: x\n", "infra.yaml": INFRA},
+            {},
+            "nrl-k8s/defaults.yaml: unknown infra key 'imag'",
+        ),
         ({"infra.yaml": "image: ${env:NOPE}\n"}, {}, "infra.yaml: image: environment variable 'NOPE' is not set"),
         ({"infra.yaml": "dynamo: {g: {name: x}}\n"}, {}, "infra.yaml: infra key 'dynamo.g.manifest': is required"),
     ],
-    ids=["unknown-in-infra", "unknown-in-parent-names-parent", "rule-in-user-defaults", "unknown-in-user-defaults", "env-unset", "manifest-required"],
+    ids=[
+        "unknown-in-infra",
+        "unknown-in-parent-names-parent",
+        "rule-in-user-defaults",
+        "unknown-in-user-defaults",
+        "env-unset",
+        "manifest-required",
+    ],
 )
 def test_errors_name_the_file(tmp_path, files, env, message):
     with pytest.raises(ConfigError) as err:
@@ -323,7 +469,8 @@ def test_interpolation_and_scratch_keys(tmp_path):
         "namespace: ${user:}\n"
         "labels: {owner: '${user:}'}\n"
         "resources: {training: {head: *base, worker: {<<: *base, gpu: 8}}}\n"
-        "launch: {entrypoint: 'cd \\${HOME} && python run.py --image ${image}', env: {PORT: '${submit.localDashboardPort}'}}\n"
+        "launch: {entrypoint: 'cd \\${HOME} && python run.py --image ${image}', "
+        "env: {PORT: '${submit.localDashboardPort}'}}\n"
         "submit: {localDashboardPort: 8265}\n"
         "rayVersion: '${env:RAY,2.46.0}'\n"
     )
@@ -332,7 +479,10 @@ def test_interpolation_and_scratch_keys(tmp_path):
     assert cfg.infra["image"] == "nvcr.io/team/rl:v1"
     assert cfg.infra["namespace"] == "alice"
     assert cfg.infra["labels"] == {**OWNER, "owner": "alice"}
-    assert cfg.infra["resources"]["training"] == {"head": {"cpu": "4", "memory": "8Gi"}, "worker": {"cpu": "4", "memory": "8Gi", "gpu": 8}}
+    assert cfg.infra["resources"]["training"] == {
+        "head": {"cpu": "4", "memory": "8Gi"},
+        "worker": {"cpu": "4", "memory": "8Gi", "gpu": 8},
+    }
     assert cfg.infra["launch"]["entrypoint"] == "cd ${HOME} && python run.py --image nvcr.io/team/rl:v1"
     assert cfg.infra["launch"]["env"] == {"PORT": "8265"}
     assert cfg.infra["rayVersion"] == "2.46.0"
@@ -372,18 +522,38 @@ def test_namespace_inference(tmp_path, monkeypatch, infra, sa, kube, context, ex
     "files, infra, overrides, expected",
     [
         ({"infra/i.yaml": "dynamo: {g: {manifest: ../dgd/g.yaml}}\n"}, "infra/i.yaml", [], "dgd/g.yaml"),
-        ({"infra/i.yaml": "defaults: base/p.yaml\n", "infra/base/p.yaml": "dynamo: {g: {manifest: g.yaml}}\n"}, "infra/i.yaml", [], "infra/base/g.yaml"),
         (
-            {"infra/i.yaml": "defaults: base/p.yaml\ndynamo: {g: {manifest: mine.yaml}}\n", "infra/base/p.yaml": "dynamo: {g: {manifest: g.yaml, name: n}}\n"},
+            {"infra/i.yaml": "defaults: base/p.yaml\n", "infra/base/p.yaml": "dynamo: {g: {manifest: g.yaml}}\n"},
+            "infra/i.yaml",
+            [],
+            "infra/base/g.yaml",
+        ),
+        (
+            {
+                "infra/i.yaml": "defaults: base/p.yaml\ndynamo: {g: {manifest: mine.yaml}}\n",
+                "infra/base/p.yaml": "dynamo: {g: {manifest: g.yaml, name: n}}\n",
+            },
             "infra/i.yaml",
             [],
             "infra/mine.yaml",
         ),
         ({"infra/i.yaml": "dynamo: {g: {manifest: /abs/g.yaml}}\n"}, "infra/i.yaml", [], "/abs/g.yaml"),
-        ({"infra/i.yaml": "dynamo: {g: {manifest: a.yaml}}\n"}, "infra/i.yaml", ["infra.dynamo.g.manifest=cli/g.yaml"], "cwd/cli/g.yaml"),
+        (
+            {"infra/i.yaml": "dynamo: {g: {manifest: a.yaml}}\n"},
+            "infra/i.yaml",
+            ["infra.dynamo.g.manifest=cli/g.yaml"],
+            "cwd/cli/g.yaml",
+        ),
         ({"infra/i.yaml": "image: x\n"}, "infra/i.yaml", ["+infra.dynamo={g: {manifest: new.yaml}}"], "cwd/new.yaml"),
     ],
-    ids=["relative-to-infra-file", "relative-to-parent-file", "child-overrides-parent", "absolute-kept", "override-relative-to-cwd", "override-block-relative-to-cwd"],
+    ids=[
+        "relative-to-infra-file",
+        "relative-to-parent-file",
+        "child-overrides-parent",
+        "absolute-kept",
+        "override-relative-to-cwd",
+        "override-block-relative-to-cwd",
+    ],
 )
 def test_manifest_paths_are_absolute(tmp_path, monkeypatch, files, infra, overrides, expected):
     (tmp_path / "cwd").mkdir()
@@ -435,7 +605,10 @@ def test_an_earlier_launcher_pair_loads_unchanged(tmp_path):
     assert group["template"]["metadata"]["annotations"] == {"nrl-k8s.io/group": "gpu-x4"}
     assert group["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 8}
     assert infra["launch"]["env"] == {"TOTAL_GPUS": "32"}
-    assert 'mkdir -p "${LOG_DIR}"' in infra["launch"]["entrypoint"] and "cluster.num_nodes=4" in infra["launch"]["entrypoint"]
+    assert (
+        'mkdir -p "${LOG_DIR}"' in infra["launch"]["entrypoint"]
+        and "cluster.num_nodes=4" in infra["launch"]["entrypoint"]
+    )
     assert infra["launch"]["codeSource"] == "upload" and default_flow(infra) == "raycluster"
     assert unstaged_recipe_reads(infra) == []
     assert unused_fields(infra) == [

@@ -69,7 +69,11 @@ FULL = {
     "labels": {"team": "rl"},
     "annotations": {"note": "x"},
     "scheduler": {"kind": "kai", "queue": "q"},
-    "placement": {"nodeSelector": {"gpu": "h100"}, "tolerations": [{"key": "k", "operator": "Exists"}], "affinity": {"nodeAffinity": {}}},
+    "placement": {
+        "nodeSelector": {"gpu": "h100"},
+        "tolerations": [{"key": "k", "operator": "Exists"}],
+        "affinity": {"nodeAffinity": {}},
+    },
     "networking": {
         "hostNetwork": True,
         "gloo_socket_ifname": "eth0",
@@ -78,10 +82,24 @@ FULL = {
         "nccl_net": "IB",
         "extra_env": {"NCCL_DEBUG": "INFO"},
     },
-    "workspace": {"kind": "pvc", "pvcName": "ws", "mountPath": "/ws", "repoSubdir": "rl", "size": "100Gi", "hostPath": "/h"},
+    "workspace": {
+        "kind": "pvc",
+        "pvcName": "ws",
+        "mountPath": "/ws",
+        "repoSubdir": "rl",
+        "size": "100Gi",
+        "hostPath": "/h",
+    },
     "hf_cache": {"kind": "pvc", "pvcName": "hf", "mountPath": "/hf"},
     "checkpoints": {"kind": "emptyDir", "mountPath": "/ckpt"},
-    "submit": {"kind": "dashboard", "portForward": True, "devPod": "dev", "localDashboardPort": 8265, "submitter": "exec", "execTmpDir": "/tmp/x"},
+    "submit": {
+        "kind": "dashboard",
+        "portForward": True,
+        "devPod": "dev",
+        "localDashboardPort": 8265,
+        "submitter": "exec",
+        "execTmpDir": "/tmp/x",
+    },
     "launch": {
         "mode": "attach",
         "runMode": "interactive",
@@ -96,7 +114,14 @@ FULL = {
     "resources": {r: {"head": dict(POD), "worker": dict(POD)} for r in ("training", "generation", "gym")},
     "kuberay": {r: copy.deepcopy(RAY_ROLE) for r in ("training", "generation", "gym")},
     "deployments": {
-        "gym-server": {"name": "gym", "spec": {"replicas": 1}, "labels": {}, "annotations": {}, "healthCheckUrl": "http://g", "healthCheckTimeoutS": 60},
+        "gym-server": {
+            "name": "gym",
+            "spec": {"replicas": 1},
+            "labels": {},
+            "annotations": {},
+            "healthCheckUrl": "http://g",
+            "healthCheckTimeoutS": 60,
+        },
     },
     "dynamo": {
         "gen": {
@@ -167,16 +192,40 @@ def test_minimal_infra_is_valid():
         ("networking.nccl_ib_disable", True, True),
         ("scheduler", {"kind": "default"}, {"kind": "default"}),
         ("scheduler", {"kind": "kueue", "queue": "q"}, {"kind": "kueue", "queue": "q"}),
-        ("workspace", {"kind": "hostPath", "hostPath": "/data", "mountPath": "/ws"}, {"kind": "hostPath", "hostPath": "/data", "mountPath": "/ws"}),
-        ("workspace", {"kind": "emptyDir", "size": "10Gi", "mountPath": "/ws"}, {"kind": "emptyDir", "size": "10Gi", "mountPath": "/ws"}),
+        (
+            "workspace",
+            {"kind": "hostPath", "hostPath": "/data", "mountPath": "/ws"},
+            {"kind": "hostPath", "hostPath": "/data", "mountPath": "/ws"},
+        ),
+        (
+            "workspace",
+            {"kind": "emptyDir", "size": "10Gi", "mountPath": "/ws"},
+            {"kind": "emptyDir", "size": "10Gi", "mountPath": "/ws"},
+        ),
         ("launch.codeSource", "image", "image"),
         ("image", None, DELETE),
     ],
     ids=[
-        "labels-coerced", "annotations-coerced", "launch-env-coerced", "extra-env-coerced", "daemon-env-coerced",
-        "dynamo-labels-coerced", "pull-secrets-names-or-refs", "ready-timeout-default", "null-ready-timeout-default",
-        "cpu-int", "cpu-float", "memory-string", "gpu-zero", "ib-disable-bool", "scheduler-default-no-queue",
-        "kueue-with-queue", "workspace-hostpath", "workspace-emptydir", "code-source-image", "null-unsets-key",
+        "labels-coerced",
+        "annotations-coerced",
+        "launch-env-coerced",
+        "extra-env-coerced",
+        "daemon-env-coerced",
+        "dynamo-labels-coerced",
+        "pull-secrets-names-or-refs",
+        "ready-timeout-default",
+        "null-ready-timeout-default",
+        "cpu-int",
+        "cpu-float",
+        "memory-string",
+        "gpu-zero",
+        "ib-disable-bool",
+        "scheduler-default-no-queue",
+        "kueue-with-queue",
+        "workspace-hostpath",
+        "workspace-emptydir",
+        "code-source-image",
+        "null-unsets-key",
     ],
 )
 def test_normalisation(path, value, expected):
@@ -277,24 +326,59 @@ def test_schema_errors_name_key_and_file(path, value, key, message):
 
 KUBERNETES_RULES = {
     "cpu nan": ("resources.training.head.cpu", float("nan"), "resources.training.head.cpu", "nan is not a quantity"),
-    "memory word": ("resources.training.head.memory", "lots", "resources.training.head.memory", "'lots' is not a quantity"),
+    "memory word": (
+        "resources.training.head.memory",
+        "lots",
+        "resources.training.head.memory",
+        "'lots' is not a quantity",
+    ),
     "negative quantity": ("resources.gym.worker.cpu", "-1", "resources.gym.worker.cpu", "is negative"),
     "emptyDir size": ("workspace.size", "big", "workspace.size", "'big' is not a quantity"),
-    "port too high": ("submit.localDashboardPort", 99999, "submit.localDashboardPort", "99999 is out of range 1..65535"),
+    "port too high": (
+        "submit.localDashboardPort",
+        99999,
+        "submit.localDashboardPort",
+        "99999 is out of range 1..65535",
+    ),
     "empty image": ("image", "", "image", "image is empty"),
     "image with space": ("image", "nemo rl:1", "image", "contains whitespace"),
     "label key": ("labels", {"bad key": "x"}, "labels.bad key", "label key string 'bad key' is invalid"),
     "label prefix": ("labels", {"Example.com/x": "y"}, "labels.Example.com/x", "is not a DNS subdomain"),
-    "label value": ("kuberay.gym.labels", {"team": "a b"}, "kuberay.gym.labels.team", "label value string 'a b' is invalid"),
+    "label value": (
+        "kuberay.gym.labels",
+        {"team": "a b"},
+        "kuberay.gym.labels.team",
+        "label value string 'a b' is invalid",
+    ),
     "label value length": ("dynamo.gen.labels", {"team": "x" * 64}, "dynamo.gen.labels.team", "label value"),
-    "annotations size": ("annotations", {"big": "x" * (256 * 1024)}, "annotations", "more than the 262144 Kubernetes allows"),
-    "annotation key": ("deployments.gym-server.annotations", {"/x": "y"}, "deployments.gym-server.annotations./x", "annotation key"),
+    "annotations size": (
+        "annotations",
+        {"big": "x" * (256 * 1024)},
+        "annotations",
+        "more than the 262144 Kubernetes allows",
+    ),
+    "annotation key": (
+        "deployments.gym-server.annotations",
+        {"/x": "y"},
+        "deployments.gym-server.annotations./x",
+        "annotation key",
+    ),
     "node selector": ("placement.nodeSelector", {"pool": "a b"}, "placement.nodeSelector.pool", "label value"),
-    "service account": ("serviceAccount", "Trainer_SA", "serviceAccount", "ServiceAccount name string 'Trainer_SA' is not a valid"),
+    "service account": (
+        "serviceAccount",
+        "Trainer_SA",
+        "serviceAccount",
+        "ServiceAccount name string 'Trainer_SA' is not a valid",
+    ),
     "pvc name": ("hf_cache.pvcName", "HF Cache", "hf_cache.pvcName", "PVC name"),
     "pull secret": ("imagePullSecrets", ["NGC"], "imagePullSecrets.0", "Secret name string 'NGC' is not a valid"),
     "timeout too long": ("dynamo.gen.readyTimeoutS", 10**9, "dynamo.gen.readyTimeoutS", "expected a number <= 604800"),
-    "emptyDir without mountPath": ("checkpoints", {"kind": "emptyDir"}, "checkpoints.kind", "'emptyDir' requires 'checkpoints.mountPath'"),
+    "emptyDir without mountPath": (
+        "checkpoints",
+        {"kind": "emptyDir"},
+        "checkpoints.kind",
+        "'emptyDir' requires 'checkpoints.mountPath'",
+    ),
 }
 
 
@@ -338,7 +422,10 @@ def test_schema_error_hints(path, value, hint):
     ids=["scalar-from-high", "nested-from-low", "nested-from-high", "unknown-from-low", "unknown-from-high"],
 )
 def test_errors_name_the_layer_that_set_the_key(key, layer, expected_file):
-    layers = {"low": {"image": "a", "launch": {"mode": "single"}}, "high": {"image": "b", "launch": {"entrypoint": "x"}}}
+    layers = {
+        "low": {"image": "a", "launch": {"mode": "single"}},
+        "high": {"image": "b", "launch": {"entrypoint": "x"}},
+    }
     section, last = key.split(".") if "." in key else (None, key)
     target = layers[layer] if section is None else layers[layer][section]
     target[last] = 123
@@ -425,11 +512,19 @@ def test_upstream_value_errors(path, value, message):
     assert message in err.value.message
 
 
-@pytest.mark.parametrize(("entry", "key", "problem"), [
-    ({"manifest": "m.yaml", "spec": {"services": {}}, "name": "x"}, "dynamo.gen.spec", "is set together with 'dynamo.gen.manifest'"),
-    ({"spec": {"services": {}}}, "dynamo.gen.spec", "spec requires 'dynamo.gen.name' to be set"),
-    ({"name": "x"}, "dynamo.gen.manifest", "is required"),
-], ids=["manifest-and-spec", "inline-spec-without-name", "neither"])
+@pytest.mark.parametrize(
+    ("entry", "key", "problem"),
+    [
+        (
+            {"manifest": "m.yaml", "spec": {"services": {}}, "name": "x"},
+            "dynamo.gen.spec",
+            "is set together with 'dynamo.gen.manifest'",
+        ),
+        ({"spec": {"services": {}}}, "dynamo.gen.spec", "spec requires 'dynamo.gen.name' to be set"),
+        ({"name": "x"}, "dynamo.gen.manifest", "is required"),
+    ],
+    ids=["manifest-and-spec", "inline-spec-without-name", "neither"],
+)
 def test_a_dgd_entry_has_a_manifest_or_an_inline_spec(entry, key, problem):
     with pytest.raises(ConfigError) as caught:
         check({"dynamo": {"gen": entry}})

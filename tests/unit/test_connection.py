@@ -67,30 +67,56 @@ def trusts_only_the_ca(conn) -> bool:
 
 FIELDS = {
     # name: (cluster, user, what must hold of the Connection)
-    "server-with-path-prefix": ({"server": "https://h.example:6443/k8s/clusters/c-1/"}, {},
-                                lambda c: c.host == "https://h.example:6443/k8s/clusters/c-1"),
+    "server-with-path-prefix": (
+        {"server": "https://h.example:6443/k8s/clusters/c-1/"},
+        {},
+        lambda c: c.host == "https://h.example:6443/k8s/clusters/c-1",
+    ),
     "http-server-has-no-tls": ({"server": "http://127.0.0.1:8080"}, {}, lambda c: c.ssl_context is None),
     "no-ca-verifies-with-certifi": ({}, {}, lambda c: verifies(c) and len(c.ssl_context.get_ca_certs()) > 10),
     "certificate-authority-file": ({"certificate-authority": "ca.crt"}, {}, trusts_only_the_ca),
     "certificate-authority-data": ({"certificate-authority-data": b64(CERT)}, {}, trusts_only_the_ca),
-    "ca-data-wins-over-file": ({"certificate-authority-data": b64(CERT), "certificate-authority": "missing.crt"}, {},
-                               trusts_only_the_ca),
-    "insecure-skip-tls-verify": ({"insecure-skip-tls-verify": True}, {},
-                                 lambda c: c.ssl_context.verify_mode == ssl.CERT_NONE and not c.ssl_context.check_hostname),
+    "ca-data-wins-over-file": (
+        {"certificate-authority-data": b64(CERT), "certificate-authority": "missing.crt"},
+        {},
+        trusts_only_the_ca,
+    ),
+    "insecure-skip-tls-verify": (
+        {"insecure-skip-tls-verify": True},
+        {},
+        lambda c: c.ssl_context.verify_mode == ssl.CERT_NONE and not c.ssl_context.check_hostname,
+    ),
     "tls-server-name": ({"tls-server-name": "api.internal"}, {}, lambda c: c.ssl_context.server_name == "api.internal"),
-    "proxy-url-http": ({"proxy-url": "http://proxy.example:3128"}, {}, lambda c: c.proxy == "http://proxy.example:3128"),
-    "proxy-url-https": ({"proxy-url": "https://proxy.example:3129"}, {}, lambda c: c.proxy == "https://proxy.example:3129"),
+    "proxy-url-http": (
+        {"proxy-url": "http://proxy.example:3128"},
+        {},
+        lambda c: c.proxy == "http://proxy.example:3128",
+    ),
+    "proxy-url-https": (
+        {"proxy-url": "https://proxy.example:3129"},
+        {},
+        lambda c: c.proxy == "https://proxy.example:3129",
+    ),
     "no-user-credentials": ({}, {}, lambda c: c.headers() == {}),
     "token": ({}, {"token": "t0k"}, lambda c: c.headers() == {"Authorization": "Bearer t0k"}),
     "token-file-relative": ({}, {"tokenFile": "token"}, lambda c: c.headers() == {"Authorization": "Bearer from-file"}),
-    "token-wins-over-token-file": ({}, {"token": "inline", "tokenFile": "missing"},
-                                   lambda c: c.headers() == {"Authorization": "Bearer inline"}),
-    "username-password": ({}, {"username": "al:ice", "password": "pw"},
-                          lambda c: c.headers() == {"Authorization": f"Basic {b64('al:ice:pw')}"}),
+    "token-wins-over-token-file": (
+        {},
+        {"token": "inline", "tokenFile": "missing"},
+        lambda c: c.headers() == {"Authorization": "Bearer inline"},
+    ),
+    "username-password": (
+        {},
+        {"username": "al:ice", "password": "pw"},
+        lambda c: c.headers() == {"Authorization": f"Basic {b64('al:ice:pw')}"},
+    ),
     "client-certificate-files": ({}, {"client-certificate": "ca.crt", "client-key": "tls.key"}, verifies),
     "client-certificate-data": ({}, {"client-certificate-data": b64(CERT), "client-key-data": b64(KEY)}, verifies),
-    "oidc-id-token": ({}, {"auth-provider": {"name": "oidc", "config": {"id-token": "jwt", "refresh-token": "r"}}},
-                      lambda c: c.headers() == {"Authorization": "Bearer jwt"}),
+    "oidc-id-token": (
+        {},
+        {"auth-provider": {"name": "oidc", "config": {"id-token": "jwt", "refresh-token": "r"}}},
+        lambda c: c.headers() == {"Authorization": "Bearer jwt"},
+    ),
 }
 
 
@@ -101,23 +127,68 @@ def test_kubeconfig_fields(tmp_path, cluster, user, holds):
 
 ERRORS = {
     # name: (cluster, user, message, hint)
-    "no-server": ({"server": None}, {}, r"cluster 'c' has no http\(s\) server URL \(server: None\)", "kubectl config view"),
-    "server-not-http": ({"server": "unix:///run/k8s.sock"}, {}, r"cluster 'c' has no http\(s\) server URL \(server: 'unix:", "kubectl config view"),
-    "socks-proxy": ({"proxy-url": "socks5://user:secret@proxy:1080"}, {},
-                    r"proxy-url socks5://user:<redacted>@proxy:1080 is not supported: use an http:// or https:// proxy", None),
-    "ca-file-missing": ({"certificate-authority": "nope.crt"}, {}, "cannot read certificate-authority .*nope.crt", None),
+    "no-server": (
+        {"server": None},
+        {},
+        r"cluster 'c' has no http\(s\) server URL \(server: None\)",
+        "kubectl config view",
+    ),
+    "server-not-http": (
+        {"server": "unix:///run/k8s.sock"},
+        {},
+        r"cluster 'c' has no http\(s\) server URL \(server: 'unix:",
+        "kubectl config view",
+    ),
+    "socks-proxy": (
+        {"proxy-url": "socks5://user:secret@proxy:1080"},
+        {},
+        r"proxy-url socks5://user:<redacted>@proxy:1080 is not supported: use an http:// or https:// proxy",
+        None,
+    ),
+    "ca-file-missing": (
+        {"certificate-authority": "nope.crt"},
+        {},
+        "cannot read certificate-authority .*nope.crt",
+        None,
+    ),
     "ca-data-not-base64": ({"certificate-authority-data": "%%%"}, {}, "certificate-authority-data is not base64", None),
-    "ca-not-pem": ({"certificate-authority-data": b64("hello")}, {}, "the certificate authority is not a PEM certificate", None),
-    "cert-without-key": ({}, {"client-certificate": "ca.crt"}, "a client certificate needs both client-certificate and client-key", None),
-    "key-not-matching": ({}, {"client-certificate-data": b64(CERT), "client-key-data": b64(pem(*issue("other", None))[1])},
-                         r"the client certificate and key do not load \(KEY_VALUES_MISMATCH\)", None),
+    "ca-not-pem": (
+        {"certificate-authority-data": b64("hello")},
+        {},
+        "the certificate authority is not a PEM certificate",
+        None,
+    ),
+    "cert-without-key": (
+        {},
+        {"client-certificate": "ca.crt"},
+        "a client certificate needs both client-certificate and client-key",
+        None,
+    ),
+    "key-not-matching": (
+        {},
+        {"client-certificate-data": b64(CERT), "client-key-data": b64(pem(*issue("other", None))[1])},
+        r"the client certificate and key do not load \(KEY_VALUES_MISMATCH\)",
+        None,
+    ),
     "token-file-missing": ({}, {"tokenFile": "no-token"}, "cannot read the token file .*no-token", None),
-    "gcp-auth-provider": ({}, {"auth-provider": {"name": "gcp", "config": {}}}, "auth-provider 'gcp' is not supported",
-                          "exec credential plugin"),
-    "oidc-without-id-token": ({}, {"auth-provider": {"name": "oidc", "config": {}}}, "the oidc auth-provider has no id-token",
-                              "log in again"),
-    "exec-old-api": ({}, {"exec": {"apiVersion": "client.authentication.k8s.io/v1alpha1", "command": "x"}},
-                     "exec apiVersion 'client.authentication.k8s.io/v1alpha1' is not supported", None),
+    "gcp-auth-provider": (
+        {},
+        {"auth-provider": {"name": "gcp", "config": {}}},
+        "auth-provider 'gcp' is not supported",
+        "exec credential plugin",
+    ),
+    "oidc-without-id-token": (
+        {},
+        {"auth-provider": {"name": "oidc", "config": {}}},
+        "the oidc auth-provider has no id-token",
+        "log in again",
+    ),
+    "exec-old-api": (
+        {},
+        {"exec": {"apiVersion": "client.authentication.k8s.io/v1alpha1", "command": "x"}},
+        "exec apiVersion 'client.authentication.k8s.io/v1alpha1' is not supported",
+        None,
+    ),
     "exec-without-command": ({}, {"exec": {"apiVersion": EXEC_V1}}, "exec has no command", None),
 }
 
@@ -148,12 +219,17 @@ def test_merge_first_file_wins_and_paths_are_relative_to_their_file(tmp_path, mo
     """kubectl: the first file setting a name wins; a path is relative to the file that sets it."""
     (tmp_path / "b" / "certs").mkdir(parents=True)
     (tmp_path / "b" / "certs" / "ca.crt").write_bytes(CERT)
-    first = {"current-context": "second",
-             "clusters": [{"name": "c", "cluster": {"server": "https://first:6443", "certificate-authority": "certs/ca.crt"}}],
-             "contexts": [{"name": "second", "context": {"cluster": "c", "user": "u", "namespace": "from-a"}}]}
+    first = {
+        "current-context": "second",
+        "clusters": [
+            {"name": "c", "cluster": {"server": "https://first:6443", "certificate-authority": "certs/ca.crt"}}
+        ],
+        "contexts": [{"name": "second", "context": {"cluster": "c", "user": "u", "namespace": "from-a"}}],
+    }
     second = {"current-context": "ignored",
               "clusters": [{"name": "c", "cluster": {"server": "https://shadowed:6443"}},
-                           {"name": "d", "cluster": {"server": "https://second:6443", "certificate-authority": "certs/ca.crt"}}],
+                           {"name": "d", "cluster": {"server": "https://second:6443",
+                                                     "certificate-authority": "certs/ca.crt"}}],
               "users": [{"name": "u", "user": {"token": "from-b"}}],
               "contexts": [{"name": "second", "context": {"cluster": "d", "user": "u", "namespace": "shadowed"}},
                            {"name": "other", "context": {"cluster": "d", "user": "u"}}]}  # fmt: skip
@@ -163,7 +239,12 @@ def test_merge_first_file_wins_and_paths_are_relative_to_their_file(tmp_path, mo
     monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}{os.pathsep}{a}{os.pathsep}{b}")
     monkeypatch.chdir(tmp_path)
     conn, name, namespace = from_kubeconfig(None, None)
-    assert (conn.host, name, namespace, conn.headers()) == ("https://first:6443", "second", "from-a", {"Authorization": "Bearer from-b"})
+    assert (conn.host, name, namespace, conn.headers()) == (
+        "https://first:6443",
+        "second",
+        "from-a",
+        {"Authorization": "Bearer from-b"},
+    )
     conn, name, namespace = from_kubeconfig(None, "other")
     assert (conn.host, name, namespace) == ("https://second:6443", "other", None)
     assert trusts_only_the_ca(conn)
@@ -197,7 +278,8 @@ if mode == "hang":  # a plugin stuck, with a child of its own
     (here / "pids").write_text(f"{{os.getpid()}} {{child.pid}}")
     time.sleep(3600)
 status = {{"token": "tok-" + runs.read_text()}} if mode == "token" else {{
-    "clientCertificateData": (here / "cert.pem").read_text(), "clientKeyData": (here / "key.pem").read_text()}} if mode == "cert" else {{}}
+    "clientCertificateData": (here / "cert.pem").read_text(),
+    "clientKeyData": (here / "key.pem").read_text()}} if mode == "cert" else {{}}
 if os.environ.get("EXPIRES"):
     status["expirationTimestamp"] = os.environ["EXPIRES"]
 print(json.dumps({{"apiVersion": os.environ.get("ANSWER_API", "{api}"), "kind": "ExecCredential", "status": status}}))

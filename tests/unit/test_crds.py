@@ -24,28 +24,65 @@ def spec_with(**fields) -> dict:
 
 
 PARALLEL_CASES = {
-    "kuberay-1.7": (rayjob_crd(spec_with(submissionMode=KUBERAY_MODE, preRunningDeadlineSeconds={"type": "integer"})),
-                    Gaps()),
-    "kuberay-1.5": (rayjob_crd(spec_with(submissionMode=KUBERAY_MODE, entrypoint={"type": "string"})),
-                    Gaps(missing=(PRE_RUNNING,))),
-    "enum-with-interactive": (rayjob_crd(spec_with(submissionMode={"type": "string", "enum": ["HTTPMode", "InteractiveMode"]},
-                                                   preRunningDeadlineSeconds={"type": "integer"})), Gaps()),
-    "enum-without-interactive": (rayjob_crd(spec_with(submissionMode={"type": "string", "enum": ["K8sJobMode", "HTTPMode"]},
-                                                      preRunningDeadlineSeconds={"type": "integer"})),
-                                 Gaps(missing=(INTERACTIVE,))),
-    "no-submission-mode": (rayjob_crd(spec_with(entrypoint={"type": "string"})), Gaps(missing=(PRE_RUNNING, INTERACTIVE))),
-    "open-root": (rayjob_crd(None, root={"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
-                  Gaps(unverified=(PRE_RUNNING, INTERACTIVE))),
-    "open-spec": (rayjob_crd({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
-                  Gaps(unverified=(PRE_RUNNING, INTERACTIVE))),
-    "open-spec-listing-some": (rayjob_crd({**spec_with(submissionMode=KUBERAY_MODE), "x-kubernetes-preserve-unknown-fields": True}),
-                               Gaps(unverified=(PRE_RUNNING,))),
-    "open-spec-enum-still-binds": (rayjob_crd({**spec_with(submissionMode={"type": "string", "enum": ["HTTPMode"]}),
-                                               "x-kubernetes-preserve-unknown-fields": True}),
-                                   Gaps(missing=(INTERACTIVE,), unverified=(PRE_RUNNING,))),
-    "no-schema": ({"spec": {"versions": [{"name": "v1", "served": True}]}}, Gaps(unverified=(PRE_RUNNING, INTERACTIVE))),
-    "only-v1alpha1": (rayjob_crd(spec_with(submissionMode=KUBERAY_MODE, preRunningDeadlineSeconds={}), version="v1alpha1"),
-                      Gaps(unverified=(PRE_RUNNING, INTERACTIVE))),
+    "kuberay-1.7": (
+        rayjob_crd(spec_with(submissionMode=KUBERAY_MODE, preRunningDeadlineSeconds={"type": "integer"})),
+        Gaps(),
+    ),
+    "kuberay-1.5": (
+        rayjob_crd(spec_with(submissionMode=KUBERAY_MODE, entrypoint={"type": "string"})),
+        Gaps(missing=(PRE_RUNNING,)),
+    ),
+    "enum-with-interactive": (
+        rayjob_crd(
+            spec_with(
+                submissionMode={"type": "string", "enum": ["HTTPMode", "InteractiveMode"]},
+                preRunningDeadlineSeconds={"type": "integer"},
+            )
+        ),
+        Gaps(),
+    ),
+    "enum-without-interactive": (
+        rayjob_crd(
+            spec_with(
+                submissionMode={"type": "string", "enum": ["K8sJobMode", "HTTPMode"]},
+                preRunningDeadlineSeconds={"type": "integer"},
+            )
+        ),
+        Gaps(missing=(INTERACTIVE,)),
+    ),
+    "no-submission-mode": (
+        rayjob_crd(spec_with(entrypoint={"type": "string"})),
+        Gaps(missing=(PRE_RUNNING, INTERACTIVE)),
+    ),
+    "open-root": (
+        rayjob_crd(None, root={"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+        Gaps(unverified=(PRE_RUNNING, INTERACTIVE)),
+    ),
+    "open-spec": (
+        rayjob_crd({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+        Gaps(unverified=(PRE_RUNNING, INTERACTIVE)),
+    ),
+    "open-spec-listing-some": (
+        rayjob_crd({**spec_with(submissionMode=KUBERAY_MODE), "x-kubernetes-preserve-unknown-fields": True}),
+        Gaps(unverified=(PRE_RUNNING,)),
+    ),
+    "open-spec-enum-still-binds": (
+        rayjob_crd(
+            {
+                **spec_with(submissionMode={"type": "string", "enum": ["HTTPMode"]}),
+                "x-kubernetes-preserve-unknown-fields": True,
+            }
+        ),
+        Gaps(missing=(INTERACTIVE,), unverified=(PRE_RUNNING,)),
+    ),
+    "no-schema": (
+        {"spec": {"versions": [{"name": "v1", "served": True}]}},
+        Gaps(unverified=(PRE_RUNNING, INTERACTIVE)),
+    ),
+    "only-v1alpha1": (
+        rayjob_crd(spec_with(submissionMode=KUBERAY_MODE, preRunningDeadlineSeconds={}), version="v1alpha1"),
+        Gaps(unverified=(PRE_RUNNING, INTERACTIVE)),
+    ),
 }
 
 
@@ -56,9 +93,14 @@ def test_parallel_gaps(crd, gaps):
 
 SERVED_CASES = {
     "one": ([{"name": "v1", "served": True}], ["v1"]),
-    "both-dgd-versions": ([{"name": "v1alpha1", "served": True}, {"name": "v1beta1", "served": True, "storage": True}],
-                          ["v1alpha1", "v1beta1"]),
-    "unserved-version-left-out": ([{"name": "v1alpha1", "served": False}, {"name": "v1beta1", "served": True}], ["v1beta1"]),
+    "both-dgd-versions": (
+        [{"name": "v1alpha1", "served": True}, {"name": "v1beta1", "served": True, "storage": True}],
+        ["v1alpha1", "v1beta1"],
+    ),
+    "unserved-version-left-out": (
+        [{"name": "v1alpha1", "served": False}, {"name": "v1beta1", "served": True}],
+        ["v1beta1"],
+    ),
     "none": ([], []),
 }
 

@@ -13,7 +13,9 @@ def alpha(replicas: int = 1, **extra) -> dict:
 
 
 def beta(replicas: int = 1, **extra) -> dict:
-    return {"spec": {"components": [{"name": "Frontend", "replicas": 1}, {"name": "Worker", "replicas": replicas, **extra}]}}
+    return {
+        "spec": {"components": [{"name": "Frontend", "replicas": 1}, {"name": "Worker", "replicas": replicas, **extra}]}
+    }
 
 
 # name, desired, live, drift
@@ -21,27 +23,64 @@ CASES = [
     ("v1alpha1 identical", alpha(), alpha(), []),
     ("v1beta1 identical", beta(), beta(), []),
     ("v1alpha1 replica change", alpha(2), alpha(), ["spec.services.Worker.replicas: live 1 != desired 2"]),
-    ("v1beta1 replica change names the component", beta(2), beta(), ["spec.components.Worker.replicas: live 1 != desired 2"]),
+    (
+        "v1beta1 replica change names the component",
+        beta(2),
+        beta(),
+        ["spec.components.Worker.replicas: live 1 != desired 2"],
+    ),
     ("v1alpha1 server defaults are not drift", alpha(), alpha(minAvailable=1), []),
     ("v1beta1 server defaults are not drift", beta(), beta(minAvailable=1), []),
     ("v1beta1 order is not drift", beta(), {"spec": {"components": list(reversed(beta()["spec"]["components"]))}}, []),
-    ("v1beta1 missing component", beta(), {"spec": {"components": [{"name": "Frontend", "replicas": 1}]}},
-     ["spec.components.Worker: live None != desired {'name': 'Worker', 'replicas': 1}"]),
-    ("containers by name", {"spec": {"c": [{"name": "main", "args": ["a"]}]}},
-     {"spec": {"c": [{"name": "main", "args": ["b"], "imagePullPolicy": "Always"}]}}, ["spec.c.main.args: live ['b'] != desired ['a']"]),
-    ("plain lists compare whole", {"spec": {"args": ["a", "b"]}}, {"spec": {"args": ["a"]}},
-     ["spec.args: live ['a'] != desired ['a', 'b']"]),
+    (
+        "v1beta1 missing component",
+        beta(),
+        {"spec": {"components": [{"name": "Frontend", "replicas": 1}]}},
+        ["spec.components.Worker: live None != desired {'name': 'Worker', 'replicas': 1}"],
+    ),
+    (
+        "containers by name",
+        {"spec": {"c": [{"name": "main", "args": ["a"]}]}},
+        {"spec": {"c": [{"name": "main", "args": ["b"], "imagePullPolicy": "Always"}]}},
+        ["spec.c.main.args: live ['b'] != desired ['a']"],
+    ),
+    (
+        "plain lists compare whole",
+        {"spec": {"args": ["a", "b"]}},
+        {"spec": {"args": ["a"]}},
+        ["spec.args: live ['a'] != desired ['a', 'b']"],
+    ),
     # What a real API server defaults inside list items (found on the real control plane).
-    ("a port's default protocol is not drift", {"spec": {"ports": [{"containerPort": 8000}]}},
-     {"spec": {"ports": [{"containerPort": 8000, "protocol": "TCP"}]}}, []),
-    ("a changed port is", {"spec": {"ports": [{"containerPort": 8001}]}},
-     {"spec": {"ports": [{"containerPort": 8000, "protocol": "TCP"}]}}, ["spec.ports.0.containerPort: live 8000 != desired 8001"]),
-    ("worker groups by groupName, defaults not drift", {"spec": {"w": [{"groupName": "gpu", "replicas": 1}]}},
-     {"spec": {"w": [{"groupName": "gpu", "replicas": 1, "maxReplicas": 2147483647}]}}, []),
-    ("a worker group's replicas are", {"spec": {"w": [{"groupName": "gpu", "replicas": 2}]}},
-     {"spec": {"w": [{"groupName": "gpu", "replicas": 1}]}}, ["spec.w.gpu.replicas: live 1 != desired 2"]),
-    ("names that repeat compare whole", {"spec": {"c": [{"name": "x"}, {"name": "x"}]}}, {"spec": {"c": [{"name": "x"}]}},
-     ["spec.c: live [{'name': 'x'}] != desired [{'name': 'x'}, {'name': 'x'}]"]),
+    (
+        "a port's default protocol is not drift",
+        {"spec": {"ports": [{"containerPort": 8000}]}},
+        {"spec": {"ports": [{"containerPort": 8000, "protocol": "TCP"}]}},
+        [],
+    ),
+    (
+        "a changed port is",
+        {"spec": {"ports": [{"containerPort": 8001}]}},
+        {"spec": {"ports": [{"containerPort": 8000, "protocol": "TCP"}]}},
+        ["spec.ports.0.containerPort: live 8000 != desired 8001"],
+    ),
+    (
+        "worker groups by groupName, defaults not drift",
+        {"spec": {"w": [{"groupName": "gpu", "replicas": 1}]}},
+        {"spec": {"w": [{"groupName": "gpu", "replicas": 1, "maxReplicas": 2147483647}]}},
+        [],
+    ),
+    (
+        "a worker group's replicas are",
+        {"spec": {"w": [{"groupName": "gpu", "replicas": 2}]}},
+        {"spec": {"w": [{"groupName": "gpu", "replicas": 1}]}},
+        ["spec.w.gpu.replicas: live 1 != desired 2"],
+    ),
+    (
+        "names that repeat compare whole",
+        {"spec": {"c": [{"name": "x"}, {"name": "x"}]}},
+        {"spec": {"c": [{"name": "x"}]}},
+        ["spec.c: live [{'name': 'x'}] != desired [{'name': 'x'}, {'name': 'x'}]"],
+    ),
 ]
 
 

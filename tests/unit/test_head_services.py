@@ -14,7 +14,12 @@ from nrl_k8s.kinds import raycluster
 
 def cluster(name: str, service: str | None = None) -> dict:
     head = {"rayStartParams": {}, **({"headService": {"metadata": {"name": service}}} if service else {})}
-    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name}, "spec": {"headGroupSpec": head}}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name},
+        "spec": {"headGroupSpec": head},
+    }
 
 
 def job(name: str, service: str | None = None) -> dict:

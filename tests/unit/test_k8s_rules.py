@@ -47,7 +47,9 @@ def test_annotations_size_limit_counts_keys_and_values():
         rules.annotations({"k": "x" * (256 * 1024)})
 
 
-@pytest.mark.parametrize("value, ok", [(1, True), (65535, True), (0, False), (65536, False), ("80", False), (True, False)])
+@pytest.mark.parametrize(
+    "value, ok", [(1, True), (65535, True), (0, False), (65536, False), ("80", False), (True, False)]
+)
 def test_port(value, ok):
     if ok:
         rules.port(value)
@@ -67,7 +69,10 @@ def test_port_name(name, ok):
 
 
 def template(**container) -> dict:
-    return {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "main", "image": "img:1", **container}]}}
+    return {
+        "metadata": {"labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "main", "image": "img:1", **container}]},
+    }
 
 
 POD_OK = {
@@ -87,13 +92,29 @@ POD_BAD = {
     "containers not a list": ({"spec": {"containers": "abc"}}, ("spec", "containers"), "expected array"),
     "unknown field": (template(resouces={}), ("spec", "containers", 0, "resouces"), "unknown field"),
     "missing name": ({"spec": {"containers": [{"image": "x"}]}}, ("spec", "containers", 0, "name"), "is required"),
-    "port out of range": (template(ports=[{"containerPort": 99999}]), ("spec", "containers", 0, "ports", 0, "containerPort"), "out of range"),
-    "bad quantity": (template(resources={"limits": {"memory": "lots"}}), ("spec", "containers", 0, "resources", "limits", "memory"), "not a quantity"),
-    "half a GPU": (template(resources={"limits": {"nvidia.com/gpu": "0.5"}}), ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"), "whole number"),
+    "port out of range": (
+        template(ports=[{"containerPort": 99999}]),
+        ("spec", "containers", 0, "ports", 0, "containerPort"),
+        "out of range",
+    ),
+    "bad quantity": (
+        template(resources={"limits": {"memory": "lots"}}),
+        ("spec", "containers", 0, "resources", "limits", "memory"),
+        "not a quantity",
+    ),
+    "half a GPU": (
+        template(resources={"limits": {"nvidia.com/gpu": "0.5"}}),
+        ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"),
+        "whole number",
+    ),
     "empty image": (template(image=""), ("spec", "containers", 0, "image"), "image is empty"),
     "no image": ({"spec": {"containers": [{"name": "main"}]}}, ("spec", "containers", 0, "image"), "no image"),
     "container name": (template(name="Main_1"), ("spec", "containers", 0, "name"), "not a valid Kubernetes name"),
-    "template label": ({"metadata": {"labels": {"a b": "c"}}, "spec": template()["spec"]}, ("metadata", "labels", "a b"), "label key"),
+    "template label": (
+        {"metadata": {"labels": {"a b": "c"}}, "spec": template()["spec"]},
+        ("metadata", "labels", "a b"),
+        "label key",
+    ),
 }
 
 
@@ -111,7 +132,9 @@ def test_unrendered_template_may_miss_containers_and_images():
 
 
 def test_extra_pod_spec_main_container_is_a_container_without_a_name():
-    check_extra_pod_spec({"mainContainer": {"args": ["--model", "x"]}, "tolerations": [{"key": "gpu", "operator": "Exists"}]})
+    check_extra_pod_spec(
+        {"mainContainer": {"args": ["--model", "x"]}, "tolerations": [{"key": "gpu", "operator": "Exists"}]}
+    )
     with pytest.raises(Invalid) as err:
         check_extra_pod_spec({"mainContainer": {"args": "--model x"}})
     assert err.value.path == ("mainContainer", "args")

@@ -75,7 +75,9 @@ IGNORE_CASES = {
 
 @pytest.mark.parametrize(("name", "included"), IGNORE_CASES.values(), ids=IGNORE_CASES.keys())
 def test_ignore_rules(tmp_path, name, included):
-    root = make_tree(tmp_path / "repo", {"pkg/keep.py": "x = 1\n", name: "content\n", "pkg/env311/pyvenv.cfg": "home=/x\n"})
+    root = make_tree(
+        tmp_path / "repo", {"pkg/keep.py": "x = 1\n", name: "content\n", "pkg/env311/pyvenv.cfg": "home=/x\n"}
+    )
     files = staged(root, ["pkg"]).files
     assert (name in files) is included
     assert "pkg/keep.py" in files
@@ -123,7 +125,11 @@ def test_defaults_skip_missing_paths(tmp_path):
         "nemo_rl/__init__.py": "", "examples/run_grpo.py": "", "3rdparty/Gym-workspace/setup.py": "",
         "3rdparty/Automodel-workspace/setup.py": "", "docs/index.md": "",
     })
-    assert upload_paths(None, root, where=WHERE) == [root / "nemo_rl", root / "examples", root / "3rdparty/Gym-workspace"]
+    assert upload_paths(None, root, where=WHERE) == [
+        root / "nemo_rl",
+        root / "examples",
+        root / "3rdparty/Gym-workspace",
+    ]
     assert staged(root).files == (
         "3rdparty/Gym-workspace/setup.py", "examples/run_grpo.py", "nemo_rl/__init__.py", RECIPE_FILE,
     )
@@ -323,7 +329,13 @@ def test_over_the_limit_names_the_five_largest_files(tmp_path):
     assert info.value.exit_code == 2
     assert "over the 19.5 KiB a Ray dashboard accepts" in message
     listed = message.split("largest files: ")[1].split(", ")
-    assert [entry.split(" ")[0] for entry in listed] == ["data/a.bin", "data/b.bin", "data/c.bin", "data/d.bin", "data/e.bin"]
+    assert [entry.split(" ")[0] for entry in listed] == [
+        "data/a.bin",
+        "data/b.bin",
+        "data/c.bin",
+        "data/d.bin",
+        "data/e.bin",
+    ]
     assert listed[0] == "data/a.bin (8.8 KiB)"
     assert "rayUploadPaths" in info.value.hint
 
@@ -373,9 +385,17 @@ def reference_zip(package) -> bytes:
 
 def test_the_zip_is_byte_for_byte_what_zipfile_writes(tmp_path):
     source = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(3000))
-    root = make_tree(tmp_path / "repo", {"pkg/code.py": source, "pkg/weights.bin": os.urandom(100_000),
-                                         "pkg/empty.py": "", "pkg/ünïcode_名前.txt": "x\n", "pkg/run.sh": "#!/bin/sh\n"},
-                     executable=("pkg/run.sh",))
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "pkg/code.py": source,
+            "pkg/weights.bin": os.urandom(100_000),
+            "pkg/empty.py": "",
+            "pkg/ünïcode_名前.txt": "x\n",
+            "pkg/run.sh": "#!/bin/sh\n",
+        },
+        executable=("pkg/run.sh",),
+    )
     package = staged(root, ["pkg"])
     assert package.zip_bytes() == reference_zip(package)
     assert unzipped(package)["pkg/run.sh"].external_attr >> 16 == 0o100755

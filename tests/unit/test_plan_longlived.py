@@ -70,7 +70,9 @@ def test_secret_env_goes_to_a_cluster_secret_never_to_the_job(override, in_secre
     p = plan(override)
     if in_secret:
         secret = p.env_secrets["training"]
-        assert secret["metadata"]["name"] == "ut-ll-train-env" and in_secret in (secret.get("stringData") or secret.get("data"))
+        assert secret["metadata"]["name"] == "ut-ll-train-env" and in_secret in (
+            secret.get("stringData") or secret.get("data")
+        )
         assert in_secret not in p.driver.env
         head = p.clusters["training"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
         assert any(e["name"] == in_secret and e["valueFrom"]["secretKeyRef"]["name"] == "ut-ll-train-env"
@@ -112,7 +114,9 @@ class Dash:
             return httpx.Response(200, json=self.jobs)
         if request.method == "GET" and path.startswith("/api/jobs/"):
             sid = path.rsplit("/", 1)[-1]
-            found = [dict(j, status="STOPPED") if sid in self.stopped else j for j in self.jobs if j["submission_id"] == sid]
+            found = [
+                dict(j, status="STOPPED") if sid in self.stopped else j for j in self.jobs if j["submission_id"] == sid
+            ]
             return httpx.Response(200, json=found[0]) if found else httpx.Response(404, text="not found")
         if request.method == "POST" and path.endswith("/stop"):
             self.stopped.append(path.split("/")[-2])
@@ -214,7 +218,12 @@ def test_records_are_private_and_the_latest_wins(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "launch, flow",
-    [({}, "rayjob"), ({"mode": "rayjob"}, "rayjob"), ({"mode": "bringup"}, "raycluster"), ({"mode": "single"}, "rayjob")],
+    [
+        ({}, "rayjob"),
+        ({"mode": "rayjob"}, "rayjob"),
+        ({"mode": "bringup"}, "raycluster"),
+        ({"mode": "single"}, "rayjob"),
+    ],
     ids=["unset", "rayjob", "bringup", "single"],
 )
 def test_launch_mode_picks_the_default_flow(launch, flow):
@@ -228,20 +237,40 @@ READING_DAEMON = {"name": "g", "daemon": {"entrypoint": f"python serve.py {DRIVE
 @pytest.mark.parametrize(
     "infra, warned",
     [
-        ({"launch": {"entrypoint": READS}}, ["launch.entrypoint reads nrl_k8s_run.yaml, which only run --raycluster stages"]),
+        (
+            {"launch": {"entrypoint": READS}},
+            ["launch.entrypoint reads nrl_k8s_run.yaml, which only run --raycluster stages"],
+        ),
         ({"launch": {"entrypoint": READS, "mode": "rayjob"}}, ["which only run --raycluster stages"]),
         ({"launch": {"entrypoint": READS, "mode": "bringup"}}, []),
-        ({"launch": {"entrypoint": READS, "mode": "bringup", "codeSource": "image", "codePath": "/opt/rl"}},
-         ["but with launch.codeSource image nothing stages it: the driver starts in launch.codePath (/opt/rl)"]),
-        ({"launch": {"entrypoint": READS, "codeSource": "lustre", "codePath": "/lustre/rl"}},
-         ["with launch.codeSource lustre nothing stages it"]),
+        (
+            {"launch": {"entrypoint": READS, "mode": "bringup", "codeSource": "image", "codePath": "/opt/rl"}},
+            ["but with launch.codeSource image nothing stages it: the driver starts in launch.codePath (/opt/rl)"],
+        ),
+        (
+            {"launch": {"entrypoint": READS, "codeSource": "lustre", "codePath": "/lustre/rl"}},
+            ["with launch.codeSource lustre nothing stages it"],
+        ),
         ({"launch": {"entrypoint": 'python run.py --config "$NRL_K8S_RECIPE"'}}, []),
-        ({"launch": {"mode": "bringup"}, "kuberay": {"gym": READING_DAEMON}},
-         ["kuberay.gym.daemon.entrypoint reads nrl_k8s_run.yaml, but the daemon uploads no working dir"]),
-        ({"kuberay": {"gym": {**READING_DAEMON, "daemon": {**READING_DAEMON["daemon"], "rayUploadPaths": ["gym"]}}}}, []),
+        (
+            {"launch": {"mode": "bringup"}, "kuberay": {"gym": READING_DAEMON}},
+            ["kuberay.gym.daemon.entrypoint reads nrl_k8s_run.yaml, but the daemon uploads no working dir"],
+        ),
+        (
+            {"kuberay": {"gym": {**READING_DAEMON, "daemon": {**READING_DAEMON["daemon"], "rayUploadPaths": ["gym"]}}}},
+            [],
+        ),
     ],
-    ids=["upload-default-flow", "upload-rayjob", "upload-bringup", "image", "lustre", "reads-the-env-var",
-         "daemon-without-upload", "daemon-with-upload"],
+    ids=[
+        "upload-default-flow",
+        "upload-rayjob",
+        "upload-bringup",
+        "image",
+        "lustre",
+        "reads-the-env-var",
+        "daemon-without-upload",
+        "daemon-with-upload",
+    ],
 )
 def test_unstaged_recipe_reads_are_warned_with_the_fix(infra, warned):
     found = unstaged_recipe_reads(infra)

@@ -17,7 +17,9 @@ ENV = {"NRL_K8S_USER": "unit"}
 
 
 def plan(*overrides: str, parallel: bool = False, shutdown: bool = True):
-    return plan_run(load_config(PAIR[0], list(overrides), PAIR[1], env=ENV), RunOptions(parallel=parallel, shutdown=shutdown))
+    return plan_run(
+        load_config(PAIR[0], list(overrides), PAIR[1], env=ENV), RunOptions(parallel=parallel, shutdown=shutdown)
+    )
 
 
 def test_serial_rayjob_is_http_mode_without_a_pre_running_deadline():

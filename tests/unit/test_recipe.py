@@ -18,7 +18,13 @@ INFRA = {
 }
 
 INJECT_CASES = [
-    ("no DGD", {"policy": {"generation": {"backend": "vllm"}}}, [], {"policy": {"generation": {"backend": "vllm"}}}, []),
+    (
+        "no DGD",
+        {"policy": {"generation": {"backend": "vllm"}}},
+        [],
+        {"policy": {"generation": {"backend": "vllm"}}},
+        [],
+    ),
     (
         "one DGD",
         {"policy": {"generation": {"backend": "vllm", "max_new_tokens": 8}}},
@@ -71,7 +77,9 @@ INJECT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("recipe, names, expected, notes", [c[1:] for c in INJECT_CASES], ids=[c[0] for c in INJECT_CASES])
+@pytest.mark.parametrize(
+    "recipe, names, expected, notes", [c[1:] for c in INJECT_CASES], ids=[c[0] for c in INJECT_CASES]
+)
 def test_inject_dynamo(recipe, names, expected, notes):
     before = copy.deepcopy(recipe)
     out, got_notes = recipe_mod.inject_dynamo(recipe, names)
@@ -130,8 +138,18 @@ def test_recipe_text_keeps_order_unicode_and_interpolations():
 
 ENV_ERRORS = [
     ("bad env name", {"env": {"MY-VAR": "x"}}, recipe_mod.launch_env, "not a valid environment variable name"),
-    ("reserved recipe name", {"env": {"NRL_K8S_RECIPE": "/x"}}, recipe_mod.launch_env, "NRL_K8S_RECIPE is set by nrl-k8s"),
-    ("reserved run id name", {"env": {"NRL_K8S_RUN_ID": "x"}}, recipe_mod.launch_env, "NRL_K8S_RUN_ID is set by nrl-k8s"),
+    (
+        "reserved recipe name",
+        {"env": {"NRL_K8S_RECIPE": "/x"}},
+        recipe_mod.launch_env,
+        "NRL_K8S_RECIPE is set by nrl-k8s",
+    ),
+    (
+        "reserved run id name",
+        {"env": {"NRL_K8S_RUN_ID": "x"}},
+        recipe_mod.launch_env,
+        "NRL_K8S_RUN_ID is set by nrl-k8s",
+    ),
     ("no entrypoint", {"entrypoint": None}, recipe_mod.driver_entrypoint, "infra.launch.entrypoint is not set"),
 ]
 

@@ -49,11 +49,18 @@ LOCATIONS = {
     "the prefix itself": (PREFIX, SERVER, "/"),
     "with a fragment": (f"{PREFIX}/#/jobs", SERVER, "/#/jobs"),
     "on the API server's own host": (f"{SERVER}{PREFIX}/a", SERVER, "/a"),
-    "behind a path prefix (Rancher)": (f"https://r.example/k8s/clusters/c-1{PREFIX}/a", "https://r.example/k8s/clusters/c-1", "/a"),
+    "behind a path prefix (Rancher)": (
+        f"https://r.example/k8s/clusters/c-1{PREFIX}/a",
+        "https://r.example/k8s/clusters/c-1",
+        "/a",
+    ),
     "path-only behind a path prefix": (f"/k8s/clusters/c-1{PREFIX}/a", "https://r.example/k8s/clusters/c-1", "/a"),
     "another host is left alone": (f"https://sso.example{PREFIX}/a", SERVER, f"https://sso.example{PREFIX}/a"),
-    "another service is left alone": ("/api/v1/namespaces/team/services/other:80/proxy/a", SERVER,
-                                      "/api/v1/namespaces/team/services/other:80/proxy/a"),
+    "another service is left alone": (
+        "/api/v1/namespaces/team/services/other:80/proxy/a",
+        SERVER,
+        "/api/v1/namespaces/team/services/other:80/proxy/a",
+    ),
     "a relative location is left alone": ("next/page", SERVER, "next/page"),
 }
 
@@ -64,9 +71,20 @@ def test_local_location(location, server, expected):
 
 
 def test_request_headers_drop_hop_by_hop_host_and_the_clients_authorization():
-    sent = [("Host", "127.0.0.1:8265"), ("Expect", "100-continue"), ("Authorization", "Bearer client-own"), ("Connection", "keep-alive, X-Trace"),
-            ("Keep-Alive", "timeout=5"), ("X-Trace", "1"), ("Transfer-Encoding", "chunked"), ("TE", "trailers"),
-            ("Accept", "application/json"), ("Cookie", "a=1"), ("Cookie", "b=2"), ("Proxy-Authorization", "Basic x")]
+    sent = [
+        ("Host", "127.0.0.1:8265"),
+        ("Expect", "100-continue"),
+        ("Authorization", "Bearer client-own"),
+        ("Connection", "keep-alive, X-Trace"),
+        ("Keep-Alive", "timeout=5"),
+        ("X-Trace", "1"),
+        ("Transfer-Encoding", "chunked"),
+        ("TE", "trailers"),
+        ("Accept", "application/json"),
+        ("Cookie", "a=1"),
+        ("Cookie", "b=2"),
+        ("Proxy-Authorization", "Basic x"),
+    ]
     assert request_headers(sent, {"Authorization": "Bearer kube"}) == [
         ("Accept", "application/json"), ("Cookie", "a=1"), ("Cookie", "b=2"), ("Authorization", "Bearer kube")]
 
@@ -75,7 +93,11 @@ def test_request_headers_of_an_upgrade_keep_upgrade():
     sent = [("Host", "localhost:1"), ("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Key", "k=="),
             ("Sec-WebSocket-Version", "13")]
     assert request_headers(sent, {}, upgrade=True) == [
-        ("Sec-WebSocket-Key", "k=="), ("Sec-WebSocket-Version", "13"), ("Upgrade", "websocket"), ("Connection", "Upgrade")]
+        ("Sec-WebSocket-Key", "k=="),
+        ("Sec-WebSocket-Version", "13"),
+        ("Upgrade", "websocket"),
+        ("Connection", "Upgrade"),
+    ]
 
 
 WHO = {
@@ -128,32 +150,58 @@ ADMISSIONS = {
     "a non-ASCII token": ("GET", "/?token=%C3%A9", [("Authorization", "token \u00e9")], False, SHORT),
     "Basic auth": ("GET", "/", [("Authorization", f"Basic {TOKEN}")], False, SHORT),
     "the token in a page URL: log in": ("GET", f"/jobs/?token={TOKEN}", [], False, Login("/jobs/")),
-    "the token among other parameters": ("GET", f"/api/jobs/?a=1&token={TOKEN}&b=%20", [], False,
-                                         Login("/api/jobs/?a=1&b=%20")),
+    "the token among other parameters": (
+        "GET",
+        f"/api/jobs/?a=1&token={TOKEN}&b=%20",
+        [],
+        False,
+        Login("/api/jobs/?a=1&b=%20"),
+    ),
     "HEAD with the token: log in": ("HEAD", f"/?token={TOKEN}", [], False, Login("/")),
     "absolute-form target with the token": ("GET", f"http://127.0.0.1:{PORT}/x?token={TOKEN}", [], False, Login("/x")),
     "a websocket with the token in the query": ("GET", f"/ws?token={TOKEN}", [], True, Admitted("/ws")),
     "a POST with the token in the query": ("POST", f"/api/jobs/?token={TOKEN}", [], False, Admitted("/api/jobs/")),
     "header token": ("GET", "/api/jobs/", [("Authorization", f"token {TOKEN}")], False, Admitted("/api/jobs/")),
     "Bearer header token": ("GET", "/v1/models", [("authorization", f"Bearer {TOKEN}")], False, Admitted("/v1/models")),
-    "header token POST without Origin": ("POST", "/api/jobs/", [("Authorization", f"token {TOKEN}")], False,
-                                         Admitted("/api/jobs/")),
+    "header token POST without Origin": (
+        "POST",
+        "/api/jobs/",
+        [("Authorization", f"token {TOKEN}")],
+        False,
+        Admitted("/api/jobs/"),
+    ),
     "cookie GET": ("GET", "/api/jobs/", [COOKIE], False, Admitted("/api/jobs/")),
     "cookie websocket": ("GET", "/ws", [COOKIE], True, Admitted("/ws")),
     "cookie GET with a stale token in the query": ("GET", "/?token=old&x=1", [COOKIE], False, Admitted("/?x=1")),
     "cookie POST without Origin or Referer": ("POST", "/api/jobs/", [COOKIE], False, CROSS),
     "cookie DELETE without Origin": ("DELETE", "/api/jobs/j", [COOKIE], False, CROSS),
     "cookie PUT from another site": ("PUT", "/x", [COOKIE, ("Origin", "https://evil.example")], False, CROSS),
-    "cookie PATCH from another local port": ("PATCH", "/x", [COOKIE, ("Origin", "http://127.0.0.1:3000")], False, CROSS),
+    "cookie PATCH from another local port": (
+        "PATCH",
+        "/x",
+        [COOKIE, ("Origin", "http://127.0.0.1:3000")],
+        False,
+        CROSS,
+    ),
     "cookie POST from an opaque origin": ("POST", "/x", [COOKIE, ("Origin", "null")], False, CROSS),
     "cookie POST with a foreign Referer": ("POST", "/x", [COOKIE, ("Referer", "https://evil.example/a")], False, CROSS),
     "cookie POST over https Referer": ("POST", "/x", [COOKIE, ("Referer", f"https://127.0.0.1:{PORT}/")], False, CROSS),
     "cookie custom method without Origin": ("PROPFIND", "/x", [COOKIE], False, CROSS),
     "cookie POST from the relay's page": ("POST", "/api/jobs/", [COOKIE, OWN], False, Admitted("/api/jobs/")),
-    "cookie POST from the relay's page by name": ("POST", "/x", [COOKIE, ("Origin", f"http://localhost:{PORT}")], False,
-                                                  Admitted("/x")),
-    "cookie DELETE with the relay's Referer": ("DELETE", "/x", [COOKIE, ("Referer", f"http://127.0.0.1:{PORT}/#/jobs")],
-                                               False, Admitted("/x")),
+    "cookie POST from the relay's page by name": (
+        "POST",
+        "/x",
+        [COOKIE, ("Origin", f"http://localhost:{PORT}")],
+        False,
+        Admitted("/x"),
+    ),
+    "cookie DELETE with the relay's Referer": (
+        "DELETE",
+        "/x",
+        [COOKIE, ("Referer", f"http://127.0.0.1:{PORT}/#/jobs")],
+        False,
+        Admitted("/x"),
+    ),
     "cookie OPTIONS without Origin": ("OPTIONS", "/x", [COOKIE], False, Admitted("/x")),
     "a one-time token in a page URL": ("GET", "/?a=1&token=once-1", [], False, Login("/?a=1", once="once-1")),
     "a one-time token on a websocket": ("GET", "/ws?token=once-1", [], True, SHORT),
@@ -163,7 +211,9 @@ ADMISSIONS = {
 }
 
 
-@pytest.mark.parametrize(("method", "target", "headers", "upgrade", "expected"), ADMISSIONS.values(), ids=ADMISSIONS.keys())
+@pytest.mark.parametrize(
+    ("method", "target", "headers", "upgrade", "expected"), ADMISSIONS.values(), ids=ADMISSIONS.keys()
+)
 def test_admission(method, target, headers, upgrade, expected):
     got = admission(TOKEN, PORT, method, target, headers, upgrade=upgrade, once=frozenset({"once-1"}))
     if isinstance(expected, str):

@@ -10,7 +10,10 @@ from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import deployment
 from nrl_k8s.kinds.base import Failed, Pending, Ready
 
-SPEC = {"replicas": 1, "template": {"spec": {"containers": [{"name": "server"}, {"name": "proxy", "image": "envoy:1"}]}}}
+SPEC = {
+    "replicas": 1,
+    "template": {"spec": {"containers": [{"name": "server"}, {"name": "proxy", "image": "envoy:1"}]}},
+}
 
 
 def make_infra(**entry) -> dict:
@@ -75,7 +78,12 @@ IDENTITY = [
         {"imagePullSecrets": [{"name": "mine"}, {"name": "ngc"}]},
     ),
     ("service account where unset", {"serviceAccount": "trainer"}, {}, {"serviceAccountName": "trainer"}),
-    ("explicit service account kept", {"serviceAccount": "trainer"}, {"serviceAccountName": "own"}, {"serviceAccountName": "own"}),
+    (
+        "explicit service account kept",
+        {"serviceAccount": "trainer"},
+        {"serviceAccountName": "own"},
+        {"serviceAccountName": "own"},
+    ),
     (
         "image on init containers too",
         {},
@@ -139,7 +147,10 @@ SELECTORS = [
     ("matchLabels", {"selector": {"matchLabels": {"app": "rm"}}}, {"app": "rm"}),
     (
         "expressions only: the template labels",
-        {"selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "template": {"metadata": {"labels": {"app": "x"}}}},
+        {
+            "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+            "template": {"metadata": {"labels": {"app": "x"}}},
+        },
         {"app.kubernetes.io/managed-by": "nrl-k8s", "team": "rl", "app": "x"},
     ),
 ]
@@ -156,12 +167,21 @@ def test_service_selects_the_deployments_pods(spec, selector):
 
 ERRORS = [
     ("not declared", lambda i: i["deployments"].clear(), "infra.deployments.reward: is not set"),
-    ("bad key as name", lambda i: i["deployments"].update(Bad_Key=i["deployments"].pop("reward")), "not a valid Kubernetes name"),
-    ("no containers", lambda i: i["deployments"]["reward"]["spec"]["template"]["spec"].pop("containers"), "template.spec.containers: is empty"),
+    (
+        "bad key as name",
+        lambda i: i["deployments"].update(Bad_Key=i["deployments"].pop("reward")),
+        "not a valid Kubernetes name",
+    ),
+    (
+        "no containers",
+        lambda i: i["deployments"]["reward"]["spec"]["template"]["spec"].pop("containers"),
+        "template.spec.containers: is empty",
+    ),
     (
         "selector conflicts with template",
         lambda i: i["deployments"]["reward"]["spec"].update(
-            selector={"matchLabels": {"app": "a"}}, template={"metadata": {"labels": {"app": "b"}}, "spec": SPEC["template"]["spec"]}
+            selector={"matchLabels": {"app": "a"}},
+            template={"metadata": {"labels": {"app": "b"}}, "spec": SPEC["template"]["spec"]},
         ),
         "does not match",
     ),
@@ -178,7 +198,16 @@ def test_errors(breaker, message):
 
 
 def dep(replicas=2, available=None, updated=None, generation=None, observed=None, conditions=None) -> dict:
-    status = {k: v for k, v in {"availableReplicas": available, "updatedReplicas": updated, "observedGeneration": observed, "conditions": conditions}.items() if v is not None}
+    status = {
+        k: v
+        for k, v in {
+            "availableReplicas": available,
+            "updatedReplicas": updated,
+            "observedGeneration": observed,
+            "conditions": conditions,
+        }.items()
+        if v is not None
+    }
     meta = {"generation": generation} if generation is not None else {}
     return {"metadata": meta, "spec": {"replicas": replicas}, "status": status}
 
@@ -188,11 +217,19 @@ READINESS = [
     ("partially available", dep(available=1, updated=2), Pending("1/2 replicas available")),
     ("all available", dep(available=2, updated=2, generation=1, observed=1), Ready()),
     ("old replicas available during rollout", dep(available=2, updated=1), Pending("2/2 replicas available")),
-    ("generation not observed", dep(available=2, updated=2, generation=2, observed=1), Pending("waiting for generation 2 to be observed")),
+    (
+        "generation not observed",
+        dep(available=2, updated=2, generation=2, observed=1),
+        Pending("waiting for generation 2 to be observed"),
+    ),
     ("scaled to zero", dep(replicas=0), Ready()),
     (
         "progress deadline exceeded",
-        dep(conditions=[{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "slow"}]),
+        dep(
+            conditions=[
+                {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "slow"}
+            ]
+        ),
         Failed("Progressing=False (ProgressDeadlineExceeded: slow)"),
     ),
 ]

@@ -116,7 +116,10 @@ def test_render_for_an_infra_takes_its_image_pull_secrets_and_storage():
     assert container["image"] == "nemo-rl:infra"
     assert pod["spec"]["imagePullSecrets"] == [{"name": "nvcr"}, {"name": "other"}]
     assert [v["name"] for v in pod["spec"]["volumes"]] == ["workspace", "hf-cache"]
-    assert container["volumeMounts"] == [{"name": "workspace", "mountPath": "/ws"}, {"name": "hf-cache", "mountPath": "/hf"}]
+    assert container["volumeMounts"] == [
+        {"name": "workspace", "mountPath": "/ws"},
+        {"name": "hf-cache", "mountPath": "/hf"},
+    ]
     assert {"name": "HF_HOME", "value": "/hf"} in container["env"]
     assert dev.render_for_infra(NAMES, "mine:2", INFRA).pod["spec"]["containers"][0]["image"] == "mine:2"
 

@@ -48,8 +48,16 @@ def test_load_picks_first_dgd_of_multidoc():
 LOAD_ERRORS = [
     ("missing file", "does_not_exist.yaml", "infra.dynamo.gen.manifest: DGD manifest .*does_not_exist.yaml not found"),
     ("directory", ".", "render: is a directory, expected a YAML file"),
-    ("malformed yaml", "dgd_malformed.yaml", r"dgd_malformed\.yaml:6: metadata\.labels: invalid YAML: did not find expected"),
-    ("no DGD document", "dgd_nodgd.yaml", r"dgd_nodgd\.yaml has no DynamoGraphDeployment document \(found: Deployment, Pod\)"),
+    (
+        "malformed yaml",
+        "dgd_malformed.yaml",
+        r"dgd_malformed\.yaml:6: metadata\.labels: invalid YAML: did not find expected",
+    ),
+    (
+        "no DGD document",
+        "dgd_nodgd.yaml",
+        r"dgd_nodgd\.yaml has no DynamoGraphDeployment document \(found: Deployment, Pod\)",
+    ),
     ("unsupported apiVersion", "dgd_v2.yaml", r"dgd_v2\.yaml uses apiVersion 'nvidia\.com/v2'"),
 ]
 
@@ -67,7 +75,9 @@ def test_unsupported_api_version_hint():
     assert info.value.hint == "use apiVersion: nvidia.com/v1beta1 or nvidia.com/v1alpha1"
 
 
-@pytest.mark.parametrize("basic, version", list(zip(BASIC, ["v1alpha1", "v1beta1"], strict=True)), ids=["v1alpha1", "v1beta1"])
+@pytest.mark.parametrize(
+    "basic, version", list(zip(BASIC, ["v1alpha1", "v1beta1"], strict=True)), ids=["v1alpha1", "v1beta1"]
+)
 def test_render_basic_object_in_its_manifests_version(basic, version):
     obj = render(make_infra(basic))
     assert obj["apiVersion"] == f"nvidia.com/{version}"
@@ -82,7 +92,11 @@ OVERRIDE_CASES = [
     (
         "dicts merge",
         {"spec_overrides": {"services": {"VllmDecodeWorker": {"replicas": 4}}}},
-        lambda o: (svc(o, "VllmDecodeWorker")["replicas"], svc(o, "VllmDecodeWorker")["componentType"], svc(o, "Frontend")["replicas"]),
+        lambda o: (
+            svc(o, "VllmDecodeWorker")["replicas"],
+            svc(o, "VllmDecodeWorker")["componentType"],
+            svc(o, "Frontend")["replicas"],
+        ),
         (4, "worker", 1),
     ),
     (
@@ -106,7 +120,9 @@ OVERRIDE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("entry, extract, expected", [c[1:] for c in OVERRIDE_CASES], ids=[c[0] for c in OVERRIDE_CASES])
+@pytest.mark.parametrize(
+    "entry, extract, expected", [c[1:] for c in OVERRIDE_CASES], ids=[c[0] for c in OVERRIDE_CASES]
+)
 def test_rule1_overrides(entry, extract, expected):
     infra = make_infra(overrides=entry["spec_overrides"])
     assert extract(render(infra)) == expected
@@ -127,13 +143,27 @@ def test_rule2_name(manifest, entry, expected):
 
 NAME_ERRORS = [
     ("no name anywhere", "dgd_noname.yaml", {}, "infra.dynamo.gen: the DGD has no name", "set dynamo.gen.name"),
-    ("invalid entry name", "dgd_basic.yaml", {"name": "Bad_Name"}, "infra.dynamo.gen.name: DGD name 'Bad_Name'", "bad-name"),
-    ("invalid manifest name", "dgd_badname.yaml", {}, "dgd_badname.yaml metadata.name: DGD name 'Qwen3_Small'", "qwen3-small"),
+    (
+        "invalid entry name",
+        "dgd_basic.yaml",
+        {"name": "Bad_Name"},
+        "infra.dynamo.gen.name: DGD name 'Bad_Name'",
+        "bad-name",
+    ),
+    (
+        "invalid manifest name",
+        "dgd_badname.yaml",
+        {},
+        "dgd_badname.yaml metadata.name: DGD name 'Qwen3_Small'",
+        "qwen3-small",
+    ),
     ("name too long", "dgd_basic.yaml", {"name": "a" * 64}, "more than 63", "at most 63"),
 ]
 
 
-@pytest.mark.parametrize("manifest, entry, message, hint", [c[1:] for c in NAME_ERRORS], ids=[c[0] for c in NAME_ERRORS])
+@pytest.mark.parametrize(
+    "manifest, entry, message, hint", [c[1:] for c in NAME_ERRORS], ids=[c[0] for c in NAME_ERRORS]
+)
 def test_rule2_name_errors(manifest, entry, message, hint):
     with pytest.raises(ConfigError) as info:
         render(make_infra(manifest, **entry))
@@ -257,7 +287,9 @@ def test_render_does_not_mutate_infra():
 
 def test_deterministic_yaml():
     infra = make_infra(overrides={"services": {"VllmDecodeWorker": {"replicas": 3}}}, labels={"z": "1", "a": "2"})
-    assert yaml.safe_dump(render(infra), sort_keys=False) == yaml.safe_dump(render(copy.deepcopy(infra)), sort_keys=False)
+    assert yaml.safe_dump(render(infra), sort_keys=False) == yaml.safe_dump(
+        render(copy.deepcopy(infra)), sort_keys=False
+    )
 
 
 ENTRY_ERRORS = [
@@ -288,7 +320,9 @@ def test_services_summary(manifest):
 COUNTS = {"Frontend": {"replicas": 1, "readyReplicas": 1}, "Worker": {"replicas": 2, "readyReplicas": 1}, "New": {}}
 
 
-@pytest.mark.parametrize("version, field", [("v1alpha1", "services"), ("v1beta1", "components")], ids=["v1alpha1", "v1beta1"])
+@pytest.mark.parametrize(
+    "version, field", [("v1alpha1", "services"), ("v1beta1", "components")], ids=["v1alpha1", "v1beta1"]
+)
 def test_ready_replicas_per_part(version, field):
     live = {"apiVersion": f"nvidia.com/{version}", "status": {field: COUNTS}}
     assert dgd.ready_replicas(live) == {"Frontend": 1, "Worker": 1, "New": 0}
@@ -342,11 +376,23 @@ READY_FALSE = {"type": "Ready", "status": "False", "reason": "NotReady", "messag
 READINESS_CASES = [
     ("no status", {}, Pending("state=unknown")),
     ("initializing", graph("initializing"), Pending("state=initializing")),
-    ("pending with message", graph("pending", [READY_FALSE]), Pending("state=pending: Ready=False (NotReady: VllmDecodeWorker 0/1 ready)")),
+    (
+        "pending with message",
+        graph("pending", [READY_FALSE]),
+        Pending("state=pending: Ready=False (NotReady: VllmDecodeWorker 0/1 ready)"),
+    ),
     ("successful without conditions", graph("successful"), Ready()),
     ("successful and Ready", graph("successful", [READY_TRUE], 2, 2), Ready()),
-    ("successful but Ready False", graph("successful", [READY_FALSE]), Pending("state=successful but Ready=False (NotReady: VllmDecodeWorker 0/1 ready)")),
-    ("stale generation", graph("successful", [READY_TRUE], 3, 2), Pending("state=successful for generation 2, waiting for generation 3")),
+    (
+        "successful but Ready False",
+        graph("successful", [READY_FALSE]),
+        Pending("state=successful but Ready=False (NotReady: VllmDecodeWorker 0/1 ready)"),
+    ),
+    (
+        "stale generation",
+        graph("successful", [READY_TRUE], 3, 2),
+        Pending("state=successful for generation 2, waiting for generation 3"),
+    ),
     ("newer observed generation", graph("successful", [READY_TRUE], 2, 3), Ready()),
     ("generation without observed", graph("successful", [READY_TRUE], 2), Ready()),
     (
@@ -394,7 +440,10 @@ def test_a_dgd_files_interpolations_are_resolved(tmp_path, monkeypatch):
     obj = render({"namespace": "rl", "image": "img", "dynamo": {"gen": {"manifest": write(tmp_path, INTERPOLATED)}}})
     worker = svc(obj, "Worker")
     assert obj["metadata"]["name"] == "ann-b-graph"
-    assert obj["spec"]["envs"] == [{"name": "HF_HOME", "value": "/mnt/ws/ann-b/hf"}, {"name": "SHELL_VAR", "value": "${HOME}"}]
+    assert obj["spec"]["envs"] == [
+        {"name": "HF_HOME", "value": "/mnt/ws/ann-b/hf"},
+        {"name": "SHELL_VAR", "value": "${HOME}"},
+    ]
     assert (worker["envFromSecret"], worker["replicas"]) == ("ann-b-secrets", 3)
     assert worker["extraPodSpec"]["mainContainer"]["args"] == ["--tp=3"]
 
@@ -412,7 +461,11 @@ INLINE = {"services": {"Worker": {"componentType": "worker", "replicas": 1,
 def test_an_inline_spec_renders_like_a_manifest():
     obj = render({"namespace": "rl", "image": "img", "labels": {"team": "a"},
                   "dynamo": {"gen": {"name": "smoke", "spec": copy.deepcopy(INLINE), "readyTimeoutS": 600}}})
-    assert (obj["apiVersion"], obj["metadata"]["name"], obj["metadata"]["namespace"]) == ("nvidia.com/v1alpha1", "smoke", "rl")
+    assert (obj["apiVersion"], obj["metadata"]["name"], obj["metadata"]["namespace"]) == (
+        "nvidia.com/v1alpha1",
+        "smoke",
+        "rl",
+    )
     assert obj["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "nrl-k8s", "team": "a"}
     assert svc(obj, "Worker")["extraPodSpec"]["mainContainer"] == {"command": ["serve"], "image": "img"}
 

@@ -24,7 +24,9 @@ def make_infra(**entry) -> dict:
     return {
         "namespace": "rl",
         "image": "nemo-rl:1",
-        "dynamo": {"gen": {"manifest": str(DATA / "dgd_basic_v1beta1.yaml"), "readyTimeoutS": 600, **copy.deepcopy(entry)}},
+        "dynamo": {
+            "gen": {"manifest": str(DATA / "dgd_basic_v1beta1.yaml"), "readyTimeoutS": 600, **copy.deepcopy(entry)}
+        },
     }
 
 
@@ -70,19 +72,58 @@ LOAD_ERRORS = [
     ("no components", {"backendFramework": "vllm"}, "spec.components: is missing", "declare the graph's components"),
     ("empty components", {"components": []}, "spec.components: is empty", "declare the graph's components"),
     ("components as a mapping", {"components": {"W": {}}}, "spec.components: expected a list, got mapping", ""),
-    ("too many components", {"components": [comp(f"c{i}") for i in range(26)]}, "has 26 components, more than 25", "at most 25"),
-    ("component without a name", {"components": [{"type": "frontend"}]}, "spec.components.0.name: is required", "name: Frontend"),
-    ("invalid component name", {"components": [comp("bad_name")]}, "spec.components.0.name: 'bad_name' is not a valid", "letters, digits"),
-    ("names repeat case-insensitively", {"components": [comp("Worker"), comp("worker")]},
-     "spec.components.1.name: 'worker' repeats component 'Worker'", "case-insensitively"),
+    (
+        "too many components",
+        {"components": [comp(f"c{i}") for i in range(26)]},
+        "has 26 components, more than 25",
+        "at most 25",
+    ),
+    (
+        "component without a name",
+        {"components": [{"type": "frontend"}]},
+        "spec.components.0.name: is required",
+        "name: Frontend",
+    ),
+    (
+        "invalid component name",
+        {"components": [comp("bad_name")]},
+        "spec.components.0.name: 'bad_name' is not a valid",
+        "letters, digits",
+    ),
+    (
+        "names repeat case-insensitively",
+        {"components": [comp("Worker"), comp("worker")]},
+        "spec.components.1.name: 'worker' repeats component 'Worker'",
+        "case-insensitively",
+    ),
     ("negative replicas", {"components": [comp(replicas=-1)]}, "spec.components.W.replicas: ", "replica"),
     ("zero nodes", {"components": [comp(multinode={"nodeCount": 0})]}, "spec.components.W.multinode.nodeCount", "node"),
-    ("bad shared memory size", {"components": [comp(sharedMemorySize="lots")]}, "spec.components.W.sharedMemorySize", ""),
-    ("unknown container field", {"components": [comp(podTemplate={"spec": {"containers": [{"name": "main", "imag": "x"}]}})]},
-     "spec.components.W.podTemplate.spec.containers.main.imag: unknown field", "spelling"),
-    ("fractional GPU", {"components": [comp(podTemplate={"spec": {"containers": [
-        {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]}})]},
-     "spec.components.W.podTemplate.spec.containers.main.resources.limits.nvidia.com/gpu", "whole units"),
+    (
+        "bad shared memory size",
+        {"components": [comp(sharedMemorySize="lots")]},
+        "spec.components.W.sharedMemorySize",
+        "",
+    ),
+    (
+        "unknown container field",
+        {"components": [comp(podTemplate={"spec": {"containers": [{"name": "main", "imag": "x"}]}})]},
+        "spec.components.W.podTemplate.spec.containers.main.imag: unknown field",
+        "spelling",
+    ),
+    (
+        "fractional GPU",
+        {
+            "components": [
+                comp(
+                    podTemplate={
+                        "spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]}
+                    }
+                )
+            ]
+        },
+        "spec.components.W.podTemplate.spec.containers.main.resources.limits.nvidia.com/gpu",
+        "whole units",
+    ),
 ]
 
 
@@ -99,43 +140,110 @@ def test_load_errors(tmp_path, spec, message, hint):
 
 # -- rule 1: overrides merge into spec.components by name ----------------------------------
 OVERRIDES = [
-    ("one component by name, as a mapping", {"components": {"VllmDecodeWorker": {"replicas": 4}}},
-     lambda o: ([c["name"] for c in o["spec"]["components"]], component(o, "VllmDecodeWorker")["replicas"],
-                component(o, "VllmDecodeWorker")["type"], component(o, "Frontend")["replicas"]),
-     (["Frontend", "VllmDecodeWorker"], 4, "decode", 1)),
-    ("one component by name, as a list entry", {"components": [{"name": "VllmDecodeWorker", "replicas": 4}]},
-     lambda o: (len(o["spec"]["components"]), component(o, "VllmDecodeWorker")["replicas"], component(o, "Frontend")["replicas"]),
-     (2, 4, 1)),
-    ("main's args replaced, its resources and image kept",
-     {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"main": {"args": ["--x"]}}}}}}},
-     lambda o: (main(o, "VllmDecodeWorker")["args"], main(o, "VllmDecodeWorker")["resources"], main(o, "VllmDecodeWorker")["image"]),
-     (["--x"], {"limits": {"nvidia.com/gpu": "1"}}, WORKER_IMAGE)),
-    ("containers as a list merge by name too",
-     {"components": [{"name": "VllmDecodeWorker", "podTemplate": {"spec": {"containers": [
-         {"name": "main", "resources": {"requests": {"cpu": "4"}}}]}}}]},
-     lambda o: (main(o, "VllmDecodeWorker")["resources"], [c["name"] for c in containers(o, "VllmDecodeWorker")]),
-     ({"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "4"}}, ["main", "log"])),
-    ("a sidecar is changed in place",
-     {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"log": {"image": "busybox:2"}}}}}}},
-     lambda o: [(c["name"], c["image"]) for c in containers(o, "VllmDecodeWorker")],
-     [("main", WORKER_IMAGE), ("log", "busybox:2")]),
-    ("a new container is appended",
-     {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"metrics": {"image": "m:1"}}}}}}},
-     lambda o: [c["name"] for c in containers(o, "VllmDecodeWorker")], ["main", "log", "metrics"]),
-    ("init containers merge by name",
-     {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"initContainers": {"fetch": {"image": "f:1"}}}}}}},
-     lambda o: component(o, "VllmDecodeWorker")["podTemplate"]["spec"]["initContainers"], [{"name": "fetch", "image": "f:1"}]),
-    ("other lists in a component replace",
-     {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"tolerations": [{"key": "other"}]}}}}},
-     lambda o: component(o, "VllmDecodeWorker")["podTemplate"]["spec"]["tolerations"], [{"key": "other"}]),
-    ("a list inside a container replaces",
-     {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"main": {"env": [{"name": "B", "value": "2"}]}}}}}}},
-     lambda o: main(o, "VllmDecodeWorker")["env"], [{"name": "B", "value": "2"}]),
-    ("graph env replaced", {"env": [{"name": "A", "value": "1"}]}, lambda o: o["spec"]["env"], [{"name": "A", "value": "1"}]),
+    (
+        "one component by name, as a mapping",
+        {"components": {"VllmDecodeWorker": {"replicas": 4}}},
+        lambda o: (
+            [c["name"] for c in o["spec"]["components"]],
+            component(o, "VllmDecodeWorker")["replicas"],
+            component(o, "VllmDecodeWorker")["type"],
+            component(o, "Frontend")["replicas"],
+        ),
+        (["Frontend", "VllmDecodeWorker"], 4, "decode", 1),
+    ),
+    (
+        "one component by name, as a list entry",
+        {"components": [{"name": "VllmDecodeWorker", "replicas": 4}]},
+        lambda o: (
+            len(o["spec"]["components"]),
+            component(o, "VllmDecodeWorker")["replicas"],
+            component(o, "Frontend")["replicas"],
+        ),
+        (2, 4, 1),
+    ),
+    (
+        "main's args replaced, its resources and image kept",
+        {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"main": {"args": ["--x"]}}}}}}},
+        lambda o: (
+            main(o, "VllmDecodeWorker")["args"],
+            main(o, "VllmDecodeWorker")["resources"],
+            main(o, "VllmDecodeWorker")["image"],
+        ),
+        (["--x"], {"limits": {"nvidia.com/gpu": "1"}}, WORKER_IMAGE),
+    ),
+    (
+        "containers as a list merge by name too",
+        {
+            "components": [
+                {
+                    "name": "VllmDecodeWorker",
+                    "podTemplate": {
+                        "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "4"}}}]}
+                    },
+                }
+            ]
+        },
+        lambda o: (main(o, "VllmDecodeWorker")["resources"], [c["name"] for c in containers(o, "VllmDecodeWorker")]),
+        ({"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "4"}}, ["main", "log"]),
+    ),
+    (
+        "a sidecar is changed in place",
+        {
+            "components": {
+                "VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"log": {"image": "busybox:2"}}}}}
+            }
+        },
+        lambda o: [(c["name"], c["image"]) for c in containers(o, "VllmDecodeWorker")],
+        [("main", WORKER_IMAGE), ("log", "busybox:2")],
+    ),
+    (
+        "a new container is appended",
+        {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"metrics": {"image": "m:1"}}}}}}},
+        lambda o: [c["name"] for c in containers(o, "VllmDecodeWorker")],
+        ["main", "log", "metrics"],
+    ),
+    (
+        "init containers merge by name",
+        {
+            "components": {
+                "VllmDecodeWorker": {"podTemplate": {"spec": {"initContainers": {"fetch": {"image": "f:1"}}}}}
+            }
+        },
+        lambda o: component(o, "VllmDecodeWorker")["podTemplate"]["spec"]["initContainers"],
+        [{"name": "fetch", "image": "f:1"}],
+    ),
+    (
+        "other lists in a component replace",
+        {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"tolerations": [{"key": "other"}]}}}}},
+        lambda o: component(o, "VllmDecodeWorker")["podTemplate"]["spec"]["tolerations"],
+        [{"key": "other"}],
+    ),
+    (
+        "a list inside a container replaces",
+        {
+            "components": {
+                "VllmDecodeWorker": {
+                    "podTemplate": {"spec": {"containers": {"main": {"env": [{"name": "B", "value": "2"}]}}}}
+                }
+            }
+        },
+        lambda o: main(o, "VllmDecodeWorker")["env"],
+        [{"name": "B", "value": "2"}],
+    ),
+    (
+        "graph env replaced",
+        {"env": [{"name": "A", "value": "1"}]},
+        lambda o: o["spec"]["env"],
+        [{"name": "A", "value": "1"}],
+    ),
     ("graph labels merge", {"labels": {"x": "y"}}, lambda o: o["spec"]["labels"], {"x": "y"}),
     ("scalar replaced", {"backendFramework": "sglang"}, lambda o: o["spec"]["backendFramework"], "sglang"),
-    ("null unsets", {"components": {"VllmDecodeWorker": {"replicas": None}}},
-     lambda o: "replicas" in component(o, "VllmDecodeWorker"), False),
+    (
+        "null unsets",
+        {"components": {"VllmDecodeWorker": {"replicas": None}}},
+        lambda o: "replicas" in component(o, "VllmDecodeWorker"),
+        False,
+    ),
 ]
 
 
@@ -145,30 +253,60 @@ def test_rule1_overrides(overrides, extract, expected):
 
 
 OVERRIDE_ERRORS = [
-    ("unknown component", {"components": {"Nope": {"replicas": 2}}},
-     "infra.dynamo.gen.overrides.components.Nope: the DGD manifest has no such component",
-     "its components are: Frontend, VllmDecodeWorker"),
-    ("unknown component in a list", {"components": [{"name": "Nope"}]},
-     "infra.dynamo.gen.overrides.components.Nope: the DGD manifest has no such component", "Frontend, VllmDecodeWorker"),
-    ("components not a list or mapping", {"components": "Worker"},
-     "infra.dynamo.gen.overrides.components: expected a list of components or a mapping of component names", "NAME"),
-    ("list entry without a name", {"components": [{"replicas": 2}]},
-     "infra.dynamo.gen.overrides.components.0: expected a mapping with the component's name", "name: NAME"),
-    ("component override not a mapping", {"components": {"VllmDecodeWorker": 3}},
-     "infra.dynamo.gen.overrides.components.VllmDecodeWorker: expected a mapping, got integer 3", "override fields"),
-    ("container override not a mapping",
-     {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"main": "x"}}}}}},
-     "infra.dynamo.gen.overrides.components.VllmDecodeWorker.podTemplate.spec.containers.main: expected a mapping",
-     "container"),
-    ("a bad value is blamed on the override", {"components": {"VllmDecodeWorker": {"replicas": -2}}},
-     "infra.dynamo.gen.overrides.components.VllmDecodeWorker.replicas: ", "replica"),
-    ("a bad container field is blamed on the override",
-     {"components": {"Frontend": {"podTemplate": {"spec": {"containers": {"main": {"imagePullPolicy": 3}}}}}}},
-     "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.main.imagePullPolicy", ""),
+    (
+        "unknown component",
+        {"components": {"Nope": {"replicas": 2}}},
+        "infra.dynamo.gen.overrides.components.Nope: the DGD manifest has no such component",
+        "its components are: Frontend, VllmDecodeWorker",
+    ),
+    (
+        "unknown component in a list",
+        {"components": [{"name": "Nope"}]},
+        "infra.dynamo.gen.overrides.components.Nope: the DGD manifest has no such component",
+        "Frontend, VllmDecodeWorker",
+    ),
+    (
+        "components not a list or mapping",
+        {"components": "Worker"},
+        "infra.dynamo.gen.overrides.components: expected a list of components or a mapping of component names",
+        "NAME",
+    ),
+    (
+        "list entry without a name",
+        {"components": [{"replicas": 2}]},
+        "infra.dynamo.gen.overrides.components.0: expected a mapping with the component's name",
+        "name: NAME",
+    ),
+    (
+        "component override not a mapping",
+        {"components": {"VllmDecodeWorker": 3}},
+        "infra.dynamo.gen.overrides.components.VllmDecodeWorker: expected a mapping, got integer 3",
+        "override fields",
+    ),
+    (
+        "container override not a mapping",
+        {"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"main": "x"}}}}}},
+        "infra.dynamo.gen.overrides.components.VllmDecodeWorker.podTemplate.spec.containers.main: expected a mapping",
+        "container",
+    ),
+    (
+        "a bad value is blamed on the override",
+        {"components": {"VllmDecodeWorker": {"replicas": -2}}},
+        "infra.dynamo.gen.overrides.components.VllmDecodeWorker.replicas: ",
+        "replica",
+    ),
+    (
+        "a bad container field is blamed on the override",
+        {"components": {"Frontend": {"podTemplate": {"spec": {"containers": {"main": {"imagePullPolicy": 3}}}}}}},
+        "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.main.imagePullPolicy",
+        "",
+    ),
 ]
 
 
-@pytest.mark.parametrize("overrides, message, hint", [c[1:] for c in OVERRIDE_ERRORS], ids=[c[0] for c in OVERRIDE_ERRORS])
+@pytest.mark.parametrize(
+    "overrides, message, hint", [c[1:] for c in OVERRIDE_ERRORS], ids=[c[0] for c in OVERRIDE_ERRORS]
+)
 def test_rule1_override_errors(overrides, message, hint):
     with pytest.raises(ConfigError) as info:
         render(make_infra(overrides=overrides))
@@ -220,23 +358,44 @@ def test_rule4_pod_defaults(infra_patch, overrides, extract, expected):
 
 
 POD_ERRORS = [
-    ("no infra image and no main container", {"image": None}, {},
-     "dgd_basic_v1beta1.yaml: spec.components.Frontend.podTemplate.spec.containers: has no container named 'main'",
-     "set infra.image"),
-    ("no infra image and a main container without one", {"image": None}, FRONTEND_MAIN,
-     "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.main.image: no image", "set infra.image"),
-    ("a sidecar without an image", {},
-     {"components": {"Frontend": {"podTemplate": {"spec": {"containers": {"log": {"args": ["x"]}}}}}}},
-     "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.log.image: no image",
-     "an image on the container"),
-    ("a sidecar without an image, overridden as a list item", {},
-     {"components": [{"name": "Frontend", "podTemplate": {"spec": {"containers": [{"name": "log", "args": ["x"]}]}}}]},
-     "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.log.image: no image",
-     "an image on the container"),
+    (
+        "no infra image and no main container",
+        {"image": None},
+        {},
+        "dgd_basic_v1beta1.yaml: spec.components.Frontend.podTemplate.spec.containers: has no container named 'main'",
+        "set infra.image",
+    ),
+    (
+        "no infra image and a main container without one",
+        {"image": None},
+        FRONTEND_MAIN,
+        "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.main.image: no image",
+        "set infra.image",
+    ),
+    (
+        "a sidecar without an image",
+        {},
+        {"components": {"Frontend": {"podTemplate": {"spec": {"containers": {"log": {"args": ["x"]}}}}}}},
+        "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.log.image: no image",
+        "an image on the container",
+    ),
+    (
+        "a sidecar without an image, overridden as a list item",
+        {},
+        {
+            "components": [
+                {"name": "Frontend", "podTemplate": {"spec": {"containers": [{"name": "log", "args": ["x"]}]}}}
+            ]
+        },
+        "infra.dynamo.gen.overrides.components.Frontend.podTemplate.spec.containers.log.image: no image",
+        "an image on the container",
+    ),
 ]
 
 
-@pytest.mark.parametrize("infra_patch, overrides, message, hint", [c[1:] for c in POD_ERRORS], ids=[c[0] for c in POD_ERRORS])
+@pytest.mark.parametrize(
+    "infra_patch, overrides, message, hint", [c[1:] for c in POD_ERRORS], ids=[c[0] for c in POD_ERRORS]
+)
 def test_rule4_errors(infra_patch, overrides, message, hint):
     infra = make_infra(overrides=overrides)
     infra.update(infra_patch)
@@ -246,16 +405,30 @@ def test_rule4_errors(infra_patch, overrides, message, hint):
 
 
 def test_a_main_container_the_manifest_left_without_an_image_is_blamed_on_the_manifest(tmp_path):
-    spec = {"components": [{"name": "F", "type": "frontend", "podTemplate": {"spec": {"containers": [{"name": "main"}]}}}]}
-    infra = {"namespace": "rl", "dynamo": {"gen": {"manifest": write(tmp_path, spec), "readyTimeoutS": 600,
-                                                   "overrides": {"components": {"F": FRONTEND_MAIN["components"]["Frontend"]}}}}}
+    spec = {
+        "components": [{"name": "F", "type": "frontend", "podTemplate": {"spec": {"containers": [{"name": "main"}]}}}]
+    }
+    infra = {
+        "namespace": "rl",
+        "dynamo": {
+            "gen": {
+                "manifest": write(tmp_path, spec),
+                "readyTimeoutS": 600,
+                "overrides": {"components": {"F": FRONTEND_MAIN["components"]["Frontend"]}},
+            }
+        },
+    }
     with pytest.raises(ConfigError) as info:
         render(infra)
     assert info.value.message.endswith("graph.yaml: spec.components.F.podTemplate.spec.containers.main.image: no image")
 
 
 def test_render_does_not_mutate_infra_or_manifest_and_is_deterministic():
-    infra = make_infra(overrides={"components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"main": {"args": []}}}}}}})
+    infra = make_infra(
+        overrides={
+            "components": {"VllmDecodeWorker": {"podTemplate": {"spec": {"containers": {"main": {"args": []}}}}}}
+        }
+    )
     before = copy.deepcopy(infra)
     first, second = render(infra), render(infra)
     assert infra == before and first == second

@@ -57,7 +57,9 @@ CASES = [
     ("no claims: no objects", make_infra(training=cluster("train", pod(), group("g", 2, pod()))), None, None),
     (
         "numNodes counts every worker pod that claims the domain",
-        make_infra(training=cluster("train", pod(), group("a", 3, pod(CD)), group("b", 2, pod(CD)), group("c", 4, pod()))),
+        make_infra(
+            training=cluster("train", pod(), group("a", 3, pod(CD)), group("b", 2, pod(CD)), group("c", 4, pod()))
+        ),
         5,
         None,
     ),
@@ -87,8 +89,10 @@ CASES = [
     ),
     (
         "roce and numNodes set in the infra (upstream's GB300 values)",
-        make_infra({"roce": {"deviceClassName": "roce.networking.k8s.aws", "count": 8}, "computeDomain": {"numNodes": 0}},
-                   training=cluster("train", pod(), group("a", 2, pod(CD, ROCE, gpus=4)))),
+        make_infra(
+            {"roce": {"deviceClassName": "roce.networking.k8s.aws", "count": 8}, "computeDomain": {"numNodes": 0}},
+            training=cluster("train", pod(), group("a", 2, pod(CD, ROCE, gpus=4))),
+        ),
         0,
         {"name": "roce", "exactly": {"deviceClassName": "roce.networking.k8s.aws", "count": 8}},
     ),
@@ -100,7 +104,9 @@ CASES = [
     ),
     (
         "roce: count is the most GPUs of any claiming pod",
-        make_infra(training=cluster("train", pod(), group("a", 1, pod(ROCE, gpus=2)), group("b", 1, pod(ROCE, gpus=8)))),
+        make_infra(
+            training=cluster("train", pod(), group("a", 1, pod(ROCE, gpus=2)), group("b", 1, pod(ROCE, gpus=8)))
+        ),
         None,
         {"name": "roce", "exactly": {"deviceClassName": dra.DEFAULT_ROCE_DEVICE_CLASS, "count": 8}},
     ),
@@ -111,8 +117,9 @@ CASES = [
 def test_objects_for_the_claims(infra, nodes, request_):
     manifest, objects = raycluster.render_with_dra(infra, "training")
     found = by_kind(objects)
-    assert [o["kind"] for o in objects] == [k for k, want in (("ComputeDomain", nodes), ("ResourceClaimTemplate", request_))
-                                            if want is not None]
+    assert [o["kind"] for o in objects] == [
+        k for k, want in (("ComputeDomain", nodes), ("ResourceClaimTemplate", request_)) if want is not None
+    ]
     if nodes is not None:
         assert found["ComputeDomain"] == {
             "apiVersion": "resource.nvidia.com/v1beta1",
@@ -135,9 +142,13 @@ def test_objects_for_the_claims(infra, nodes, request_):
 def test_other_claims_are_left_alone_and_shared_claims_rewritten():
     other = {"name": "gpus", "resourceClaimTemplateName": "a100"}
     shared = {"name": "compute-domain-channel", "resourceClaimName": "someone-elses"}
-    manifest, objects = raycluster.render_with_dra(make_infra(training=cluster("t", pod(), group("a", 1, pod(other, shared)))),
-                                                   "training")
-    assert claims(manifest)[1] == [other, {"name": "compute-domain-channel", "resourceClaimTemplateName": "t-cd-channel"}]
+    manifest, objects = raycluster.render_with_dra(
+        make_infra(training=cluster("t", pod(), group("a", 1, pod(other, shared)))), "training"
+    )
+    assert claims(manifest)[1] == [
+        other,
+        {"name": "compute-domain-channel", "resourceClaimTemplateName": "t-cd-channel"},
+    ]
     assert [o["metadata"]["name"] for o in objects] == ["t-cd"]
 
 
@@ -150,7 +161,10 @@ def test_two_clusters_never_share():
     assert [o["metadata"]["name"] for o in gen_objects] == ["gen-cd", "gen-roce"]
     assert {c["resourceClaimTemplateName"] for c in claims(train)[1]} == {"train-cd-channel", "train-roce"}
     assert {c["resourceClaimTemplateName"] for c in claims(gen)[1]} == {"gen-cd-channel", "gen-roce"}
-    assert infra["kuberay"]["training"]["spec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"] == [CD, ROCE]
+    assert infra["kuberay"]["training"]["spec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"] == [
+        CD,
+        ROCE,
+    ]
 
 
 def test_rayjob_objects_are_named_after_the_rayjob():
@@ -175,7 +189,9 @@ def dgd_pods(*claim_sets: tuple[dict, ...]) -> list[dict]:
 
 
 def test_dgd_claims_are_wired_to_the_training_clusters_templates():
-    _, objects = raycluster.render_with_dra(make_infra(training=cluster("t", pod(), group("a", 1, pod(CD, ROCE)))), "training")
+    _, objects = raycluster.render_with_dra(
+        make_infra(training=cluster("t", pod(), group("a", 1, pod(CD, ROCE)))), "training"
+    )
     pods = dgd_pods((ROCE, {"name": "scratch", "resourceClaimTemplateName": "mine"}), (CD,))
     dra.wire_claims(pods, objects, "t", "dynamo.serving")
     assert [[(c["name"], c["resourceClaimTemplateName"]) for c in p["resourceClaims"]] for p in pods] == [
@@ -183,7 +199,9 @@ def test_dgd_claims_are_wired_to_the_training_clusters_templates():
 
 
 def test_a_dgd_claim_the_training_does_not_make_is_refused():
-    _, objects = raycluster.render_with_dra(make_infra(training=cluster("t", pod(), group("a", 1, pod(CD)))), "training")
+    _, objects = raycluster.render_with_dra(
+        make_infra(training=cluster("t", pod(), group("a", 1, pod(CD)))), "training"
+    )
     with pytest.raises(ConfigError, match="dynamo.serving: a pod claims roce-channel") as caught:
         dra.wire_claims(dgd_pods((ROCE,)), objects, "t", "dynamo.serving")
     assert "kuberay.training" in caught.value.hint
@@ -230,7 +248,9 @@ TARGETS = [
 @pytest.mark.parametrize("target, kinds", [c[1:] for c in TARGETS], ids=[c[0] for c in TARGETS])
 def test_target_renders_every_object_it_applies(target, kinds):
     infra = make_infra(training=cluster("t", pod(), group("a", 1, pod(CD, ROCE))))
-    infra["deployments"] = {"web": {"spec": {"template": {"spec": {"containers": [{"name": "w", "ports": [{"containerPort": 80}]}]}}}}}
+    infra["deployments"] = {
+        "web": {"spec": {"template": {"spec": {"containers": [{"name": "w", "ports": [{"containerPort": 80}]}]}}}}
+    }
     objects = targets.render_all(infra, target)
     assert [o["kind"] for o in objects] == kinds
     assert targets.render(infra, target) == objects[0]

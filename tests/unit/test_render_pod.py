@@ -41,15 +41,35 @@ def test_containers_ready(obj, expected):
 
 REASON_CASES = [
     ("running", make_pod(statuses=[RUNNING], phase="Running"), None),
-    ("image pull", make_pod(statuses=[waiting("main", "ImagePullBackOff", "Back-off pulling image x")]), "container main: ImagePullBackOff: Back-off pulling image x"),
+    (
+        "image pull",
+        make_pod(statuses=[waiting("main", "ImagePullBackOff", "Back-off pulling image x")]),
+        "container main: ImagePullBackOff: Back-off pulling image x",
+    ),
     ("crash loop", make_pod(statuses=[waiting("main", "CrashLoopBackOff")]), "container main: CrashLoopBackOff"),
-    ("init container first", make_pod(statuses=[waiting("main", "PodInitializing")], init_statuses=[waiting("init", "ErrImagePull")]), "container init: ErrImagePull"),
+    (
+        "init container first",
+        make_pod(statuses=[waiting("main", "PodInitializing")], init_statuses=[waiting("init", "ErrImagePull")]),
+        "container init: ErrImagePull",
+    ),
     (
         "unschedulable",
-        make_pod(scheduled={"status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available: insufficient nvidia.com/gpu"}),
+        make_pod(
+            scheduled={
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: insufficient nvidia.com/gpu",
+            }
+        ),
         "Unschedulable: 0/3 nodes are available: insufficient nvidia.com/gpu",
     ),
-    ("unschedulable is the root cause", make_pod(statuses=[waiting("main", "ContainerCreating")], scheduled={"status": "False", "reason": "Unschedulable"}), "Unschedulable"),
+    (
+        "unschedulable is the root cause",
+        make_pod(
+            statuses=[waiting("main", "ContainerCreating")], scheduled={"status": "False", "reason": "Unschedulable"}
+        ),
+        "Unschedulable",
+    ),
     ("scheduled", make_pod(scheduled={"status": "True"}), None),
 ]
 

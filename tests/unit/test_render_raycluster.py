@@ -37,7 +37,11 @@ ZONE_A = _node_affinity("zone", "a")
 
 
 def make_infra(**fields) -> dict:
-    infra = {"namespace": "ns", "image": "img:0", "kuberay": {"training": {"name": "train", "spec": copy.deepcopy(SPEC)}}}
+    infra = {
+        "namespace": "ns",
+        "image": "img:0",
+        "kuberay": {"training": {"name": "train", "spec": copy.deepcopy(SPEC)}},
+    }
     infra.update(copy.deepcopy(fields))
     return infra
 
@@ -105,21 +109,54 @@ FIELD_CASES = [
     (
         "kueue scheduler: no schedulerName or queue label on pods (Kueue would admit each pod)",
         {"scheduler": {"kind": "kueue", "queue": "lq"}},
-        lambda s: [("schedulerName" in p, "kueue.x-k8s.io/queue-name" in t["metadata"]["labels"])
-                   for p, t in zip(pods(s), [s["headGroupSpec"]["template"]], strict=False)],
+        lambda s: [
+            ("schedulerName" in p, "kueue.x-k8s.io/queue-name" in t["metadata"]["labels"])
+            for p, t in zip(pods(s), [s["headGroupSpec"]["template"]], strict=False)
+        ],
         [(False, False)],
     ),
     (
         "infra and role labels on every pod template; the template's own label wins",
-        {"labels": {"team": "rl", "nrl-k8s/owner": "alice", "tier": "infra"},
-         "kuberay": {"training": {"labels": {"disagg.nemo-rl/run": "r1"}, "spec": {
-             "headGroupSpec": {"template": {"metadata": {"labels": {"tier": "head"}}, "spec": {"containers": [{"name": "ray"}]}}},
-             "workerGroupSpecs": [{"groupName": "g", "replicas": 1, "template": {"spec": {"containers": [{"name": "ray"}]}}}]}}}},
-        lambda s: [t["metadata"]["labels"] for t in [s["headGroupSpec"]["template"], s["workerGroupSpecs"][0]["template"]]],
-        [{"app.kubernetes.io/managed-by": "nrl-k8s", "team": "rl", "nrl-k8s/owner": "alice", "tier": "head",
-          "disagg.nemo-rl/run": "r1", "nrl-k8s.io/role": "training"},
-         {"app.kubernetes.io/managed-by": "nrl-k8s", "team": "rl", "nrl-k8s/owner": "alice", "tier": "infra",
-          "disagg.nemo-rl/run": "r1", "nrl-k8s.io/role": "training"}],
+        {
+            "labels": {"team": "rl", "nrl-k8s/owner": "alice", "tier": "infra"},
+            "kuberay": {
+                "training": {
+                    "labels": {"disagg.nemo-rl/run": "r1"},
+                    "spec": {
+                        "headGroupSpec": {
+                            "template": {
+                                "metadata": {"labels": {"tier": "head"}},
+                                "spec": {"containers": [{"name": "ray"}]},
+                            }
+                        },
+                        "workerGroupSpecs": [
+                            {"groupName": "g", "replicas": 1, "template": {"spec": {"containers": [{"name": "ray"}]}}}
+                        ],
+                    },
+                }
+            },
+        },
+        lambda s: [
+            t["metadata"]["labels"] for t in [s["headGroupSpec"]["template"], s["workerGroupSpecs"][0]["template"]]
+        ],
+        [
+            {
+                "app.kubernetes.io/managed-by": "nrl-k8s",
+                "team": "rl",
+                "nrl-k8s/owner": "alice",
+                "tier": "head",
+                "disagg.nemo-rl/run": "r1",
+                "nrl-k8s.io/role": "training",
+            },
+            {
+                "app.kubernetes.io/managed-by": "nrl-k8s",
+                "team": "rl",
+                "nrl-k8s/owner": "alice",
+                "tier": "infra",
+                "disagg.nemo-rl/run": "r1",
+                "nrl-k8s.io/role": "training",
+            },
+        ],
     ),
     (
         "hostNetwork with its dnsPolicy",
@@ -139,8 +176,29 @@ FIELD_CASES = [
             }
         },
         lambda s: each_container(s, env_of),
-        [[{"GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth1", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_DEBUG": "INFO"}]]
-        + [[{"GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth1", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_DEBUG": "INFO"}] * 2],
+        [
+            [
+                {
+                    "GLOO_SOCKET_IFNAME": "eth0",
+                    "NCCL_SOCKET_IFNAME": "eth1",
+                    "NCCL_IB_DISABLE": "1",
+                    "NCCL_NET": "Socket",
+                    "NCCL_DEBUG": "INFO",
+                }
+            ]
+        ]
+        + [
+            [
+                {
+                    "GLOO_SOCKET_IFNAME": "eth0",
+                    "NCCL_SOCKET_IFNAME": "eth1",
+                    "NCCL_IB_DISABLE": "1",
+                    "NCCL_NET": "Socket",
+                    "NCCL_DEBUG": "INFO",
+                }
+            ]
+            * 2
+        ],
     ),
     (
         "nccl_ib_disable integer kept",
@@ -169,7 +227,10 @@ FIELD_CASES = [
         lambda s: (pods(s)[1]["volumes"], each_container(s, lambda c: c["volumeMounts"])),
         (
             [{"name": "workspace", "persistentVolumeClaim": {"claimName": "ws"}}],
-            [[[{"name": "workspace", "mountPath": "/workspace"}]], [[{"name": "workspace", "mountPath": "/workspace"}]] * 2],
+            [
+                [[{"name": "workspace", "mountPath": "/workspace"}]],
+                [[{"name": "workspace", "mountPath": "/workspace"}]] * 2,
+            ],
         ),
     ),
     (
@@ -217,8 +278,12 @@ FIELD_CASES = [
             lambda s: [p.get("volumes") for p in pods(s)],
             [None, None],
         )
-        for field, kind in (("workspace", "rayUpload"), ("workspace", "auto"), ("hf_cache", "none"),
-                            ("checkpoints", "none"))
+        for field, kind in (
+            ("workspace", "rayUpload"),
+            ("workspace", "auto"),
+            ("hf_cache", "none"),
+            ("checkpoints", "none"),
+        )
     ),
 ]
 
@@ -410,7 +475,9 @@ def test_segment_split(replicas, size, expected):
 def test_segments_keep_other_groups_in_order():
     infra = make_infra()
     spec = infra["kuberay"]["training"]["spec"]
-    spec["workerGroupSpecs"].append({"groupName": "cpu", "replicas": 1, "template": {"spec": {"containers": [{"name": "w"}]}}})
+    spec["workerGroupSpecs"].append(
+        {"groupName": "cpu", "replicas": 1, "template": {"spec": {"containers": [{"name": "w"}]}}}
+    )
     spec["workerGroupSpecs"][0]["replicas"] = 3
     infra["kuberay"]["training"]["segmentSize"] = 2
     names = [g["groupName"] for g in raycluster.render_spec(infra, "training")["workerGroupSpecs"]]
@@ -446,7 +513,11 @@ ERROR_CASES = [
     ("name too long", lambda i: i["kuberay"]["training"].update(name="x" * 54), "infra.kuberay.training.name"),
     ("name invalid", lambda i: i["kuberay"]["training"].update(name="Train_1"), "not a valid Kubernetes name"),
     ("name missing", lambda i: i["kuberay"]["training"].pop("name"), "infra.kuberay.training.name"),
-    ("pvc without mountPath", lambda i: i.update(workspace={"kind": "pvc", "pvcName": "x"}), "infra.workspace.mountPath"),
+    (
+        "pvc without mountPath",
+        lambda i: i.update(workspace={"kind": "pvc", "pvcName": "x"}),
+        "infra.workspace.mountPath",
+    ),
     ("kai without queue", lambda i: i.update(scheduler={"kind": "kai"}), "infra.scheduler.queue"),
     (
         "a nameless worker group (KubeRay's CRD requires the name)",
@@ -456,7 +527,8 @@ ERROR_CASES = [
     (
         "two worker groups of one name",
         lambda i: i["kuberay"]["training"]["spec"]["workerGroupSpecs"].append(
-            copy.deepcopy(i["kuberay"]["training"]["spec"]["workerGroupSpecs"][0])),
+            copy.deepcopy(i["kuberay"]["training"]["spec"]["workerGroupSpecs"][0])
+        ),
         "workerGroupSpecs.1.groupName: 'gpu' names another worker group too",
     ),
     (
@@ -466,14 +538,18 @@ ERROR_CASES = [
     ),
     (
         "two containers of one name",
-        lambda i: i["kuberay"]["training"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"].append({"name": "ray-head"}),
+        lambda i: i["kuberay"]["training"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"].append(
+            {"name": "ray-head"}
+        ),
         "headGroupSpec.template.spec.containers.1.name: 'ray-head' is the name of another container",
     ),
     (
         "a probe port name that is no port name",
         lambda i: i["kuberay"]["training"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0].update(
-            readinessProbe={"httpGet": {"port": "Dashboard_Port", "path": "/"}}),
-        "headGroupSpec.template.spec.containers.0.readinessProbe.httpGet.port: string 'Dashboard_Port' is not a valid port name",
+            readinessProbe={"httpGet": {"port": "Dashboard_Port", "path": "/"}}
+        ),
+        "headGroupSpec.template.spec.containers.0.readinessProbe.httpGet.port: "
+        "string 'Dashboard_Port' is not a valid port name",
     ),
 ]
 
@@ -522,7 +598,9 @@ READINESS_CASES = [
     ("legacy state ready", cluster(state="ready"), Ready()),
     (
         "replica failure",
-        cluster(conditions=[{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreatePod", "message": "quota"}]),
+        cluster(
+            conditions=[{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreatePod", "message": "quota"}]
+        ),
         Failed("ReplicaFailure=True (FailedCreatePod: quota)"),
     ),
     (

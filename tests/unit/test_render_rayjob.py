@@ -86,15 +86,20 @@ def test_every_ray_container_reads_the_run_secret():
     assert len(groups) == 2
     for group in groups:
         pod = group["template"]["spec"]
-        assert {"name": "nrl-k8s-run", "secret": {"secretName": "grpo-train-0123abcd",
-                                                  "items": [{"key": "recipe.yaml", "path": "recipe.yaml"}]}} in pod["volumes"]
+        assert {
+            "name": "nrl-k8s-run",
+            "secret": {"secretName": "grpo-train-0123abcd", "items": [{"key": "recipe.yaml", "path": "recipe.yaml"}]},
+        } in pod["volumes"]
         ray = pod["containers"][0]
         assert {"name": "nrl-k8s-run", "mountPath": "/etc/nrl-k8s/run", "readOnly": True} in ray["volumeMounts"]
         env = {e["name"]: e for e in ray["env"]}
         assert env["NRL_K8S_RUN_ID"] == {"name": "NRL_K8S_RUN_ID", "value": "grpo-train-0123abcd"}
         assert env["NRL_K8S_RECIPE"] == {"name": "NRL_K8S_RECIPE", "value": "/etc/nrl-k8s/run/recipe.yaml"}
         for name in SECRET_INFRA["launch"]["env"]:
-            assert env[name] == {"name": name, "valueFrom": {"secretKeyRef": {"name": "grpo-train-0123abcd", "key": name}}}
+            assert env[name] == {
+                "name": name,
+                "valueFrom": {"secretKeyRef": {"name": "grpo-train-0123abcd", "key": name}},
+            }
         # launch.env replaces the entry networking.extra_env set, in place (no duplicate name)
         assert [e["name"] for e in ray["env"]].count("HF_HOME") == 1
 
@@ -126,7 +131,11 @@ LIFETIME_CASES = [
 @pytest.mark.parametrize("kwargs, expected", [c[1:] for c in LIFETIME_CASES], ids=[c[0] for c in LIFETIME_CASES])
 def test_lifetime_fields(kwargs, expected):
     spec = rayjob.render(INFRA, "r-1", **kwargs)["spec"]
-    got = {k: spec[k] for k in ("shutdownAfterJobFinishes", "ttlSecondsAfterFinished", "activeDeadlineSeconds") if k in spec}
+    got = {
+        k: spec[k]
+        for k in ("shutdownAfterJobFinishes", "ttlSecondsAfterFinished", "activeDeadlineSeconds")
+        if k in spec
+    }
     assert got == expected
 
 
@@ -138,7 +147,12 @@ def test_kueue_label_on_rayjob():
 ERROR_CASES = [
     ("no training role", lambda i: i.pop("kuberay"), "infra.kuberay.training: is not set", "declare"),
     ("no entrypoint", lambda i: i["launch"].pop("entrypoint"), "infra.launch.entrypoint is not set", "NRL_K8S_RECIPE"),
-    ("blank entrypoint", lambda i: i["launch"].update(entrypoint="  \n"), "infra.launch.entrypoint is not set", "training command"),
+    (
+        "blank entrypoint",
+        lambda i: i["launch"].update(entrypoint="  \n"),
+        "infra.launch.entrypoint is not set",
+        "training command",
+    ),
     ("name over 47", lambda i: i["kuberay"]["training"].update(name="a" * 48), "more than 47", "at most 47"),
 ]
 
@@ -155,7 +169,10 @@ def test_errors(breaker, message, hint):
 
 def test_deterministic_yaml():
     first = yaml.safe_dump([rayjob.render(INFRA, "r-1"), rayjob.render_secret(INFRA, RECIPE, "r-1")], sort_keys=False)
-    again = [rayjob.render(copy.deepcopy(INFRA), "r-1"), rayjob.render_secret(copy.deepcopy(INFRA), copy.deepcopy(RECIPE), "r-1")]
+    again = [
+        rayjob.render(copy.deepcopy(INFRA), "r-1"),
+        rayjob.render_secret(copy.deepcopy(INFRA), copy.deepcopy(RECIPE), "r-1"),
+    ]
     assert yaml.safe_dump(again, sort_keys=False) == first
 
 
@@ -169,13 +186,21 @@ READINESS_CASES = [
     ("initializing", job("Initializing"), Pending("RayJob Initializing, job not submitted")),
     ("running", job("Running", "RUNNING"), Pending("RayJob Running, job RUNNING")),
     ("succeeded", job("Complete", "SUCCEEDED"), Ready("job SUCCEEDED")),
-    ("complete but failed", job("Complete", "FAILED", message="exit 1"), Failed("RayJob Complete, job FAILED (exit 1)")),
+    (
+        "complete but failed",
+        job("Complete", "FAILED", message="exit 1"),
+        Failed("RayJob Complete, job FAILED (exit 1)"),
+    ),
     (
         "deadline exceeded",
         job("Failed", "RUNNING", reason="DeadlineExceeded", message="too slow"),
         Failed("RayJob Failed, job RUNNING (DeadlineExceeded: too slow)"),
     ),
-    ("validation failed", job("ValidationFailed", reason="ValidationFailed"), Failed("RayJob ValidationFailed, job unknown (ValidationFailed)")),
+    (
+        "validation failed",
+        job("ValidationFailed", reason="ValidationFailed"),
+        Failed("RayJob ValidationFailed, job unknown (ValidationFailed)"),
+    ),
     ("retrying is not terminal", job("Retrying", "FAILED"), Pending("RayJob Retrying, job FAILED")),
 ]
 
@@ -191,7 +216,14 @@ def test_terminal_statuses():
 
 @pytest.mark.parametrize(
     "obj, cluster, job_id",
-    [({}, None, None), ({"status": {"rayClusterName": "grpo-train-ab12c", "jobId": "grpo-train-x1"}}, "grpo-train-ab12c", "grpo-train-x1")],
+    [
+        ({}, None, None),
+        (
+            {"status": {"rayClusterName": "grpo-train-ab12c", "jobId": "grpo-train-x1"}},
+            "grpo-train-ab12c",
+            "grpo-train-x1",
+        ),
+    ],
     ids=["no status", "status set"],
 )
 def test_status_accessors(obj, cluster, job_id):

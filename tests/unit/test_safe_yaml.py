@@ -12,10 +12,13 @@ from nrl_k8s.errors import ConfigError
 
 ACCEPTED = {
     "mapping and list": ("a: [1, {b: c}]\n", {"a": [1, {"b": "c"}]}),
-    "merge key": ("base: &b {x: 1, y: 2}\nthing:\n  <<: *b\n  x: 3\n", {"base": {"x": 1, "y": 2}, "thing": {"x": 3, "y": 2}}),
+    "merge key": (
+        "base: &b {x: 1, y: 2}\nthing:\n  <<: *b\n  x: 3\n",
+        {"base": {"x": 1, "y": 2}, "thing": {"x": 3, "y": 2}},
+    ),
     "alias reuse": ("a: &a [1, 2]\nb: *a\n", {"a": [1, 2], "b": [1, 2]}),
     "dates stay strings": ("d: 2024-01-01\n", {"d": "2024-01-01"}),
-    "64-bit integers": (f"big: {2**63 - 1}\nsmall: {-2**63}\n", {"big": 2**63 - 1, "small": -(2**63)}),
+    "64-bit integers": (f"big: {2**63 - 1}\nsmall: {-(2**63)}\n", {"big": 2**63 - 1, "small": -(2**63)}),
     "quoted number key": ('"1": one\n', {"1": "one"}),
     "non-ASCII text": ("name: héllo wörld\n", {"name": "héllo wörld"}),
     "empty document": ("", None),
@@ -48,7 +51,10 @@ REFUSED = {
     "binary tag": ("b: !!binary aGk=\n", "YAML tag !!binary is not supported"),
     "recursive alias": ("a: &a\n  b: *a\n", "f.yaml:2: a.b: alias *a refers to a value that contains it"),
     "undefined alias": ("a: *nope\n", "alias *nope has no anchor"),
-    "deep nesting": ("a: " + "[" * 100 + "]" * 100, "f.yaml:1: a.0.0.0.<56 more>.0.0.0.0: nested more than 64 levels deep"),
+    "deep nesting": (
+        "a: " + "[" * 100 + "]" * 100,
+        "f.yaml:1: a.0.0.0.<56 more>.0.0.0.0: nested more than 64 levels deep",
+    ),
     "syntax error names the key": ("a:\n  b: [1, 2\n  c: 3\n", "f.yaml:3: a.b: invalid YAML"),
     "two documents": ("a: 1\n---\nb: 2\n", "f.yaml:2: expected one YAML document, found a second"),
 }

@@ -36,7 +36,14 @@ FULL = {
         "nccl_net": "Socket",
         "extra_env": {"NCCL_DEBUG": "INFO"},
     },
-    "workspace": {"kind": "pvc", "pvcName": "ws", "mountPath": "/ws", "repoSubdir": "nemo-rl", "size": "10Gi", "hostPath": "/data"},
+    "workspace": {
+        "kind": "pvc",
+        "pvcName": "ws",
+        "mountPath": "/ws",
+        "repoSubdir": "nemo-rl",
+        "size": "10Gi",
+        "hostPath": "/data",
+    },
     "hf_cache": {"kind": "emptyDir", "pvcName": "hf", "mountPath": "/hf"},
     "checkpoints": {"kind": "pvc", "pvcName": "ck", "mountPath": "/ck"},
     "submit": {"kind": "portForward", "portForward": True, "localDashboardPort": 8265},
@@ -65,7 +72,11 @@ FULL = {
             "segmentSize": 2,
             "daemon": {"entrypoint": "python daemon.py"},
         },
-        "generation": {"name": "gen", "spec": {"headGroupSpec": {"rayStartParams": {"num-cpus": "0"}}}, "segmentSize": 4},
+        "generation": {
+            "name": "gen",
+            "spec": {"headGroupSpec": {"rayStartParams": {"num-cpus": "0"}}},
+            "segmentSize": 4,
+        },
     },
     "deployments": {
         "rm": {
@@ -181,11 +192,23 @@ def test_every_other_field_has_an_effect(path, baseline):
 CASES = [
     ("nothing set", {"namespace": "rl"}, []),
     ("queue used by kai", {"scheduler": {"kind": "kai", "queue": "q"}}, []),
-    ("hostPath workspace reads hostPath", {"workspace": {"kind": "hostPath", "hostPath": "/d", "mountPath": "/w", "pvcName": "x"}}, ["workspace.pvcName"]),
+    (
+        "hostPath workspace reads hostPath",
+        {"workspace": {"kind": "hostPath", "hostPath": "/d", "mountPath": "/w", "pvcName": "x"}},
+        ["workspace.pvcName"],
+    ),
     ("emptyDir workspace reads size", {"workspace": {"kind": "emptyDir", "size": "1Gi", "mountPath": "/w"}}, []),
     ("None counts as unset", {"submit": {"kind": None}, "launch": {"mode": None}}, []),
-    ("an empty block (nulls dropped) counts as unset", {"launch": {"attach": {}}, "resources": {"gym": {"head": {}}}}, []),
-    ("upload (the default) ignores codePath", {"launch": {"codePath": "/c", "rayUploadPaths": ["a"]}}, ["launch.codePath"]),
+    (
+        "an empty block (nulls dropped) counts as unset",
+        {"launch": {"attach": {}}, "resources": {"gym": {"head": {}}}},
+        [],
+    ),
+    (
+        "upload (the default) ignores codePath",
+        {"launch": {"codePath": "/c", "rayUploadPaths": ["a"]}},
+        ["launch.codePath"],
+    ),
     (
         "image and lustre ignore rayUploadPaths",
         {"launch": {"codeSource": "lustre", "codePath": "/c", "rayUploadPaths": ["a"]}},
@@ -193,16 +216,30 @@ CASES = [
     ),
     (
         "daemon and deployment keys are read",
-        {"kuberay": {"gym": {"name": "g", "daemon": {"entrypoint": "x", "submissionId": "s", "env": {"A": "1"},
-                                                     "healthCheckUrl": "http://g:1/", "healthCheckTimeoutS": 5,
-                                                     "rayUploadPaths": ["a"]}}},
-         "deployments": {"d": {"healthCheckUrl": "http://d:1/", "healthCheckTimeoutS": 5}}},
+        {
+            "kuberay": {
+                "gym": {
+                    "name": "g",
+                    "daemon": {
+                        "entrypoint": "x",
+                        "submissionId": "s",
+                        "env": {"A": "1"},
+                        "healthCheckUrl": "http://g:1/",
+                        "healthCheckTimeoutS": 5,
+                        "rayUploadPaths": ["a"],
+                    },
+                }
+            },
+            "deployments": {"d": {"healthCheckUrl": "http://d:1/", "healthCheckTimeoutS": 5}},
+        },
         [],
     ),
     (
         "a health check timeout without a URL",
-        {"kuberay": {"gym": {"name": "g", "daemon": {"entrypoint": "x", "healthCheckTimeoutS": 5}}},
-         "deployments": {"d": {"healthCheckTimeoutS": 5}}},
+        {
+            "kuberay": {"gym": {"name": "g", "daemon": {"entrypoint": "x", "healthCheckTimeoutS": 5}}},
+            "deployments": {"d": {"healthCheckTimeoutS": 5}},
+        },
         ["kuberay.gym.daemon.healthCheckTimeoutS", "deployments.d.healthCheckTimeoutS"],
     ),
     (
@@ -214,38 +251,73 @@ CASES = [
     ("launch.mode rayjob picks run's flow", {"launch": {"mode": "rayjob"}}, []),
     ("launch.mode bringup picks run's flow", {"launch": {"mode": "bringup"}}, []),
     *((f"launch.mode {mode} is listed", {"launch": {"mode": mode}}, ["launch.mode"]) for mode in ("single", "disagg")),
-    *((f"submit.portForward {value} is listed", {"submit": {"portForward": value}}, ["submit.portForward"])
-      for value in ("auto", "kubectl-ray-plugin", "kubectl-port-forward", True, False)),
-    ("workspace rayUpload uploads (the code source)", {"workspace": {"kind": "rayUpload"}, "launch": {"codeSource": "upload"}}, []),
+    *(
+        (f"submit.portForward {value} is listed", {"submit": {"portForward": value}}, ["submit.portForward"])
+        for value in ("auto", "kubectl-ray-plugin", "kubectl-port-forward", True, False)
+    ),
+    (
+        "workspace rayUpload uploads (the code source)",
+        {"workspace": {"kind": "rayUpload"}, "launch": {"codeSource": "upload"}},
+        [],
+    ),
     (
         "workspace rayUpload under another code source is listed, as are its volume fields",
-        {"workspace": {"kind": "rayUpload", "mountPath": "/mnt", "repoSubdir": "w"}, "launch": {"codeSource": "image", "codePath": "/c"}},
+        {
+            "workspace": {"kind": "rayUpload", "mountPath": "/mnt", "repoSubdir": "w"},
+            "launch": {"codeSource": "image", "codePath": "/c"},
+        },
         ["workspace.mountPath", "workspace.repoSubdir", "workspace.kind"],
     ),
     ("workspace auto is listed", {"workspace": {"kind": "auto"}}, ["workspace.kind"]),
     # How the driver starts (``workflow``): the run mode's preset is the default of the keys it covers.
-    ("runMode batch makes the code the image's: codePath read", {"launch": {"runMode": "batch", "codePath": "/c",
-                                                                           "rayUploadPaths": ["a"]}},
-     ["launch.rayUploadPaths"]),
-    ("execTmpDir without the exec submitter is listed", {"submit": {"submitter": "dashboard", "execTmpDir": "/x"}},
-     ["submit.execTmpDir"]),
-    ("execTmpDir with the exec submitter is read", {"submit": {"submitter": "exec", "execTmpDir": "/x"},
-                                                    "launch": {"codeSource": "image"}}, []),
-    ("execTmpDir with runMode batch (exec) is read", {"submit": {"execTmpDir": "/x"}, "launch": {"runMode": "batch"}}, []),
+    (
+        "runMode batch makes the code the image's: codePath read",
+        {"launch": {"runMode": "batch", "codePath": "/c", "rayUploadPaths": ["a"]}},
+        ["launch.rayUploadPaths"],
+    ),
+    (
+        "execTmpDir without the exec submitter is listed",
+        {"submit": {"submitter": "dashboard", "execTmpDir": "/x"}},
+        ["submit.execTmpDir"],
+    ),
+    (
+        "execTmpDir with the exec submitter is read",
+        {"submit": {"submitter": "exec", "execTmpDir": "/x"}, "launch": {"codeSource": "image"}},
+        [],
+    ),
+    (
+        "execTmpDir with runMode batch (exec) is read",
+        {"submit": {"execTmpDir": "/x"}, "launch": {"runMode": "batch"}},
+        [],
+    ),
     (
         "lustre mounts its PVC (with any code source)",
-        {"workspace": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/ws"}, "launch": {"codeSource": "image", "codePath": "/c"},
-         "hf_cache": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/hf"}},
+        {
+            "workspace": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/ws"},
+            "launch": {"codeSource": "image", "codePath": "/c"},
+            "hf_cache": {"kind": "lustre", "pvcName": "fsx", "mountPath": "/hf"},
+        },
         [],
     ),
     (
         "none mounts nothing: its other fields are listed",
-        {"hf_cache": {"kind": "none", "mountPath": "/root/.cache/huggingface"}, "checkpoints": {"kind": "none", "pvcName": "c"}},
+        {
+            "hf_cache": {"kind": "none", "mountPath": "/root/.cache/huggingface"},
+            "checkpoints": {"kind": "none", "pvcName": "c"},
+        },
         ["hf_cache.mountPath", "checkpoints.pvcName"],
     ),
     (
         "segmentSize that splits something is used",
-        {"kuberay": {"training": {"name": "t", "segmentSize": 1, "spec": {"workerGroupSpecs": [{"groupName": "g", "replicas": 2}]}}}},
+        {
+            "kuberay": {
+                "training": {
+                    "name": "t",
+                    "segmentSize": 1,
+                    "spec": {"workerGroupSpecs": [{"groupName": "g", "replicas": 2}]},
+                }
+            }
+        },
         [],
     ),
 ]

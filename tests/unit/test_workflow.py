@@ -21,16 +21,36 @@ PRESET_CASES = [
     ("batch", {"launch": {"runMode": "batch"}}, None, ("exec", "image", False)),
     ("batch, --wait given", {"launch": {"runMode": "batch"}}, True, ("exec", "image", True)),
     ("interactive, --no-wait given", {"launch": {"runMode": "interactive"}}, False, ("dashboard", "upload", False)),
-    ("batch, explicit submitter wins", {"launch": {"runMode": "batch"}, "submit": {"submitter": "dashboard"}}, None,
-     ("dashboard", "image", False)),
-    ("batch, explicit code source wins", {"launch": {"runMode": "batch", "codeSource": "lustre", "codePath": "/l"}}, None,
-     ("exec", "lustre", False)),
-    ("interactive, explicit exec wins", {"launch": {"runMode": "interactive", "codeSource": "image"},
-                                         "submit": {"submitter": "exec"}}, None, ("exec", "image", True)),
-    ("portForward is the dashboard submitter", {"submit": {"submitter": "portForward"}}, None,
-     ("dashboard", "upload", True)),
-    ("portForward beats batch's exec", {"launch": {"runMode": "batch"}, "submit": {"submitter": "portForward"}}, None,
-     ("dashboard", "image", False)),
+    (
+        "batch, explicit submitter wins",
+        {"launch": {"runMode": "batch"}, "submit": {"submitter": "dashboard"}},
+        None,
+        ("dashboard", "image", False),
+    ),
+    (
+        "batch, explicit code source wins",
+        {"launch": {"runMode": "batch", "codeSource": "lustre", "codePath": "/l"}},
+        None,
+        ("exec", "lustre", False),
+    ),
+    (
+        "interactive, explicit exec wins",
+        {"launch": {"runMode": "interactive", "codeSource": "image"}, "submit": {"submitter": "exec"}},
+        None,
+        ("exec", "image", True),
+    ),
+    (
+        "portForward is the dashboard submitter",
+        {"submit": {"submitter": "portForward"}},
+        None,
+        ("dashboard", "upload", True),
+    ),
+    (
+        "portForward beats batch's exec",
+        {"launch": {"runMode": "batch"}, "submit": {"submitter": "portForward"}},
+        None,
+        ("dashboard", "image", False),
+    ),
 ]
 
 
@@ -52,8 +72,15 @@ def test_flags_are_the_infra_overrides_they_stand_for():
     assert workflow.flag_overrides() == []
 
 
-@pytest.mark.parametrize("flags, named", [({"mode": "fast"}, "--mode"), ({"submitter": "ssh"}, "--submitter"),
-                                          ({"code_source": "git"}, "--code-source"), ({"code_path": " "}, "--code-path")])
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        ({"mode": "fast"}, "--mode"),
+        ({"submitter": "ssh"}, "--submitter"),
+        ({"code_source": "git"}, "--code-source"),
+        ({"code_path": " "}, "--code-path"),
+    ],
+)
 def test_a_bad_flag_value_is_named_by_its_flag(flags, named):
     with pytest.raises(ConfigError) as err:
         workflow.flag_overrides(**flags)
@@ -87,7 +114,11 @@ def test_exec_plan_puts_the_run_in_its_own_directory_and_points_the_recipe_there
     recipe, infra_path = _write(tmp_path, infra)
     plan = plan_longlived(load_config(recipe, [], infra_path), "run-1")
     assert plan.exec_dir == "/scratch/nrl-run-1"
-    assert plan.driver.env == {"MODE": "a b", "NRL_K8S_RUN_ID": "run-1", "NRL_K8S_RECIPE": "/scratch/nrl-run-1/recipe.yaml"}
+    assert plan.driver.env == {
+        "MODE": "a b",
+        "NRL_K8S_RUN_ID": "run-1",
+        "NRL_K8S_RECIPE": "/scratch/nrl-run-1/recipe.yaml",
+    }
     assert plan.driver.entrypoint == "cd '/opt/nemo rl' && python run.py"
 
 
@@ -117,28 +148,52 @@ def test_exec_tmp_dir_must_be_absolute(tmp_path):
 # -- the --config rewrite ------------------------------------------------------------------------
 R = recipe_mod.RECIPE_REF
 REWRITE_CASES = [
-    ("space form", "python run.py --config examples/a.yaml x=1", f"python run.py --config {R} x=1",
-     ["--config examples/a.yaml"]),
+    (
+        "space form",
+        "python run.py --config examples/a.yaml x=1",
+        f"python run.py --config {R} x=1",
+        ["--config examples/a.yaml"],
+    ),
     ("equals form, .yml", "python run.py --config=a.yml", f"python run.py --config={R}", ["--config=a.yml"]),
-    ("single-quoted with a space", "python run.py --config 'my dir/a.yaml'", f"python run.py --config {R}",
-     ["--config 'my dir/a.yaml'"]),
+    (
+        "single-quoted with a space",
+        "python run.py --config 'my dir/a.yaml'",
+        f"python run.py --config {R}",
+        ["--config 'my dir/a.yaml'"],
+    ),
     ("double-quoted, equals", 'python run.py --config="a.yaml"', f"python run.py --config={R}", ['--config="a.yaml"']),
-    ("every occurrence, one line per distinct flag",
-     "python a.py --config x.yaml && python b.py --config x.yaml --config=y.yaml",
-     f"python a.py --config {R} && python b.py --config {R} --config={R}", ["--config x.yaml", "--config=y.yaml"]),
-    ("Hydra's flags and other *-config flags untouched",
-     "python run.py --config-name grpo --config-dir conf --config-path c --model-config m.yaml",
-     "python run.py --config-name grpo --config-dir conf --config-path c --model-config m.yaml", []),
+    (
+        "every occurrence, one line per distinct flag",
+        "python a.py --config x.yaml && python b.py --config x.yaml --config=y.yaml",
+        f"python a.py --config {R} && python b.py --config {R} --config={R}",
+        ["--config x.yaml", "--config=y.yaml"],
+    ),
+    (
+        "Hydra's flags and other *-config flags untouched",
+        "python run.py --config-name grpo --config-dir conf --config-path c --model-config m.yaml",
+        "python run.py --config-name grpo --config-dir conf --config-path c --model-config m.yaml",
+        [],
+    ),
     ("already the run's recipe", f"python run.py --config {R}", f"python run.py --config {R}", []),
-    ("already the run's recipe, braces", "python run.py --config ${NRL_K8S_RECIPE}",
-     "python run.py --config ${NRL_K8S_RECIPE}", []),
+    (
+        "already the run's recipe, braces",
+        "python run.py --config ${NRL_K8S_RECIPE}",
+        "python run.py --config ${NRL_K8S_RECIPE}",
+        [],
+    ),
     ("no --config", "python run.py", "python run.py", []),
-    ("a shell operator ends the path", "python run.py --config a.yaml;echo done", f"python run.py --config {R};echo done",
-     ["--config a.yaml"]),
+    (
+        "a shell operator ends the path",
+        "python run.py --config a.yaml;echo done",
+        f"python run.py --config {R};echo done",
+        ["--config a.yaml"],
+    ),
 ]
 
 
-@pytest.mark.parametrize("entrypoint, command, rewritten", [c[1:] for c in REWRITE_CASES], ids=[c[0] for c in REWRITE_CASES])
+@pytest.mark.parametrize(
+    "entrypoint, command, rewritten", [c[1:] for c in REWRITE_CASES], ids=[c[0] for c in REWRITE_CASES]
+)
 def test_config_rewrite(entrypoint, command, rewritten):
     infra = {"launch": {"entrypoint": entrypoint}}
     assert recipe_mod.driver_entrypoint(infra) == command
@@ -153,7 +208,9 @@ def test_a_config_the_driver_would_read_instead_of_the_runs_is_refused(tmp_path,
     recipe, infra_path = _write(tmp_path, _infra(entrypoint=entrypoint))
     with pytest.raises(ConfigError) as err:
         plan_run(load_config(recipe, [], infra_path))
-    assert err.value.exit_code == 2 and str(infra_path) in err.value.message and "launch.entrypoint" in err.value.message
+    assert (
+        err.value.exit_code == 2 and str(infra_path) in err.value.message and "launch.entrypoint" in err.value.message
+    )
     assert "\n" not in err.value.message and R in err.value.hint
 
 

@@ -75,7 +75,9 @@ def context_namespace(context: str | None, env: Mapping[str, str]) -> str | None
         if context is None:
             return None
         where = ", ".join(str(p) for p in files) or "no kubeconfig file found"
-        raise ConfigError(f"kube context '{context}' not found ({where})", hint="list contexts with `kubectl config get-contexts`")
+        raise ConfigError(
+            f"kube context '{context}' not found ({where})", hint="list contexts with `kubectl config get-contexts`"
+        )
     entry = contexts[name]
     namespace = entry.get("namespace") if isinstance(entry, dict) else None
     return namespace if isinstance(namespace, str) and namespace else None

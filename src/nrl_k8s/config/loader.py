@@ -99,7 +99,9 @@ def load_config(
     )
 
 
-def _declared_infra(recipe_path: Path, recipe_layers: list[Layer], infra: str | Path | None) -> tuple[Path, list[Layer]]:
+def _declared_infra(
+    recipe_path: Path, recipe_layers: list[Layer], infra: str | Path | None
+) -> tuple[Path, list[Layer]]:
     """The infra file's layers (split) or the recipe's `infra:` blocks (bundled); removes `infra:` from the recipe."""
     bundled = [
         layer
@@ -109,7 +111,9 @@ def _declared_infra(recipe_path: Path, recipe_layers: list[Layer], infra: str | 
     ]
     if infra is None:
         if not bundled:
-            raise ConfigError(f"{recipe_path}: no infra given", hint="pass --infra INFRA.yaml, or add an 'infra:' block to the recipe")
+            raise ConfigError(
+                f"{recipe_path}: no infra given", hint="pass --infra INFRA.yaml, or add an 'infra:' block to the recipe"
+            )
         return recipe_path, bundled
     infra_path = resolve(infra)
     if bundled:

@@ -47,7 +47,9 @@ def parse_override(token: str) -> Override:
     if token.startswith("~"):
         op, body = "delete", token[1:]
         if "=" in body:
-            raise ConfigError(f"{label(token)}: '~' deletes a key and takes no value", hint=f"write '~{body.split('=', 1)[0]}'")
+            raise ConfigError(
+                f"{label(token)}: '~' deletes a key and takes no value", hint=f"write '~{body.split('=', 1)[0]}'"
+            )
         key, raw = body, None
     else:
         if token.startswith("++"):
@@ -91,7 +93,9 @@ def _parse_key(token: str, key: str) -> tuple[str, ...]:
     if len(parts) > MAX_DEPTH:
         raise ConfigError(f"{label(token)}: key is more than {MAX_DEPTH} levels deep", hint=_SYNTAX)
     if any(not p or any(c.isspace() for c in p) for p in parts):
-        raise ConfigError(f"{label(token)}: malformed key '{key}'", hint="keys are dot-separated names, e.g. launch.env.FOO")
+        raise ConfigError(
+            f"{label(token)}: malformed key '{key}'", hint="keys are dot-separated names, e.g. launch.env.FOO"
+        )
     if any(c in key for c in "+~"):
         raise ConfigError(f"{label(token)}: malformed key '{key}'", hint=_SYNTAX)
     return parts

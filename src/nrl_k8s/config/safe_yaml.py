@@ -97,9 +97,13 @@ def read_text(path: str | Path, *, max_bytes: int = MAX_BYTES) -> str:
             _regular(os.fstat(fd).st_mode, shown)
             data = handle.read(max_bytes + 1)
     except FileNotFoundError:
-        raise ConfigError(f"{shown}: file not found", hint="check the path (relative paths are resolved from the current directory)") from None
+        raise ConfigError(
+            f"{shown}: file not found", hint="check the path (relative paths are resolved from the current directory)"
+        ) from None
     except OSError as err:
-        raise ConfigError(f"{shown}: cannot read file: {_reason(err)}", hint="check the path and the file's permissions") from None
+        raise ConfigError(
+            f"{shown}: cannot read file: {_reason(err)}", hint="check the path and the file's permissions"
+        ) from None
     if len(data) > max_bytes:
         raise ConfigError(
             f"{shown}: file is larger than {max_bytes // 1024} KiB",
@@ -109,7 +113,9 @@ def read_text(path: str | Path, *, max_bytes: int = MAX_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise ConfigError(f"{shown}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x})", hint="save the file as UTF-8") from None
+        raise ConfigError(
+            f"{shown}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x})", hint="save the file as UTF-8"
+        ) from None
 
 
 def load_file(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
@@ -203,7 +209,9 @@ class _Composer:
         def construct_yaml_int(self, node: ScalarNode) -> int: ...
         def construct_yaml_float(self, node: ScalarNode) -> float: ...
 
-    def fail(self, mark: Any, problem: str, hint: str, *, path: list | None = None, at_line: int | None = None) -> ConfigError:
+    def fail(
+        self, mark: Any, problem: str, hint: str, *, path: list | None = None, at_line: int | None = None
+    ) -> ConfigError:
         line = mark.line if mark is not None else at_line
         where = self.source if line is None or not self.lines else f"{self.source}:{line + 1}"
         keys = dotted(self.path if path is None else path)
@@ -305,7 +313,9 @@ class _Composer:
 
     def _sequence(self) -> SequenceNode:
         start = self.get_event()
-        node = SequenceNode(self._tag(start, SequenceNode, {SEQ}), [], start.start_mark, None, flow_style=start.flow_style)
+        node = SequenceNode(
+            self._tag(start, SequenceNode, {SEQ}), [], start.start_mark, None, flow_style=start.flow_style
+        )
         self._count(1, start.start_mark)
         if start.anchor is not None:
             self.anchors[start.anchor] = node  # an alias to it from inside is refused (no size yet)
@@ -318,7 +328,9 @@ class _Composer:
 
     def _mapping(self) -> MappingNode:
         start = self.get_event()
-        node = MappingNode(self._tag(start, MappingNode, {MAP}), [], start.start_mark, None, flow_style=start.flow_style)
+        node = MappingNode(
+            self._tag(start, MappingNode, {MAP}), [], start.start_mark, None, flow_style=start.flow_style
+        )
         self._count(1, start.start_mark)
         if start.anchor is not None:
             self.anchors[start.anchor] = node

@@ -33,7 +33,8 @@ class _Context:
 
     def expected(self, path: tuple, expected: str, value: Any) -> ConfigError:
         if expected in ("string", "a string") and isinstance(value, (int, float)):
-            hint = f'quote the value to make it a string, e.g. {path[-1]}: "{str(value).lower() if isinstance(value, bool) else value}"'
+            shown = str(value).lower() if isinstance(value, bool) else value
+            hint = f'quote the value to make it a string, e.g. {path[-1]}: "{shown}"'
         else:
             hint = f"set '{dotted(path)}' to {expected}"
         return self.error(path, f"expected {expected}, got {describe(value)}", hint)
@@ -65,9 +66,17 @@ class Scalar:
             problem = f"expected one of {'|'.join(shown)}, got {describe(value)}"
             raise ctx.error(path, problem, f"use one of: {', '.join(shown)}")
         if self.minimum is not None and _is(value, float) and value < self.minimum:
-            raise ctx.error(path, f"expected a number >= {self.minimum}, got {describe(value)}", f"use a value of at least {self.minimum}")
+            raise ctx.error(
+                path,
+                f"expected a number >= {self.minimum}, got {describe(value)}",
+                f"use a value of at least {self.minimum}",
+            )
         if self.maximum is not None and _is(value, float) and value > self.maximum:
-            raise ctx.error(path, f"expected a number <= {self.maximum}, got {describe(value)}", f"use a value of at most {self.maximum}")
+            raise ctx.error(
+                path,
+                f"expected a number <= {self.maximum}, got {describe(value)}",
+                f"use a value of at most {self.maximum}",
+            )
         if self.dns_label and (len(value) > 63 or not DNS_LABEL.fullmatch(value)):
             hint = "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
             raise ctx.error(path, f"{value!r} is not a valid Kubernetes name", hint)
@@ -201,7 +210,9 @@ class Struct:
             if key not in self.fields:
                 raise _unknown(key, path, self.fields, ctx)
         # A null value unsets the key (e.g. to clear a lower layer's value).
-        result = {key: self.fields[key].validate(item, (*path, key), ctx) for key, item in value.items() if item is not None}
+        result = {
+            key: self.fields[key].validate(item, (*path, key), ctx) for key, item in value.items() if item is not None
+        }
         for key in self.required:
             if result.get(key) is None:
                 raise ctx.error((*path, key), "is required", f"set {dotted((*path, key))}")
@@ -225,7 +236,9 @@ class DictOf:
         result = {}
         for key, item in value.items():
             if not isinstance(key, str) or not key:
-                raise ctx.error((*path, key), "keys must be non-empty strings", "name each entry with a non-empty string key")
+                raise ctx.error(
+                    (*path, key), "keys must be non-empty strings", "name each entry with a non-empty string key"
+                )
             result[key] = self.value.validate(item if item is not None else {}, (*path, key), ctx)
         return result
 
@@ -397,8 +410,11 @@ def _code_source_from_workspace(infra: dict, ctx: _Context) -> None:
         return
     source = CODE_SOURCE_OF_WORKSPACE[kind]
     if source == "lustre" and not launch.get("codePath"):
-        raise ctx.error(("workspace", "kind"), "'lustre' makes launch.codeSource lustre, which requires 'launch.codePath'",
-                        "set launch.codePath (where the code is on the Lustre volume), or set launch.codeSource")
+        raise ctx.error(
+            ("workspace", "kind"),
+            "'lustre' makes launch.codeSource lustre, which requires 'launch.codePath'",
+            "set launch.codePath (where the code is on the Lustre volume), or set launch.codeSource",
+        )
     infra["launch"] = {**launch, "codeSource": source}
 
 

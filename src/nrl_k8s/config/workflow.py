@@ -77,9 +77,11 @@ def flag_overrides(*, mode: str | None = None, submitter: str | None = None, cod
     """The infra overrides the ``run`` flags stand for (``--mode`` = ``launch.runMode``, ...), each
     value checked first so a bad one is named by its flag."""
     tokens = []
-    for flag, key, value, choices in (("--mode", "launch.runMode", mode, tuple(RUN_MODES)),
-                                      ("--submitter", "submit.submitter", submitter, SUBMITTERS + tuple(SUBMITTER_ALIASES)),
-                                      ("--code-source", "launch.codeSource", code_source, CODE_SOURCES)):
+    for flag, key, value, choices in (
+        ("--mode", "launch.runMode", mode, tuple(RUN_MODES)),
+        ("--submitter", "submit.submitter", submitter, SUBMITTERS + tuple(SUBMITTER_ALIASES)),
+        ("--code-source", "launch.codeSource", code_source, CODE_SOURCES),
+    ):
         if value is None:
             continue
         if value not in choices:

@@ -77,7 +77,9 @@ def claims(manifest: dict) -> list[Claim]:
                            _RAYJOB_NOTE)
         custom = raycluster.custom_head_service(manifest["spec"].get("rayClusterSpec") or {})
         if custom:  # every cluster of the RayJob (<rayjob>-<5 random>) takes that name
-            found.append(Claim(custom, owner, lambda live: str(_labels(live).get(CLUSTER_LABEL, "")).startswith(f"{name}-")))
+            found.append(
+                Claim(custom, owner, lambda live: str(_labels(live).get(CLUSTER_LABEL, "")).startswith(f"{name}-"))
+            )
         return found
     return []
 
@@ -107,7 +109,11 @@ def check_live(kube: Kube, namespace: str, manifests: list[dict], emit: Emit) ->
             try:
                 live = kube.find(service.KIND, claim.name, namespace)
             except ForbiddenError:
-                emit(Warning(f"head Service names not checked for collisions: no permission to get services in {namespace}"))
+                emit(
+                    Warning(
+                        f"head Service names not checked for collisions: no permission to get services in {namespace}"
+                    )
+                )
                 return
             if live is None or claim.mine(live):
                 continue

@@ -93,11 +93,16 @@ def judge(obj: dict, user: str, now: float) -> tuple[str, str]:
 def status_rows(kube: Kube, namespace: str, user: str) -> list[dict]:
     """``user``'s unfinished objects whose deadline has not passed, as LEFT BEHIND rows (past it,
     ``status.gc_rows`` lists them with `nrl-k8s gc`)."""
-    return [{"what": f"{item.kind.kind} {item.name}", "reason": f"run {item.run_id}: {item.reason}",
-             "remove": f"if that run is gone: {delete_command(item.kind, item.name, namespace)}   (or after "
-                       f"{_utc(deadline)}: nrl-k8s -n {namespace} gc; a re-run finishes it instead)"}
-            for item in find(kube, namespace, user=user)
-            if item.verdict == "keep" and (deadline := gc.deadline(item.obj)) is not None and maker(item.obj, user) is None]
+    return [
+        {
+            "what": f"{item.kind.kind} {item.name}",
+            "reason": f"run {item.run_id}: {item.reason}",
+            "remove": f"if that run is gone: {delete_command(item.kind, item.name, namespace)}   (or after "
+            f"{_utc(deadline)}: nrl-k8s -n {namespace} gc; a re-run finishes it instead)",
+        }
+        for item in find(kube, namespace, user=user)
+        if item.verdict == "keep" and (deadline := gc.deadline(item.obj)) is not None and maker(item.obj, user) is None
+    ]
 
 
 def _utc(when: float) -> str:

@@ -139,7 +139,9 @@ def object_metadata(
         try:
             k8s_rules.annotations(metadata["annotations"])
         except k8s_rules.Invalid as bad:
-            raise InfraError((*key, "annotations"), f"together with the inherited ones: {bad.problem}", bad.hint) from None
+            raise InfraError(
+                (*key, "annotations"), f"together with the inherited ones: {bad.problem}", bad.hint
+            ) from None
     return metadata
 
 

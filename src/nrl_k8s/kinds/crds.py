@@ -19,8 +19,14 @@ RAYCLUSTER = "rayclusters.ray.io"
 DGD = "dynamographdeployments.nvidia.com"
 _BY_KIND = {"RayJob": RAYJOB, "RayCluster": RAYCLUSTER, "DynamoGraphDeployment": DGD}
 
-HELMFILE_HINT = "install or upgrade the operators: helmfile -f helm/helmfile.yaml.gotmpl -e prod apply (-e kind on kind)"
-UPGRADE = {RAYJOB: "KubeRay >= 1.6", RAYCLUSTER: "KubeRay >= 1.6", DGD: "dynamo-platform >= 1.2 serves v1alpha1 and v1beta1"}
+HELMFILE_HINT = (
+    "install or upgrade the operators: helmfile -f helm/helmfile.yaml.gotmpl -e prod apply (-e kind on kind)"
+)
+UPGRADE = {
+    RAYJOB: "KubeRay >= 1.6",
+    RAYCLUSTER: "KubeRay >= 1.6",
+    DGD: "dynamo-platform >= 1.2 serves v1alpha1 and v1beta1",
+}
 
 
 def needed_versions(manifests: list[dict]) -> dict[str, set[str]]:
@@ -55,7 +61,9 @@ def parallel_gaps(rayjob_crd: dict) -> Gaps:
     open_schema = not fields or bool(spec.get("x-kubernetes-preserve-unknown-fields"))
     missing: list[str] = []
     unverified: list[str] = []
-    absent = unverified if open_schema else missing  # an open schema accepts the field; nothing says the operator knows it
+    absent = (
+        unverified if open_schema else missing
+    )  # an open schema accepts the field; nothing says the operator knows it
     if "preRunningDeadlineSeconds" not in fields:
         absent.append("spec.preRunningDeadlineSeconds")
     mode = fields.get("submissionMode")

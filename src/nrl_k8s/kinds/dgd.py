@@ -139,10 +139,14 @@ def load_manifest(path: str | Path, *, where: str, env: Mapping[str, str] | None
             if field in metadata:
                 rule(metadata[field], ("metadata", field))
         if manifest.get("spec") is None:
-            raise Invalid(("spec",), "is missing", f"a DGD of {api_version} declares its parts under spec.{version.FIELD}")
+            raise Invalid(
+                ("spec",), "is missing", f"a DGD of {api_version} declares its parts under spec.{version.FIELD}"
+            )
         manifest["spec"] = version.check_spec(manifest["spec"])
     except Invalid as bad:
-        raise ConfigError(f"{path}: {dotted(bad.path)}: {bad.problem}", hint=f"{bad.hint} (the DGD manifest named by {where})") from None
+        raise ConfigError(
+            f"{path}: {dotted(bad.path)}: {bad.problem}", hint=f"{bad.hint} (the DGD manifest named by {where})"
+        ) from None
     for key in _SERVER_METADATA:
         metadata.pop(key, None)
     manifest["metadata"] = metadata
@@ -165,7 +169,11 @@ def render(infra: dict, key: str) -> dict:
     elif meta.get("name"):
         name = validate_name(meta["name"], what="DGD name", where=f"{entry['manifest']} metadata.name")
     else:
-        raise InfraError(("dynamo", key), "the DGD has no name", hint=f"set dynamo.{key}.name or metadata.name in {entry['manifest']}")
+        raise InfraError(
+            ("dynamo", key),
+            "the DGD has no name",
+            hint=f"set dynamo.{key}.name or metadata.name in {entry['manifest']}",
+        )
 
     metadata = object_metadata(
         name,
@@ -187,7 +195,9 @@ def _source(entry: dict, key: str) -> dict:
     if entry.get("manifest"):
         return load_manifest(entry["manifest"], where=f"infra.dynamo.{key}.manifest")
     if not entry.get("spec"):
-        raise InfraError(("dynamo", key, "manifest"), "is not set", hint="point it at a DGD YAML file, or give an inline spec")
+        raise InfraError(
+            ("dynamo", key, "manifest"), "is not set", hint="point it at a DGD YAML file, or give an inline spec"
+        )
     manifest = {"apiVersion": entry.get("apiVersion") or KIND.api_version, "kind": KIND.kind, "metadata": {},
                 "spec": copy.deepcopy(entry["spec"])}
     try:

@@ -108,5 +108,7 @@ def parts(spec: dict) -> list[tuple[str, str | None, int, int, int]]:
         per_pod = (resources.get("limits") or {}).get("gpu") or (resources.get("requests") or {}).get("gpu") or 0
         replicas = service.get("replicas")
         nodes = (service.get("multinode") or {}).get("nodeCount") or 1
-        out.append((name, service.get("componentType"), 1 if replicas is None else int(replicas), int(nodes), int(per_pod)))
+        out.append(
+            (name, service.get("componentType"), 1 if replicas is None else int(replicas), int(nodes), int(per_pod))
+        )
     return out

@@ -81,7 +81,9 @@ def _component_name(name: object, path: tuple) -> str:
 
 
 def _check_component(component: dict, path: tuple) -> None:
-    rules.no_inline_secret(component.get("envs"), (*path, "envs"))  # v1alpha1's name (the pod template's env is checked with it)
+    rules.no_inline_secret(
+        component.get("envs"), (*path, "envs")
+    )  # v1alpha1's name (the pod template's env is checked with it)
     if "type" in component:
         rules.expect(component["type"], str, (*path, "type"))
     if "replicas" in component:
@@ -102,7 +104,11 @@ def _check_template(template: Any, path: tuple, *, rendered: bool) -> None:
         check_pod_template(template, rendered=rendered)
     except Invalid as bad:
         where = bad.path
-        if len(where) > 2 and where[:2] in (("spec", field) for field in _CONTAINER_LISTS) and isinstance(where[2], int):
+        if (
+            len(where) > 2
+            and where[:2] in (("spec", field) for field in _CONTAINER_LISTS)
+            and isinstance(where[2], int)
+        ):
             item = template["spec"][where[1]][where[2]]
             if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"]:
                 where = (*where[:2], item["name"], *where[3:])
@@ -219,5 +225,7 @@ def parts(spec: dict) -> list[tuple[str, str | None, int, int, int]]:
             gpus += int((resources.get("limits") or {}).get(GPU) or (resources.get("requests") or {}).get(GPU) or 0)
         replicas = component.get("replicas")
         nodes = (component.get("multinode") or {}).get("nodeCount") or 1
-        out.append((component["name"], component.get("type"), 1 if replicas is None else int(replicas), int(nodes), gpus))
+        out.append(
+            (component["name"], component.get("type"), 1 if replicas is None else int(replicas), int(nodes), gpus)
+        )
     return out

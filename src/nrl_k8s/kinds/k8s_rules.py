@@ -109,7 +109,9 @@ def qualified_name(key: Any, path: tuple = (), *, what: str = "label key") -> No
     if slash and (not prefix or len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
         problem = f"the prefix {prefix!r} is not a DNS subdomain (lower-case, at most 253 characters)"
     elif not name or len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
-        problem = "the name part must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        problem = (
+            "the name part must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        )
     if problem:
         raise Invalid(path, f"{what} {describe(key)} is invalid: {problem}",
                       "e.g. team, app.kubernetes.io/name or example.com/owner")
@@ -174,10 +176,17 @@ def no_inline_secret(env: Any, path: tuple = ()) -> None:
     inline: it would sit in the object for anyone who may read it."""
     from nrl_k8s.redact import is_secret  # light; kept out of this module's import time
 
-    items = env.items() if isinstance(env, dict) else ((e.get("name"), e.get("value")) for e in env or [] if isinstance(e, dict))
+    items = (
+        env.items()
+        if isinstance(env, dict)
+        else ((e.get("name"), e.get("value")) for e in env or [] if isinstance(e, dict))
+    )
     for index, (name, value) in enumerate(items):
         if isinstance(name, str) and is_secret(name) and value not in (None, ""):
-            raise Invalid((*path, name if isinstance(env, dict) else index), f"{name} is a secret-looking value written inline",
-                          "put it in infra.launch.env (nrl-k8s keeps it in the run's Secret and references it), or "
-                          "reference a Secret of yours with valueFrom.secretKeyRef")
+            raise Invalid(
+                (*path, name if isinstance(env, dict) else index),
+                f"{name} is a secret-looking value written inline",
+                "put it in infra.launch.env (nrl-k8s keeps it in the run's Secret and references it), or "
+                "reference a Secret of yours with valueFrom.secretKeyRef",
+            )
 

@@ -27,11 +27,16 @@ def validate_name(
     def fail(problem: str, hint: str) -> ConfigError:
         return InfraError(key, problem, hint) if key is not None else ConfigError(f"{where}: {problem}", hint=hint)
 
-    rule = f"lowercase letters, digits and '-', starting and ending with a letter or digit, at most {max_len} characters"
+    rule = (
+        f"lowercase letters, digits and '-', starting and ending with a letter or digit, at most {max_len} characters"
+    )
     if not isinstance(name, str) or not name:
         raise fail(f"{what} must be a non-empty string, got {name!r}", f"use {rule}")
     if len(name) > max_len:
-        raise fail(f"{what} {name[:80]!r} is {len(name)} characters, more than {max_len}", f"shorten it to at most {max_len} characters")
+        raise fail(
+            f"{what} {name[:80]!r} is {len(name)} characters, more than {max_len}",
+            f"shorten it to at most {max_len} characters",
+        )
     if not _RFC1123_LABEL.fullmatch(name):
         suggestion = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:max_len].rstrip("-")
         hint = f"use {rule}" + (f", e.g. {suggestion!r}" if suggestion else "")

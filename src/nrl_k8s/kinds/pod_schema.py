@@ -118,7 +118,9 @@ def _container(container: dict, *, image_required: bool) -> None:
 def whole_number(value: Any, path: tuple) -> None:
     """Extended resources (GPUs, RDMA devices) are counted in whole units."""
     if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
-        raise Invalid(path, f"{rules.describe(value)} is not a whole number", "devices such as GPUs are counted in whole units")
+        raise Invalid(
+            path, f"{rules.describe(value)} is not a whole number", "devices such as GPUs are counted in whole units"
+        )
 
 
 def _schema(definition: str, value: Any) -> None:
@@ -199,7 +201,9 @@ def _invalid(err: Any, root: str) -> Invalid:
         return Invalid((*path, field), "is required", f"see `kubectl explain {explain}.{field}`")
     if kind == "Type":
         wanted = " or ".join(t for t in (str(t).lower().rsplit(".", 1)[-1] for t in err.kind.types) if t != "null")
-        return Invalid(path, f"expected {wanted}, got {rules.describe(err.instance)}", f"see `kubectl explain {explain}`")
+        return Invalid(
+            path, f"expected {wanted}, got {rules.describe(err.instance)}", f"see `kubectl explain {explain}`"
+        )
     message = re.sub(r"\s+", " ", err.message)
     return Invalid(path, message if len(message) <= 160 else message[:157] + "...", f"see `kubectl explain {explain}`")
 

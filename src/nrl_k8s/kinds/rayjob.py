@@ -128,7 +128,10 @@ def render_secret(infra: dict, recipe: dict, run_id: str) -> dict:
 
 def _deliver(cluster_spec: dict, run_id: str, env_names: list[str]) -> None:
     """Wire the run Secret (named ``run_id``) into the Ray container of the head and every worker group."""
-    env = [{"name": recipe_mod.RUN_ID_ENV, "value": run_id}, {"name": recipe_mod.RECIPE_ENV, "value": recipe_mod.RECIPE_PATH}]
+    env = [
+        {"name": recipe_mod.RUN_ID_ENV, "value": run_id},
+        {"name": recipe_mod.RECIPE_ENV, "value": recipe_mod.RECIPE_PATH},
+    ]
     volume = secret.volume(RUN_VOLUME, run_id, [recipe_mod.RECIPE_KEY])
     mount = {"name": RUN_VOLUME, "mountPath": recipe_mod.RUN_DIR, "readOnly": True}
     for pod, ray in _ray_containers(cluster_spec):

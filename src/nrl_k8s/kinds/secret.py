@@ -17,8 +17,9 @@ def render(name: str, namespace: str, labels: list[dict | None], data: dict[str,
     """An Opaque Secret holding ``data``; ConfigError (with ``hint``) when it is too big for Kubernetes."""
     size = sum(len(value.encode()) for value in data.values())
     if size > MAX_DATA_BYTES:
-        raise ConfigError(f"Secret {name} would hold {size} bytes of data, more than Kubernetes allows ({MAX_DATA_BYTES})",
-                          hint=hint)
+        raise ConfigError(
+            f"Secret {name} would hold {size} bytes of data, more than Kubernetes allows ({MAX_DATA_BYTES})", hint=hint
+        )
     metadata = object_metadata(name, namespace, labels, [], key=("launch",))
     return {"apiVersion": KIND.api_version, "kind": KIND.kind, "metadata": metadata, "type": "Opaque",
             "stringData": dict(data)}

@@ -119,7 +119,9 @@ def _limits(timeout: float | tuple[float, float | None], first_contact_s: float 
 class Kube:
     """A connection to one cluster with a default namespace; see the module docstring."""
 
-    def __init__(self, connection: Connection, namespace: str, *, in_cluster: bool, context: str | None, tuning: Tuning):
+    def __init__(
+        self, connection: Connection, namespace: str, *, in_cluster: bool, context: str | None, tuning: Tuning
+    ):
         self.connection = connection
         self._pool = connection.pool(maxsize=32)  # every concurrent watch holds a connection
         self.namespace = namespace
@@ -144,7 +146,11 @@ class Kube:
         Namespace: ``namespace`` > the service account's (in-cluster) or the context's > "default".
         """
         explicit = context is not None or kubeconfig is not None
-        in_pod = not explicit and bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT_DIR / "token").is_file()
+        in_pod = (
+            not explicit
+            and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+            and (SERVICE_ACCOUNT_DIR / "token").is_file()
+        )
         if in_pod:
             connection = in_cluster(SERVICE_ACCOUNT_DIR)
             ns_file = SERVICE_ACCOUNT_DIR / "namespace"
@@ -152,7 +158,9 @@ class Kube:
             context_name = None
         else:
             connection, context_name, default_ns = from_kubeconfig(kubeconfig, context)
-        return cls(connection, namespace or default_ns or "default", in_cluster=in_pod, context=context_name, tuning=tuning)
+        return cls(
+            connection, namespace or default_ns or "default", in_cluster=in_pod, context=context_name, tuning=tuning
+        )
 
     def close(self) -> None:
         self._pool.clear()
@@ -208,7 +216,9 @@ class Kube:
             except urllib3.exceptions.HTTPError as exc:
                 self._observe(method, shown, None, sent, exc)
                 error: HttpError | urllib3.exceptions.HTTPError = exc
-                unreached = isinstance(exc, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError))
+                unreached = isinstance(
+                    exc, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
+                )
                 if first and unreached and self._contact_by is not None:  # (set above on a first contact)
                     budget_s = min(budget_s or t.retry_budget_s, self._contact_by - started)
             else:
@@ -451,7 +461,9 @@ class Kube:
                 return Ready()
             return Pending("being deleted" if obj["metadata"].get("deletionTimestamp") else "still exists")
 
-        self.wait(kind, gone, name=name, namespace=namespace, timeout_s=timeout_s, what=f'deletion of {kind.kind} "{name}"')
+        self.wait(
+            kind, gone, name=name, namespace=namespace, timeout_s=timeout_s, what=f'deletion of {kind.kind} "{name}"'
+        )
 
     # ------------------------------------------------------------------ pod logs
     def logs(
@@ -513,7 +525,9 @@ class Kube:
         )
         data = response.read()
         if response.status in (401, 403) and status_body(data):
-            raise api_error(HttpError(response.status, response.reason or "", data, response.headers), op, self.connection.host)
+            raise api_error(
+                HttpError(response.status, response.reason or "", data, response.headers), op, self.connection.host
+            )
         return response.status, data
 
     def can_i(self, verb: str, resource: str, *, group: str = "", namespace: str | None = None) -> bool:

@@ -50,7 +50,10 @@ class Connection:
 
     def pool(self, maxsize: int) -> urllib3.PoolManager:
         """A urllib3 pool for this server (callers pass retries=False: retrying is theirs)."""
-        options: dict[str, Any] = {"maxsize": maxsize, **({"ssl_context": self.ssl_context} if self.ssl_context else {})}
+        options: dict[str, Any] = {
+            "maxsize": maxsize,
+            **({"ssl_context": self.ssl_context} if self.ssl_context else {}),
+        }
         if not self.proxy:
             return urllib3.PoolManager(**options)
         return urllib3.ProxyManager(self.proxy, proxy_headers=self._proxy_headers(), **options)
@@ -138,8 +141,13 @@ def from_kubeconfig(kubeconfig: str | None, context: str | None) -> tuple[Connec
     if name not in merged["contexts"]:
         where = os.pathsep.join(existing)
         if context:
-            raise ConfigError(f"kube context '{context}' not found in {where}", hint="list contexts with `kubectl config get-contexts`")
-        raise NoClusterError(f"no current context in {where}", hint="pass --context or `kubectl config use-context NAME`")
+            raise ConfigError(
+                f"kube context '{context}' not found in {where}",
+                hint="list contexts with `kubectl config get-contexts`",
+            )
+        raise NoClusterError(
+            f"no current context in {where}", hint="pass --context or `kubectl config use-context NAME`"
+        )
     try:
         ctx = as_mapping(merged["contexts"][name][0], f"context '{name}'")
         return _connect(ctx, merged), name, ctx.get("namespace") or None
@@ -159,8 +167,11 @@ def _connect(ctx: dict, merged: dict) -> Connection:
     ca = _data(cluster, "certificate-authority", cluster_base)
     tls = None
     if parts.scheme == "https":
-        tls = tls_context(ca_pem=ca.decode("ascii", "replace") if ca else None, server_name=cluster.get("tls-server-name"),
-                          insecure=bool(cluster.get("insecure-skip-tls-verify")))
+        tls = tls_context(
+            ca_pem=ca.decode("ascii", "replace") if ca else None,
+            server_name=cluster.get("tls-server-name"),
+            insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        )
         cert, key = _data(user, "client-certificate", user_base), _data(user, "client-key", user_base)
         if bool(cert) != bool(key):
             raise ConfigError("a client certificate needs both client-certificate and client-key")
@@ -188,7 +199,9 @@ def in_cluster(account: Path, env: Mapping[str, str] = os.environ) -> Connection
         return Connection(f"https://{host}:{port}", ssl_context=tls_context(ca_pem=ca.decode("ascii", "replace")),
                           auth=TokenFile(account / "token"))
     except ConfigError as exc:
-        raise NoClusterError(f"in-cluster config is not usable: {exc.message}", hint="check the pod's service account mount") from None
+        raise NoClusterError(
+            f"in-cluster config is not usable: {exc.message}", hint="check the pod's service account mount"
+        ) from None
 
 
 def _entry(entries: dict, name: object, what: str) -> tuple[dict, Path]:

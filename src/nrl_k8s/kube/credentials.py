@@ -43,7 +43,9 @@ def user_auth(user: dict, base: Path, cluster: dict, tls: ssl.SSLContext | None)
                               hint="use an exec credential plugin instead (e.g. gke-gcloud-auth-plugin, kubelogin)")
         token = (provider.get("config") or {}).get("id-token")
         if not token:
-            raise ConfigError("the oidc auth-provider has no id-token", hint="log in again, or use an exec credential plugin")
+            raise ConfigError(
+                "the oidc auth-provider has no id-token", hint="log in again, or use an exec credential plugin"
+            )
         return lambda: {"Authorization": f"Bearer {token}"}
     if user.get("token"):
         return lambda: {"Authorization": f"Bearer {user['token']}"}
@@ -134,7 +136,10 @@ class ExecPlugin:
         self.info = {"apiVersion": api, "kind": "ExecCredential", "spec": {"interactive": self.interactive}}
         if spec.get("provideClusterInfo"):
             self.info["spec"]["cluster"] = cluster
-        self.hint = spec.get("installHint") or "run it yourself to see why; check the user's exec entry with `kubectl config view`"
+        self.hint = (
+            spec.get("installHint")
+            or "run it yourself to see why; check the user's exec entry with `kubectl config view`"
+        )
         self.tls, self._lock = tls, threading.Lock()
         self._headers: dict[str, str] | None = None
         self._expires: datetime | None = None
@@ -187,8 +192,9 @@ class ExecPlugin:
             expires = datetime.fromisoformat(expiry) if expiry else None
             expires = expires.replace(tzinfo=expires.tzinfo or UTC) if expires else None
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise CredentialError(f"exec plugin `{shown}` did not print a valid {self.info['apiVersion']} ExecCredential",
-                              hint=self.hint) from None
+            raise CredentialError(
+                f"exec plugin `{shown}` did not print a valid {self.info['apiVersion']} ExecCredential", hint=self.hint
+            ) from None
         if not (token or cert and key) or bool(cert) != bool(key):
             raise CredentialError(f"exec plugin `{shown}` printed neither a token nor a client certificate and key",
                               hint=self.hint)

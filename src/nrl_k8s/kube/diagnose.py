@@ -77,7 +77,9 @@ def warnings(kube: Kube, namespace: str, name: str, kind: str) -> list[str]:
     """The most recent Warning Events about the object ``kind``/``name``, oldest first."""
     events = [e for e in kube.list(EVENT, namespace, field_selector=f"involvedObject.name={name}")
               if e.get("type") == "Warning" and (e.get("involvedObject") or {}).get("kind") in (kind, None)]
-    events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
+    events.sort(
+        key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or ""
+    )
     return [_event(e) for e in events[-MAX_EVENTS:]]
 
 

@@ -91,7 +91,9 @@ class PodExec:
                 if channel in out:
                     out[channel].append(data)
 
-    def stream(self, pod: str, argv: list[str], *, container: str | None = None, idle_s: float = 5.0) -> Iterator[bytes]:
+    def stream(
+        self, pod: str, argv: list[str], *, container: str | None = None, idle_s: float = 5.0
+    ) -> Iterator[bytes]:
         """The stdout of ``argv`` as it comes; ``b""`` after each ``idle_s`` without output (so the
         caller can check its deadline); ends with the command. ExecDropped when the stream breaks."""
         with self._open(pod, argv, container, False) as ws:

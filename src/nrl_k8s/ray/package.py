@@ -205,14 +205,20 @@ def check_declared_paths(infra: dict) -> None:
     command checks it); :func:`upload_sources` checks the rest against the checkout."""
     declared: list[tuple[tuple, Any]] = [
         (("launch", "rayUploadPaths"), (infra.get("launch") or {}).get("rayUploadPaths"))]
-    declared += [(("kuberay", role, "daemon", "rayUploadPaths"), ((entry or {}).get("daemon") or {}).get("rayUploadPaths"))
-                 for role, entry in sorted((infra.get("kuberay") or {}).items())]
+    declared += [
+        (("kuberay", role, "daemon", "rayUploadPaths"), ((entry or {}).get("daemon") or {}).get("rayUploadPaths"))
+        for role, entry in sorted((infra.get("kuberay") or {}).items())
+    ]
     for key, paths in declared:
         for index, path in enumerate(paths or []):
             problem = _outside(path)
             if problem:
-                raise InfraError((*key, index), f"{path!r} {problem}", hint="upload paths are relative to the repository "
-                                 "root (--repo-root, else the git top-level of the current directory)")
+                raise InfraError(
+                    (*key, index),
+                    f"{path!r} {problem}",
+                    hint="upload paths are relative to the repository "
+                    "root (--repo-root, else the git top-level of the current directory)",
+                )
 
 
 def upload_sources(plan, explicit_root: str | None, roles=None) -> tuple[Path, dict[str, list[Path]]]:
@@ -459,7 +465,9 @@ class _DeflatedCache:
                 index = json.loads(view[8:8 + size])
                 self._maps.append(view)
                 base = 8 + size
-                self._found.update({digest: (view, base + at, length, crc) for digest, (at, length, crc) in index.items()})
+                self._found.update(
+                    {digest: (view, base + at, length, crc) for digest, (at, length, crc) in index.items()}
+                )
             except (OSError, ValueError, TypeError, AttributeError):
                 continue
 
