@@ -125,7 +125,8 @@ def run(
     _print_notes(plan)
 
     from nrl_k8s.flows import parallel as parallel_flow
-    from nrl_k8s.flows.rayjob import LiveOptions, run_rayjob, serial
+    from nrl_k8s.flows.lifecycle import LiveOptions
+    from nrl_k8s.flows.rayjob import run_rayjob, serial
 
     from ._progress import Progress
     from ._render import render_run_result
@@ -227,16 +228,17 @@ def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard
         return
     _print_notes(plan)
 
-    from nrl_k8s.flows.raycluster import LongLivedOptions, run_raycluster
+    from nrl_k8s.flows.lifecycle import LiveOptions
+    from nrl_k8s.flows.raycluster import run_raycluster
 
     from ._common import global_options
     from ._progress import Progress
     from ._render import render_longlived_result
 
     kube = connect(ctx, cfg.infra["namespace"])
-    options = LongLivedOptions(wait=wait, recreate=recreate, replace=replace, skip_daemons=skip_daemons,
-                               repo_root=repo_root, dashboard_url=dashboard_url, context=global_options(ctx).context,
-                               job_timeout_s=timeout, adopt=adopt)
+    options = LiveOptions(wait=wait, recreate=recreate, replace=replace, skip_daemons=skip_daemons,
+                          repo_root=repo_root, dashboard_url=dashboard_url, context=global_options(ctx).context,
+                          job_timeout_s=timeout, adopt=adopt)
     with Progress() as progress:
         result = run_raycluster(kube, plan, options, progress, on_log=progress.log)
     render_longlived_result(result)

@@ -189,7 +189,11 @@ def test_timeout_exits_1_naming_what_still_runs_and_deletes_nothing(user, tmp_pa
         assert re.search(f"error: job {job_id} is still (PENDING|RUNNING) after 3s", result.stderr), result.stderr
         assert (f"RayJob {user.job} keeps running (RayCluster {cluster}, Ray job {job_id}); nothing was deleted"
                 in result.stderr)
-        assert "`nrl-k8s logs -f`" in result.stderr and "`nrl-k8s job stop`" in result.stderr
+        run_id = job["metadata"]["labels"]["nrl-k8s.io/run-id"]
+        assert f"`nrl-k8s logs -f --run {run_id}`" in result.stderr, result.stderr
+        assert f"`nrl-k8s job stop --run {run_id}`" in result.stderr
+        pasted = user.cli("logs", "--run", run_id)  # the hint as pasted, less -f (the job runs on)
+        assert pasted.returncode == 0 and "started" in pasted.stdout, pasted.stderr
         assert job["status"].get("jobDeploymentStatus") not in ("Complete", "Failed")
         assert user.get("rayclusters", cluster) is not None and user.get("dynamographdeployments", user.dgd, NVIDIA)
     finally:

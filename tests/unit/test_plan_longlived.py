@@ -12,6 +12,7 @@ import pytest
 from nrl_k8s.config.loader import load_config
 from nrl_k8s.errors import ConfigError, ResourceFailed
 from nrl_k8s.flows import raycluster as longlived
+from nrl_k8s.flows.lifecycle import LiveOptions
 from nrl_k8s.flows import records as runs
 from nrl_k8s.flows.plan import DRIVER_RECIPE, Code, Submission, default_flow, plan_longlived, unstaged_recipe_reads
 from nrl_k8s.flows.raycluster import latest_daemon_job, submit_daemon
@@ -183,7 +184,7 @@ def test_the_driver_step_uses_its_read_ahead_only_while_fresh(tmp_path, monkeypa
     p = plan(run_id="r-2")
     dash = Listings([job("r-1", "RUNNING", 1)], [job("r-1", "SUCCEEDED", 1)])
     package = stage(tmp_path, [], "a: 1\n")
-    with longlived.LongLived(None, p, longlived.LongLivedOptions(), lambda event: None) as run:
+    with longlived.LongLived(None, p, LiveOptions(), lambda event: None) as run:
         run.live["training"] = {"status": {"state": "ready"}}
         run._dashboards["training"] = dash.client()
         run.read_ahead(package)

@@ -8,12 +8,30 @@ context; the context tells this skeleton what only the flow knows (``Flow``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from nrl_k8s.errors import NrlK8sError
+from nrl_k8s.events import Warning
 from nrl_k8s.signals import Interrupted, RollbackInterrupts, interrupts_raise
 
 from .steps import BringUp
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """What `run` (either flow) and `cluster up` were asked; a flag of one flow only keeps its default in the other."""
+
+    wait: bool = True  # follow the job to its end
+    job_timeout_s: float | None = None  # --timeout: how long --wait follows the job; None = until it ends
+    dashboard_url: str | None = None  # reach the training cluster's dashboard here
+    context: str | None = None  # the kube context, kept in the run record
+    adopt: bool = False  # --adopt: reuse a same-named object another user or a person made
+    driver_grace_s: float = 90.0  # --rayjob: how long KubeRay gets to submit the driver before the rescue
+    recreate: bool = False  # --raycluster: replace a drifted object nrl-k8s made
+    replace: bool = False  # --raycluster: stop the cluster's running jobs, start the daemons anew
+    skip_daemons: bool = False  # --raycluster
+    repo_root: str | None = None  # --raycluster: where upload paths are read
 
 
 class Flow(Protocol):
@@ -28,7 +46,7 @@ class Flow(Protocol):
         """The driver started and the run failed after all: undo whatever would still end the job."""
 
     def record(self) -> None:
-        """Write the run record once the driver is submitted."""
+        """Write the run record once the driver is submitted (again, should a failure follow)."""
 
     def running_hint(self) -> str:
         """What keeps running and how to follow and stop it."""
@@ -48,7 +66,7 @@ def execute(run: Flow, bring_up: Callable[[], None], follow: Callable[[], None] 
         except NrlK8sError as err:
             raise fail(run, err) from None
         try:
-            run.record()
+            record(run)
             if follow is not None:
                 follow()
         except KeyboardInterrupt:
@@ -82,7 +100,17 @@ def fail(run: Flow, error: NrlK8sError | None) -> NrlK8sError:
         else:
             run.keep()
             steps.report_unlinked()
+            record(run)
     failure = error or Interrupted("interrupted after the driver was submitted")
     hint = run.running_hint() if started else run.unsure_hint() if started is None else ""
     failure.hint = "; ".join(filter(None, [failure.hint, hint]))
     return failure
+
+
+def record(run: Flow) -> None:
+    """The run recorded once its driver started, so the printed hints (``--run RUN_ID``) find it."""
+    try:
+        run.record()
+    except OSError as err:
+        run.steps.emit(Warning(f"could not write the run record ({err.strerror}): commands need this run's "
+                               "config instead of --run"))

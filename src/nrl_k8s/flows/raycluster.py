@@ -42,6 +42,7 @@ from nrl_k8s.ops import gc
 from nrl_k8s.flows import driver_log, head_services, records as runs, unfinished
 from nrl_k8s.ray import package as package_mod
 from nrl_k8s.flows import lifecycle
+from nrl_k8s.flows.lifecycle import LiveOptions
 from nrl_k8s.flows.concurrency import Background, fan_out, gather
 from nrl_k8s.flows.steps import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, BringUp
 from nrl_k8s.errors import ConfigError, NotFoundError, NrlK8sError, ResourceFailed, SubmissionExists
@@ -77,19 +78,6 @@ def bringup_seconds(plan: LongLivedPlan) -> float:
     return deployments + clusters + daemons + _BRINGUP_MARGIN_S
 
 
-@dataclass(frozen=True)
-class LongLivedOptions:
-    wait: bool = True
-    recreate: bool = False
-    replace: bool = False
-    skip_daemons: bool = False
-    repo_root: str | None = None
-    dashboard_url: str | None = None  # reach the training cluster's dashboard here
-    context: str | None = None
-    job_timeout_s: float | None = None  # --timeout: how long --wait follows the job; None = until it ends
-    adopt: bool = False  # --adopt: reuse a same-named object another user or a person made
-
-
 @dataclass
 class LongLivedResult:
     run_id: str
@@ -110,7 +98,7 @@ class LongLivedResult:
 class LongLived:
     """One long-lived bring-up: its plan, the shared steps and its own (``cluster up`` runs a subset)."""
 
-    def __init__(self, kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit):
+    def __init__(self, kube, plan: LongLivedPlan, options: LiveOptions, emit: Emit):
         self.kube, self.ns, self.emit = kube, plan.namespace, emit
         self.steps = BringUp(kube, plan.namespace, plan.driver.cluster, emit, adopt=options.adopt,
                              stamp=self._stamp, reused=self._take_over)
@@ -409,7 +397,8 @@ class LongLived:
         if self.result.exec:
             return (f"driver {self.plan.run_id} keeps running on head pod {self.result.exec['pod']} of RayCluster "
                     f"{self.steps.cluster} (exec; its log: {self.result.exec['dir']}/{LOG_NAME}); nothing was deleted: "
-                    "follow it with `nrl-k8s logs -f`, stop it with `nrl-k8s job stop` (--force: KILL)")
+                    f"follow it with `nrl-k8s logs -f --run {self.plan.run_id}`, stop it with "
+                    f"`nrl-k8s job stop --run {self.plan.run_id}` (--force: KILL)")
         return (f"job {self.plan.run_id} keeps running on RayCluster {self.steps.cluster}; nothing was deleted: "
                 f"follow it with `{job_command('logs', self.ns, self.steps.cluster, self.plan.run_id)} -f`, "
                 f"stop it with `{job_command('stop', self.ns, self.steps.cluster, self.plan.run_id)}`")
@@ -510,7 +499,7 @@ def bring_up(run: LongLived) -> None:
     run.driver(packages["driver"])
 
 
-def run_raycluster(kube, plan: LongLivedPlan, options: LongLivedOptions, emit: Emit, on_log=None) -> LongLivedResult:
+def run_raycluster(kube, plan: LongLivedPlan, options: LiveOptions, emit: Emit, on_log=None) -> LongLivedResult:
     with LongLived(kube, plan, options, emit) as run:
         lifecycle.execute(run, lambda: bring_up(run),
                           (lambda: run.follow(on_log or (lambda text: None))) if options.wait else None)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nrl_k8s.flows import driver_log, head_services, lifecycle, records as runs
+from nrl_k8s.flows.lifecycle import LiveOptions
 from nrl_k8s.flows.steps import GONE_TIMEOUT_S, BringUp
 from nrl_k8s.errors import ApiError, ConfigError, DashboardError, NotFoundError, ResourceFailed, SubmissionExists, WaitTimeout
 from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
@@ -54,16 +55,6 @@ _DASHBOARD_RETRIES = 8
 _STATUS_GRACE_S = 60  # for KubeRay to mark a RayJob over once Ray reported its job over
 _FOREVER_S = 10 * 365 * 86400
 _LEASE_SAFETY_S = 30  # a wait before the release gives up this long before the lease would end under the run
-
-
-@dataclass(frozen=True)
-class LiveOptions:
-    wait: bool = True
-    driver_grace_s: float = 90.0
-    dashboard_url: str | None = None
-    job_timeout_s: float | None = None  # --timeout: how long --wait follows the job; None = until it ends
-    context: str | None = None  # the kube context, kept in the run record
-    adopt: bool = False  # --adopt: reuse a same-named object another user or a person made
 
 
 @dataclass
@@ -368,8 +359,9 @@ class RayJobRun:
         what = ", ".join(filter(None, [self.result.raycluster and f"RayCluster {self.result.raycluster}",
                                        self.result.job_id and f"Ray job {self.result.job_id}"]))
         return (f"RayJob {job} keeps running{f' ({what})' if what else ''}; nothing was deleted: "
-                f"follow it with `nrl-k8s logs -f` (or `kubectl -n {self.ns} get rayjob {job} -w`); stop it with "
-                f"`nrl-k8s job stop`, or remove it with its cluster and DGDs: `{delete_command(rayjob.KIND, job, self.ns)}`")
+                f"follow it with `nrl-k8s logs -f --run {self.plan.run_id}` (or `kubectl -n {self.ns} get rayjob {job} -w`); "
+                f"stop it with `nrl-k8s job stop --run {self.plan.run_id}`, or remove it with its cluster and DGDs: "
+                f"`{delete_command(rayjob.KIND, job, self.ns)}`")
 
     # -- failure ---------------------------------------------------------------------------
     def keep(self) -> None:

@@ -38,9 +38,10 @@ def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit)
     long-lived flow's steps; with ``wait``, await them and submit the chosen roles' daemons.
     Nothing is rolled back: what came up stays up, even on an error or Ctrl-C. Only a command
     killed outright leaves what it created unfinished (``unfinished``: gc removes it past its deadline)."""
-    from nrl_k8s.flows.raycluster import LongLived, LongLivedOptions
+    from nrl_k8s.flows.lifecycle import LiveOptions
+    from nrl_k8s.flows.raycluster import LongLived
 
-    flow = LongLivedOptions(recreate=options.recreate, repo_root=options.repo_root, adopt=options.adopt)
+    flow = LiveOptions(recreate=options.recreate, repo_root=options.repo_root, adopt=options.adopt)
     with LongLived(kube, plan, flow, emit) as run:
         try:
             _up(run, plan, chosen, options)
