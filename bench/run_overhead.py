@@ -57,8 +57,8 @@ def overhead(kubeconfig: Path) -> tuple[float, float]:
     from nrl_k8s.config import load_config
     from nrl_k8s.events import discard
     from nrl_k8s.flows import serving
-    from nrl_k8s.flows.plan import plan_run
     from nrl_k8s.flows.lifecycle import LiveOptions
+    from nrl_k8s.flows.plan import plan_run
     from nrl_k8s.flows.rayjob import run_rayjob
     from nrl_k8s.kube.client import Kube
 

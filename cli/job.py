@@ -3,7 +3,7 @@ training head pod; `nrl-k8s logs`: the driver's or pods' logs."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,9 @@ from ._common import (
     print_data,
 )
 
-app = typer.Typer(rich_markup_mode=None, context_settings=CONTEXT, help="Ray jobs on a role's cluster (through its dashboard).")
+app = typer.Typer(
+    rich_markup_mode=None, context_settings=CONTEXT, help="Ray jobs on a role's cluster (through its dashboard)."
+)
 
 RoleOpt = Annotated[str, typer.Option("--role", "-r", help="kuberay role whose cluster to use.")]
 FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")]
@@ -52,7 +54,7 @@ def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follo
     _echo_or_saved(chunks(), infra_cfg, job or recorded, saved=role == "training")
 
 
-ClusterOpt = Annotated[Optional[str], typer.Option(
+ClusterOpt = Annotated[str | None, typer.Option(
     "--cluster", "-c", metavar="NAME", help="RayCluster NAME in the namespace (-n) instead of a run config's role; "
     "its Ray jobs only (not exec drivers).")]
 
@@ -143,9 +145,17 @@ def _print_saved_log(infra: dict, job_id: str | None, why) -> bool:
 
 
 @app.command("list")
-def list_jobs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: OverridesArg = None, infra: InfraOpt = None,
-              role: RoleOpt = "training", dashboard_url: DashboardUrlOpt = None, output: OutputOpt = Output.table,
-              cluster: ClusterOpt = None, run: RunOpt = None) -> None:
+def list_jobs(
+    ctx: typer.Context,
+    recipe: LatestRecipeArg = None,
+    overrides: OverridesArg = None,
+    infra: InfraOpt = None,
+    role: RoleOpt = "training",
+    dashboard_url: DashboardUrlOpt = None,
+    output: OutputOpt = Output.table,
+    cluster: ClusterOpt = None,
+    run: RunOpt = None,
+) -> None:
     """Jobs on the role's cluster (training: and its exec drivers)."""
     from nrl_k8s.ops import jobs
     from nrl_k8s.redact import redact_text
@@ -163,7 +173,7 @@ def list_jobs(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Ove
     print_data(rows, output, lambda: render_rows(rows, ("submission id", "status", "entrypoint"), empty="no jobs"))
 
 
-JobOpt = Annotated[Optional[str], typer.Option("--job", "-j", help="Submission id (default: the role's current job).")]
+JobOpt = Annotated[str | None, typer.Option("--job", "-j", help="Submission id (default: the role's current job).")]
 
 
 @app.command("logs")
@@ -181,8 +191,8 @@ def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
              "--force", help="An exec driver: KILL its process group (default TERM).")] = False,
          cluster: ClusterOpt = None, run: RunOpt = None) -> None:
     """Stop one job (an exec driver: TERM to its process group, --force KILL)."""
-    from nrl_k8s.ops import jobs
     from nrl_k8s.errors import ConfigError
+    from nrl_k8s.ops import jobs
     from nrl_k8s.ray.execdriver import ExecDrivers
 
     from ._console import err
@@ -206,9 +216,11 @@ def stop(ctx: typer.Context, recipe: LatestRecipeArg = None, overrides: Override
 SourceOpt = Annotated[str, typer.Option(
     "--source", "-s", help="driver (the role's current job), daemon (the role's daemon job), auto (daemon when the "
     "role declares one, else driver), head, worker (the role's Ray pods) or dgd[:COMPONENT].")]
-TailOpt = Annotated[Optional[int], typer.Option("--tail", help="Only the last N lines (then follow, with -f).")]
-LogsFollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job (a pod: its container) ends.")]
-LogsRoleOpt = Annotated[Optional[str], typer.Option(
+TailOpt = Annotated[int | None, typer.Option("--tail", help="Only the last N lines (then follow, with -f).")]
+LogsFollowOpt = Annotated[
+    bool, typer.Option("--follow", "-f", help="Keep printing until the job (a pod: its container) ends.")
+]
+LogsRoleOpt = Annotated[str | None, typer.Option(
     "--role", "-r", help="kuberay role whose cluster to use (default training; not with --source dgd).")]
 
 

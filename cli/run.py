@@ -6,7 +6,7 @@ Without either flag the infra's ``launch.mode`` picks the flow (bringup: --raycl
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,59 +22,145 @@ def run(
     recipe: RecipeArg,
     overrides: OverridesArg = None,
     infra: InfraOpt = None,
-    rayjob: Annotated[bool, typer.Option(
-        "--rayjob", help="Ephemeral RayJob flow (the default unless the infra sets launch.mode: bringup).")] = False,
-    raycluster: Annotated[bool, typer.Option(
-        "--raycluster", help="Long-lived flow: keep the RayClusters and DGDs up, submit the driver to them "
-        "(the default with launch.mode: bringup).")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every object the run would apply; apply nothing.")] = False,
+    rayjob: Annotated[
+        bool,
+        typer.Option(
+            "--rayjob", help="Ephemeral RayJob flow (the default unless the infra sets launch.mode: bringup)."
+        ),
+    ] = False,
+    raycluster: Annotated[
+        bool,
+        typer.Option(
+            "--raycluster",
+            help="Long-lived flow: keep the RayClusters and DGDs up, submit the driver to them "
+            "(the default with launch.mode: bringup).",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print every object the run would apply; apply nothing.")
+    ] = False,
     show_secrets: ShowSecretsOpt = False,
-    wait: Annotated[bool, typer.Option(
-        "--wait/--no-wait", help="Stream the driver log until the job ends (exit 0 only on SUCCEEDED).")] = True,
-    timeout: Annotated[Optional[float], typer.Option(
-        "--timeout", metavar="SECONDS",
-        help="Stop following after this long once the driver is submitted: exit 1, the run keeps going.")] = None,
+    wait: Annotated[
+        bool,
+        typer.Option("--wait/--no-wait", help="Stream the driver log until the job ends (exit 0 only on SUCCEEDED)."),
+    ] = True,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="Stop following after this long once the driver is submitted: exit 1, the run keeps going.",
+        ),
+    ] = None,
     driver_grace: Annotated[
-        float, typer.Option("--driver-grace", min=0, help="[rayjob] Seconds KubeRay gets to submit the driver before nrl-k8s does.")
+        float,
+        typer.Option(
+            "--driver-grace", min=0, help="[rayjob] Seconds KubeRay gets to submit the driver before nrl-k8s does."
+        ),
     ] = 90.0,
     dashboard_url: DashboardUrlOpt = None,
     shutdown: Annotated[
-        bool, typer.Option("--shutdown/--no-shutdown", help="[rayjob] Delete the RayCluster (and its DGDs) when the job ends.")
+        bool,
+        typer.Option(
+            "--shutdown/--no-shutdown", help="[rayjob] Delete the RayCluster (and its DGDs) when the job ends."
+        ),
     ] = True,
-    parallel: Annotated[bool, typer.Option(
-        "--parallel", help="[rayjob] Bring the DGDs and the RayJob's cluster up at once (launch.bringUp: parallel); "
-        "the driver starts once every DGD serves.")] = False,
-    ttl_seconds: Annotated[Optional[int], typer.Option(
-        "--ttl-seconds", "--ttl", min=0, metavar="SECONDS",
-        help="[rayjob] Keep the finished job's RayCluster (and the DGDs it owns) this long before KubeRay deletes it "
-        "(ttlSecondsAfterFinished; --ttl is upstream's name; default 0: no GPU waits).")] = None,
-    active_deadline: Annotated[
-        Optional[int], typer.Option("--active-deadline-seconds", min=1, help="[rayjob] Fail the job after this long.")
+    parallel: Annotated[
+        bool,
+        typer.Option(
+            "--parallel",
+            help="[rayjob] Bring the DGDs and the RayJob's cluster up at once (launch.bringUp: parallel); "
+            "the driver starts once every DGD serves.",
+        ),
+    ] = False,
+    ttl_seconds: Annotated[
+        int | None,
+        typer.Option(
+            "--ttl-seconds",
+            "--ttl",
+            min=0,
+            metavar="SECONDS",
+            help="[rayjob] Keep the finished job's RayCluster (and the DGDs it owns) this long before KubeRay "
+            "deletes it (ttlSecondsAfterFinished; --ttl is upstream's name; default 0: no GPU waits).",
+        ),
     ] = None,
-    rayjob_name: Annotated[Optional[str], typer.Option(
-        "--rayjob-name", metavar="NAME", help="[rayjob] Name the RayJob (and what is named after it) NAME instead of "
-        "kuberay.training.name: a second run from the same infra.")] = None,
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="[raycluster] Submission id of the driver (default: generated).")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="[raycluster] Stop running jobs (driver, failed daemons), reset the gym's "
-                                                   "endpoint registry (ConfigMap nemo-rl-endpoints-JOB_ID) and submit anew.")] = False,
-    skip_daemons: Annotated[bool, typer.Option("--skip-daemons", help="[raycluster] Do not submit the roles' daemons.")] = False,
-    repo_root: Annotated[Optional[str], typer.Option("--repo-root", help="[raycluster] Root of launch.rayUploadPaths (default: the git top-level).")] = None,
-    recreate: Annotated[bool, typer.Option("--recreate", help="[raycluster] Replace live objects whose spec drifted.")] = False,
-    adopt: Annotated[bool, typer.Option("--adopt", help="Reuse a same-named object another user or a person made "
-                                         "(refused without it, before anything is applied).")] = False,
-    mode: Annotated[Optional[str], typer.Option(
-        "--mode", metavar="interactive|batch", help="[raycluster] A preset (launch.runMode): interactive = --submitter "
-        "dashboard --code-source upload --wait; batch = --submitter exec --code-source image --no-wait. Flags given "
-        "and infra keys set win over it.")] = None,
-    submitter: Annotated[Optional[str], typer.Option(
-        "--submitter", metavar="dashboard|exec", help="[raycluster] How the driver starts (submit.submitter): a Ray "
-        "job through the dashboard, or a process on the head pod through pods/exec, its log kept there.")] = None,
-    code_source: Annotated[Optional[str], typer.Option(
-        "--code-source", metavar="upload|image|lustre", help="Where the driver's code is (launch.codeSource): upload "
-        "packages launch.rayUploadPaths [raycluster]; image or lustre start the driver in --code-path.")] = None,
-    code_path: Annotated[Optional[str], typer.Option(
-        "--code-path", metavar="PATH", help="Where the driver starts with --code-source image or lustre "
-        "(launch.codePath).")] = None,
+    active_deadline: Annotated[
+        int | None, typer.Option("--active-deadline-seconds", min=1, help="[rayjob] Fail the job after this long.")
+    ] = None,
+    rayjob_name: Annotated[
+        str | None,
+        typer.Option(
+            "--rayjob-name",
+            metavar="NAME",
+            help="[rayjob] Name the RayJob (and what is named after it) NAME instead of "
+            "kuberay.training.name: a second run from the same infra.",
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="[raycluster] Submission id of the driver (default: generated).")
+    ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="[raycluster] Stop running jobs (driver, failed daemons), reset the gym's "
+            "endpoint registry (ConfigMap nemo-rl-endpoints-JOB_ID) and submit anew.",
+        ),
+    ] = False,
+    skip_daemons: Annotated[
+        bool, typer.Option("--skip-daemons", help="[raycluster] Do not submit the roles' daemons.")
+    ] = False,
+    repo_root: Annotated[
+        str | None,
+        typer.Option("--repo-root", help="[raycluster] Root of launch.rayUploadPaths (default: the git top-level)."),
+    ] = None,
+    recreate: Annotated[
+        bool, typer.Option("--recreate", help="[raycluster] Replace live objects whose spec drifted.")
+    ] = False,
+    adopt: Annotated[
+        bool,
+        typer.Option(
+            "--adopt",
+            help="Reuse a same-named object another user or a person made "
+            "(refused without it, before anything is applied).",
+        ),
+    ] = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            metavar="interactive|batch",
+            help="[raycluster] A preset (launch.runMode): interactive = --submitter "
+            "dashboard --code-source upload --wait; batch = --submitter exec --code-source image --no-wait. "
+            "Flags given and infra keys set win over it.",
+        ),
+    ] = None,
+    submitter: Annotated[
+        str | None,
+        typer.Option(
+            "--submitter",
+            metavar="dashboard|exec",
+            help="[raycluster] How the driver starts (submit.submitter): a Ray "
+            "job through the dashboard, or a process on the head pod through pods/exec, its log kept there.",
+        ),
+    ] = None,
+    code_source: Annotated[
+        str | None,
+        typer.Option(
+            "--code-source",
+            metavar="upload|image|lustre",
+            help="Where the driver's code is (launch.codeSource): upload "
+            "packages launch.rayUploadPaths [raycluster]; image or lustre start the driver in --code-path.",
+        ),
+    ] = None,
+    code_path: Annotated[
+        str | None,
+        typer.Option(
+            "--code-path",
+            metavar="PATH",
+            help="Where the driver starts with --code-source image or lustre (launch.codePath).",
+        ),
+    ] = None,
 ) -> None:
     """Bring up every DGD (serving) and the training: a RayJob (default) or long-lived RayClusters."""
     from nrl_k8s.errors import ConfigError
@@ -82,7 +168,9 @@ def run(
     if rayjob and raycluster:
         raise ConfigError("--rayjob and --raycluster are mutually exclusive", hint="pick one flow")
     if timeout is not None and not wait:
-        raise ConfigError("--timeout cannot be used with --no-wait", hint="--timeout bounds how long --wait follows the job")
+        raise ConfigError(
+            "--timeout cannot be used with --no-wait", hint="--timeout bounds how long --wait follows the job"
+        )
     if not shutdown and _on_command_line(ctx, "ttl_seconds"):
         raise ConfigError("--ttl-seconds/--ttl cannot be used with --no-shutdown",
                           hint="with --no-shutdown KubeRay keeps the RayCluster until you delete it; the TTL counts "
@@ -128,10 +216,9 @@ def run(
     from nrl_k8s.flows.lifecycle import LiveOptions
     from nrl_k8s.flows.rayjob import run_rayjob, serial
 
+    from ._common import global_options
     from ._progress import Progress
     from ._render import render_run_result
-
-    from ._common import global_options
 
     kube = connect(ctx, cfg.infra["namespace"])
     options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url, job_timeout_s=timeout,
@@ -217,7 +304,6 @@ def _print_dry_run(plan, show_secrets: bool) -> None:
 def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url, run_id, replace, skip_daemons,
                     repo_root, recreate, adopt) -> None:
     from nrl_k8s.flows.plan import plan_longlived
-
     from nrl_k8s.ray.package import upload_sources
 
     plan = plan_longlived(cfg, run_id)

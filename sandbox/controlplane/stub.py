@@ -91,7 +91,10 @@ class FrontendStub(HttpStub):
         if self.unavailable():
             return 503, {"error": {"message": "frontend is starting (sandbox: not serving yet)"}}
         if path == "/v1/models":
-            return 200, {"object": "list", "data": [{"id": self.model, "object": "model", "created": int(self.started), "owned_by": "nvidia"}]}
+            return 200, {
+                "object": "list",
+                "data": [{"id": self.model, "object": "model", "created": int(self.started), "owned_by": "nvidia"}],
+            }
         if path == "/health":
             return 200, {"status": "healthy", "endpoints": ["/v1/models"], "instances": []}
         if path == "/live":

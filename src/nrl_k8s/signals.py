@@ -49,7 +49,7 @@ class RollbackInterrupts:
             self.abortable = False
             raise KeyboardInterrupt
 
-    def __enter__(self) -> "RollbackInterrupts":
+    def __enter__(self) -> RollbackInterrupts:
         if threading.current_thread() is threading.main_thread():
             self._previous = [(s, signal.signal(s, self._handle)) for s in (signal.SIGINT, signal.SIGTERM)]
         return self

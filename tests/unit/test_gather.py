@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from nrl_k8s.flows.concurrency import gather
 from nrl_k8s.errors import ConfigError, ForbiddenError
+from nrl_k8s.flows.concurrency import gather
 
 
 def test_results_come_in_call_order():
@@ -23,7 +23,9 @@ def test_calls_run_at_once():
     assert gather(meet("a"), meet("b"), meet("c")) == ["a", "b", "c"]
 
 
-@pytest.mark.parametrize("failing", [(0, 1), (1, 2), (0, 2)], ids=["first-and-second", "second-and-third", "first-and-third"])
+@pytest.mark.parametrize(
+    "failing", [(0, 1), (1, 2), (0, 2)], ids=["first-and-second", "second-and-third", "first-and-third"]
+)
 def test_the_first_error_in_call_order_wins(failing):
     errors = [ForbiddenError("permissions"), ConfigError("drift"), ConfigError("package")]
 

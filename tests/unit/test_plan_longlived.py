@@ -12,8 +12,8 @@ import pytest
 from nrl_k8s.config.loader import load_config
 from nrl_k8s.errors import ConfigError, ResourceFailed
 from nrl_k8s.flows import raycluster as longlived
-from nrl_k8s.flows.lifecycle import LiveOptions
 from nrl_k8s.flows import records as runs
+from nrl_k8s.flows.lifecycle import LiveOptions
 from nrl_k8s.flows.plan import DRIVER_RECIPE, Code, Submission, default_flow, plan_longlived, unstaged_recipe_reads
 from nrl_k8s.flows.raycluster import latest_daemon_job, submit_daemon
 from nrl_k8s.ray.dashboard import Dashboard

@@ -76,7 +76,9 @@ def block_layers(block: Any, declared_in: Path, key: str, *, wrapper: str | None
             f"{declared_in}: '{key}' must be a mapping, got {type(block).__name__}",
             hint=f"write '{key}:' as a block of `key: value` pairs",
         )
-    return _Inheritance(wrapper).expand(dict(block), declared_in, (declared_in,), where=f"{declared_in}: {key}.defaults")
+    return _Inheritance(wrapper).expand(
+        dict(block), declared_in, (declared_in,), where=f"{declared_in}: {key}.defaults"
+    )
 
 
 class _Inheritance:
@@ -94,7 +96,8 @@ class _Inheritance:
         if self.reads > MAX_DEFAULTS_READS:
             raise ConfigError(
                 f"{stack[-1]}: defaults: the `defaults:` chains read more than {MAX_DEFAULTS_READS} files",
-                hint="list fewer parents: each parent and its own parents are read again for every file that lists them",
+                hint="list fewer parents: each parent and its own parents are read again for every file that "
+                "lists them",
             )
         data = load_mapping(path)
         if self.wrapper is not None:
@@ -106,7 +109,8 @@ class _Inheritance:
         entries = _parent_entries(parents, where)
         if entries and len(stack) >= MAX_DEFAULTS_DEPTH:
             raise ConfigError(
-                f"{where}: the `defaults:` chain is more than {MAX_DEFAULTS_DEPTH} files deep ({stack[0].name} -> ... -> {declared_in.name})",
+                f"{where}: the `defaults:` chain is more than {MAX_DEFAULTS_DEPTH} files deep "
+                f"({stack[0].name} -> ... -> {declared_in.name})",
                 hint="flatten the chain: one file can list several parents",
             )
         layers: list[Layer] = []

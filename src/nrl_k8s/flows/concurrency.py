@@ -6,12 +6,13 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from nrl_k8s.errors import NrlK8sError
 from nrl_k8s.events import Emit
 
 
-def fan_out(jobs: dict[str, Callable[[Emit], None]], emit: Emit, done: Callable[[str], None]) -> None:
+def fan_out(jobs: dict[str, Callable[[Emit], object]], emit: Emit, done: Callable[[str], None]) -> None:
     """Run ``jobs`` (label -> fn) at once; ``done(label)`` as each finishes; the first error wins.
 
     Daemon threads, so Ctrl-C is immediate; events of jobs still running after a failure are dropped.
@@ -46,12 +47,13 @@ class Background:
     """``call()`` running in a daemon thread (Ctrl-C stays immediate); :meth:`result` waits for it
     and returns its value or raises its error."""
 
-    def __init__(self, call: callable, name: str = "background"):
+    def __init__(self, call: Callable[[], Any], name: str = "background"):
         self._done = threading.Event()
-        self._value = self._error = None
+        self._value: Any = None
+        self._error: BaseException | None = None
         threading.Thread(target=self._run, args=(call,), daemon=True, name=name).start()
 
-    def _run(self, call: callable) -> None:
+    def _run(self, call: Callable[[], Any]) -> None:
         try:
             self._value = call()
         except BaseException as exc:  # raised in the thread that asks for the result
@@ -66,7 +68,7 @@ class Background:
         return self._value
 
 
-def gather(*calls: callable) -> list:
+def gather(*calls: Callable[[], Any]) -> list:
     """Run ``calls`` at once, the first in this thread; their results in order. The first error in
     call order is raised, so checks that run together fail as they would one after another."""
     others = [Background(call, f"gather-{index}") for index, call in enumerate(calls[1:], 1)]

@@ -23,6 +23,7 @@ ends rolls back what the run created, as in the serial flow.
 from __future__ import annotations
 
 import importlib
+from typing import overload
 
 from nrl_k8s.errors import ConfigError, ForbiddenError, NrlK8sError, ResourceFailed, SubmissionExists
 from nrl_k8s.events import Applied, Warning
@@ -72,11 +73,13 @@ def wait_all(run: RayJobRun) -> None:
     """Every DGD serving and the cluster provisioned, awaited at once (meanwhile the dashboard
     client's modules are imported, off the path to the driver's submission)."""
     deadline = float(run.plan.rayjob["spec"]["preRunningDeadlineSeconds"])
+    cluster = run.result.raycluster
+    assert cluster is not None  # cluster_named named it
     Background(lambda: importlib.import_module("nrl_k8s.ray.dashboard"), "dashboard-import")
 
     def provisioned(emit) -> None:
         run.steps.wait_ready(raycluster.KIND, lambda obj: Failed("it was deleted") if obj is None
-                        else raycluster.readiness(obj), run.result.raycluster, "raycluster", deadline, emit)
+                        else raycluster.readiness(obj), cluster, "raycluster", deadline, emit)
 
     try:
         fan_out({"dynamo": lambda emit: run.steps.wait_dgds(run.plan.dgds, run.plan.ready_timeouts),
@@ -84,6 +87,10 @@ def wait_all(run: RayJobRun) -> None:
     except NrlK8sError as err:
         raise job_failure(run, None) or err from None
 
+@overload
+def job_failure(run: RayJobRun, otherwise: str) -> ResourceFailed: ...
+@overload
+def job_failure(run: RayJobRun, otherwise: None) -> ResourceFailed | None: ...
 def job_failure(run: RayJobRun, otherwise: str | None) -> ResourceFailed | None:
     """The RayJob's own reason when it has ended (the pre-running deadline, a validation failure)."""
     job = run.kube.find(rayjob.KIND, run.result.rayjob, run.ns)

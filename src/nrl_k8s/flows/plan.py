@@ -10,14 +10,13 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from nrl_k8s.flows import head_services
-from nrl_k8s.config import workflow
+from nrl_k8s.config import LoadedConfig, workflow
 from nrl_k8s.config import recipe as recipe_mod
-from nrl_k8s.config import LoadedConfig
 from nrl_k8s.errors import ConfigError, InfraError
-from nrl_k8s.ray.execdriver import RECIPE_NAME, check_tmp_dir, run_dir
+from nrl_k8s.flows import head_services
 from nrl_k8s.kinds import deployment, dgd, lease, rayjob
 from nrl_k8s.kinds.base import MANAGED_BY, labelled
+from nrl_k8s.ray.execdriver import RECIPE_NAME, check_tmp_dir, run_dir
 
 DEFAULT_HEALTH_TIMEOUT_S = 300.0
 # How long after its longest DGD readyTimeoutS a run that died while starting is ended with no one
@@ -80,7 +79,8 @@ def _same_namespace(dgds: dict[str, dict], namespace: str) -> None:
         seen[name] = key
         if manifest["metadata"]["namespace"] != namespace:
             raise ConfigError(
-                f"infra.dynamo.{key}.namespace is {manifest['metadata']['namespace']!r} but the run is in {namespace!r}",
+                f"infra.dynamo.{key}.namespace is {manifest['metadata']['namespace']!r} "
+                f"but the run is in {namespace!r}",
                 hint="Kubernetes ownerReferences cannot cross namespaces, so the DGD could not be cleaned up with "
                 "the run; remove dynamo.KEY.namespace or set infra.namespace to match",
             )

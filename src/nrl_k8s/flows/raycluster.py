@@ -32,28 +32,34 @@ how to stop it. A run killed outright (SIGKILL) cannot roll back: what it create
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nrl_k8s.ops import gc
-from nrl_k8s.flows import driver_log, head_services, records as runs, unfinished
-from nrl_k8s.ray import package as package_mod
-from nrl_k8s.flows import lifecycle
-from nrl_k8s.flows.lifecycle import LiveOptions
-from nrl_k8s.flows.concurrency import Background, fan_out, gather
-from nrl_k8s.flows.steps import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, BringUp
+from nrl_k8s.config.recipe import RECIPE_ENV, recipe_text
 from nrl_k8s.errors import ConfigError, NotFoundError, NrlK8sError, ResourceFailed, SubmissionExists
 from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
+from nrl_k8s.flows import driver_log, head_services, lifecycle, unfinished
+from nrl_k8s.flows import records as runs
+from nrl_k8s.flows.concurrency import Background, fan_out, gather
+from nrl_k8s.flows.lifecycle import LiveOptions
+from nrl_k8s.flows.steps import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, BringUp
 from nrl_k8s.kinds import raycluster, rayjob
 from nrl_k8s.kinds.base import Kind, Ready, owned, owner_reference
 from nrl_k8s.kinds.core import CONFIGMAP
 from nrl_k8s.kinds.index import kind_of
-from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
+from nrl_k8s.ops import gc
 from nrl_k8s.ops.probe import Permission, run_permissions
-from nrl_k8s.config.recipe import RECIPE_ENV, recipe_text
+from nrl_k8s.ray import package as package_mod
+
+from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 if TYPE_CHECKING:
     from nrl_k8s.ray.dashboard import Dashboard, JobInfo
@@ -98,7 +104,7 @@ class LongLivedResult:
 class LongLived:
     """One long-lived bring-up: its plan, the shared steps and its own (``cluster up`` runs a subset)."""
 
-    def __init__(self, kube, plan: LongLivedPlan, options: LiveOptions, emit: Emit):
+    def __init__(self, kube: Kube, plan: LongLivedPlan, options: LiveOptions, emit: Emit):
         self.kube, self.ns, self.emit = kube, plan.namespace, emit
         self.steps = BringUp(kube, plan.namespace, plan.driver.cluster, emit, adopt=options.adopt,
                              stamp=self._stamp, reused=self._take_over)
@@ -206,7 +212,9 @@ class LongLived:
         for obj in [*self.plan.dra.get(role, []), *filter(None, [self.plan.env_secrets.get(role)])]:
             kind, name = kind_of(obj), obj["metadata"]["name"]
             found = self.steps.read(kind, name)
-            if found is not None and ref["uid"] not in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
+            if found is not None and ref["uid"] not in {
+                o.get("uid") for o in found["metadata"].get("ownerReferences") or []
+            }:
                 self.kube.wait_gone(kind, name, self.ns, timeout_s=GONE_TIMEOUT_S)  # GC takes a replaced cluster's
                 found = None
             self.steps.ensure(kind, owned(obj, live), label, recreate=self.options.recreate, live=found)
@@ -215,9 +223,10 @@ class LongLived:
         """RayClusters (of ``roles``, default all) provisioned and DGDs (default all) serving, all at once."""
         roles = self.plan.clusters if roles is None else roles
         dgds = self.plan.dgds if dgds is None else dgds
-        jobs = {f"kuberay.{role}": (lambda emit, role=role: self.steps.wait_ready(
-            raycluster.KIND, raycluster.readiness, self.result.clusters[role], f"kuberay.{role}",
-            _PROVISION_TIMEOUT_S, emit)) for role in roles}
+        jobs: dict[str, Callable[[Emit], object]] = {
+            f"kuberay.{role}": functools.partial(self.steps.wait_ready, raycluster.KIND, raycluster.readiness,
+                                                 self.result.clusters[role], f"kuberay.{role}", _PROVISION_TIMEOUT_S)
+            for role in roles}
         if dgds:
             jobs["dynamo"] = lambda emit: self.steps.wait_dgds(dgds, self.plan.ready_timeouts)
         fan_out(jobs, self.emit, lambda label: None)
@@ -242,7 +251,9 @@ class LongLived:
         if self._exec is None:
             from nrl_k8s.ray.execdriver import ExecDrivers
 
-            self._exec = ExecDrivers(self.kube, self.ns, self.steps.cluster, [posixpath.dirname(self.plan.exec_dir)])
+            assert self.plan.exec_dir is not None  # planned for the exec submitter
+            self._exec = ExecDrivers(self.kube, self.ns, self.plan.driver.cluster,
+                                     [posixpath.dirname(self.plan.exec_dir)])
         return self._exec
 
     def driver_source(self):
@@ -287,7 +298,8 @@ class LongLived:
             done = self.result.daemons[role] = submit_daemon(dash, daemon, packages.get(role), namespace=self.ns,
                                                              replace=self.options.replace, emit=self.emit)
             self.steps.wait_healthy(f"daemon {role}", daemon.health,
-                              failed=lambda: _ended(dash, done.split()[-1], self.ns, daemon.cluster))
+                                    failed=lambda dash=dash, done=done, daemon=daemon:
+                                    _ended(dash, done.split()[-1], self.ns, daemon.cluster))
 
     def read_ahead(self, package: package_mod.Package) -> None:
         """When the training cluster is up already, start the driver step's reads (its job list and
@@ -306,9 +318,11 @@ class LongLived:
         driver = self.plan.driver
         dash = self.dashboard("training")
         ahead, self._ahead = self._ahead, None
-        jobs, present, read_at = ahead.result() if ahead else (None, None, None)
-        if ahead is None or time.monotonic() - read_at > _READ_AHEAD_S:  # the waits took a while: read again
+        read = ahead.result() if ahead else None
+        if read is None or time.monotonic() - read[2] > _READ_AHEAD_S:  # the waits took a while: read again
             jobs, present = self._driver_reads(package)
+        else:
+            jobs, present, _ = read
         running = [j for j in jobs if not j.terminal and (j.metadata or {}).get(KIND_METADATA) != "daemon"]
         exec_mode = self.plan.submitter == "exec"
         running_exec = [j for j in self.exec_drivers().list_jobs() if not j.terminal] if exec_mode else []
@@ -345,6 +359,7 @@ class LongLived:
         from nrl_k8s.ray.execdriver import LOG_NAME, driver_script
 
         driver, directory, drivers = self.plan.driver, self.plan.exec_dir, self.exec_drivers()
+        assert directory is not None  # planned for the exec submitter
         pod = drivers.prepare(directory, driver_script(driver.entrypoint, driver.env), recipe_text(self.plan.recipe))
         self.finish()
         self.submitting = True
@@ -386,22 +401,25 @@ class LongLived:
         and how to stop it."""
         if not self._unsure:
             return ""
-        run_id = self.plan.run_id
+        run_id, cluster = self.plan.run_id, self.plan.driver.cluster
         stop = (f"`nrl-k8s job stop --job {run_id}` with this run config (--force: KILL)"
-                if self.plan.submitter == "exec" else f"`{job_command('stop', self.ns, self.steps.cluster, run_id)}`")
-        return f"driver {run_id} may be running on RayCluster {self.steps.cluster}; nothing was deleted: stop it with {stop}"
+                if self.plan.submitter == "exec" else f"`{job_command('stop', self.ns, cluster, run_id)}`")
+        return (f"driver {run_id} may be running on RayCluster {cluster}; nothing was deleted: "
+                f"stop it with {stop}")
 
     def running_hint(self) -> str:
         from nrl_k8s.ray.execdriver import LOG_NAME
 
         if self.result.exec:
             return (f"driver {self.plan.run_id} keeps running on head pod {self.result.exec['pod']} of RayCluster "
-                    f"{self.steps.cluster} (exec; its log: {self.result.exec['dir']}/{LOG_NAME}); nothing was deleted: "
+                    f"{self.plan.driver.cluster} (exec; its log: {self.result.exec['dir']}/{LOG_NAME}); "
+                    "nothing was deleted: "
                     f"follow it with `nrl-k8s logs -f --run {self.plan.run_id}`, stop it with "
                     f"`nrl-k8s job stop --run {self.plan.run_id}` (--force: KILL)")
-        return (f"job {self.plan.run_id} keeps running on RayCluster {self.steps.cluster}; nothing was deleted: "
-                f"follow it with `{job_command('logs', self.ns, self.steps.cluster, self.plan.run_id)} -f`, "
-                f"stop it with `{job_command('stop', self.ns, self.steps.cluster, self.plan.run_id)}`")
+        cluster = self.plan.driver.cluster
+        return (f"job {self.plan.run_id} keeps running on RayCluster {cluster}; nothing was deleted: "
+                f"follow it with `{job_command('logs', self.ns, cluster, self.plan.run_id)} -f`, "
+                f"stop it with `{job_command('stop', self.ns, cluster, self.plan.run_id)}`")
 
 
 def job_command(verb: str, namespace: str, cluster: str, job_id: str) -> str:
@@ -420,12 +438,14 @@ def submit_daemon(dash: Dashboard, daemon: Submission, package, *, namespace: st
     latest = latest_daemon_job(jobs, daemon.submission_id)
     if latest is not None and not replace:
         if latest.status in ("RUNNING", "PENDING", "SUCCEEDED"):
-            emit(Applied(label, latest.submission_id, f"reused ({latest.status})"))
-            return f"{latest.status.lower()} {latest.submission_id}"
-        raise ResourceFailed(f"daemon {latest.submission_id} on RayCluster {daemon.cluster} is {latest.status}"
-                             f"{': ' + latest.message if latest.message else ''}",
-                             hint=f"read its logs (`{job_command('logs', namespace, daemon.cluster, latest.submission_id)}`)"
-                             ", then pass --replace to start it again")
+            emit(Applied(label, latest.id, f"reused ({latest.status})"))
+            return f"{latest.status.lower()} {latest.id}"
+        raise ResourceFailed(
+            f"daemon {latest.id} on RayCluster {daemon.cluster} is {latest.status}"
+            f"{': ' + latest.message if latest.message else ''}",
+            hint=f"read its logs (`{job_command('logs', namespace, daemon.cluster, latest.id)}`)"
+            ", then pass --replace to start it again",
+        )
     submission_id = daemon.submission_id
     if latest is not None:
         stop_jobs(dash, [j for j in jobs if not j.terminal], emit, namespace=namespace, cluster=daemon.cluster)
@@ -453,16 +473,18 @@ def latest_daemon_job(jobs: list[JobInfo], submission_id: str) -> JobInfo | None
 def stop_jobs(dash: Dashboard, jobs: list[JobInfo], emit: Emit, *, namespace: str, cluster: str) -> None:
     """Stop ``jobs`` and wait until Ray reports each terminal."""
     for job in jobs:
-        dash.stop(job.submission_id)
-        emit(Waiting(f"job {job.submission_id}", "stopping"))
+        dash.stop(job.id)
+        emit(Waiting(f"job {job.id}", "stopping"))
     deadline = time.monotonic() + _STOP_TIMEOUT_S
     for job in jobs:
-        while not _stopped(dash, job.submission_id):
+        while not _stopped(dash, job.id):
             if time.monotonic() >= deadline:
-                raise ResourceFailed(f"job {job.submission_id} did not stop within {_STOP_TIMEOUT_S}s",
-                                     hint=f"stop it yourself: {job_command('stop', namespace, cluster, job.submission_id)}")
+                raise ResourceFailed(
+                    f"job {job.id} did not stop within {_STOP_TIMEOUT_S}s",
+                    hint=f"stop it yourself: {job_command('stop', namespace, cluster, job.id)}",
+                )
             time.sleep(0.2)
-        emit(Became(f"job {job.submission_id}", "stopped"))
+        emit(Became(f"job {job.id}", "stopped"))
 
 
 def _stopped(dash: Dashboard, submission_id: str) -> bool:
@@ -499,7 +521,7 @@ def bring_up(run: LongLived) -> None:
     run.driver(packages["driver"])
 
 
-def run_raycluster(kube, plan: LongLivedPlan, options: LiveOptions, emit: Emit, on_log=None) -> LongLivedResult:
+def run_raycluster(kube: Kube, plan: LongLivedPlan, options: LiveOptions, emit: Emit, on_log=None) -> LongLivedResult:
     with LongLived(kube, plan, options, emit) as run:
         lifecycle.execute(run, lambda: bring_up(run),
                           (lambda: run.follow(on_log or (lambda text: None))) if options.wait else None)

@@ -35,16 +35,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nrl_k8s.flows import driver_log, head_services, lifecycle, records as runs
+from nrl_k8s.errors import (
+    ApiError,
+    ConfigError,
+    DashboardError,
+    NotFoundError,
+    ResourceFailed,
+    SubmissionExists,
+    WaitTimeout,
+)
+from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
+from nrl_k8s.flows import driver_log, head_services, lifecycle
+from nrl_k8s.flows import records as runs
 from nrl_k8s.flows.lifecycle import LiveOptions
 from nrl_k8s.flows.steps import GONE_TIMEOUT_S, BringUp
-from nrl_k8s.errors import ApiError, ConfigError, DashboardError, NotFoundError, ResourceFailed, SubmissionExists, WaitTimeout
-from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
 from nrl_k8s.kinds import dgd, lease, raycluster, rayjob, secret
 from nrl_k8s.kinds.base import Failed, Pending, Ready, delete_command, managed, owned
 from nrl_k8s.kinds.index import kind_of
-from .plan import RunPlan
 from nrl_k8s.ops.probe import run_permissions
+
+from .plan import RunPlan
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 if TYPE_CHECKING:
     from nrl_k8s.ray.dashboard import Dashboard
@@ -74,7 +87,7 @@ class RunResult:
 class RayJobRun:
     """One `run --rayjob` (serial or ``--parallel``): its plan, the shared steps and its own."""
 
-    def __init__(self, kube, plan: RunPlan, options: LiveOptions, emit: Emit):
+    def __init__(self, kube: Kube, plan: RunPlan, options: LiveOptions, emit: Emit):
         name, ns = plan.rayjob["metadata"]["name"], plan.rayjob["metadata"]["namespace"]
         self.kube, self.ns, self.emit = kube, ns, emit
         self.steps = BringUp(kube, ns, name, emit, adopt=options.adopt)
@@ -127,7 +140,8 @@ class RayJobRun:
         status = job.get("status") or {}
         self.emit(Warning(f"RayJob {name} from an earlier run has finished ({status.get('jobDeploymentStatus')}, "
                           f"job {status.get('jobStatus') or 'never ran'}); deleting it to start this run"))
-        cluster = rayjob.cluster_name(job) and self.kube.find(raycluster.KIND, rayjob.cluster_name(job), self.ns)
+        created = rayjob.cluster_name(job)
+        cluster = created and self.kube.find(raycluster.KIND, created, self.ns)
         old_secret = self.kube.find(secret.KIND, self.plan.secret["metadata"]["name"], self.ns)
         self.kube.delete(rayjob.KIND, name, self.ns)
         self.kube.wait_gone(rayjob.KIND, name, self.ns, timeout_s=GONE_TIMEOUT_S)
@@ -152,23 +166,25 @@ class RayJobRun:
         objects created with the RayJob as their owner (``apply_dgds`` does the DGDs): none is ever
         unowned. KubeRay refuses to suspend a RayJob that keeps its cluster (``--no-shutdown``):
         then the lease itself owns them until ``resume`` creates the RayJob. Their owner."""
-        self.lease = self.steps.create(lease.KIND, self.plan.lease, "lease")
+        assert self.plan.lease is not None  # a serial run's plan has its start lease
+        self.lease = held_by = self.steps.create(lease.KIND, self.plan.lease, "lease")
         seconds = self.plan.lease["spec"]["activeDeadlineSeconds"]
         self.lease_ends = time.monotonic() + seconds
-        self.emit(Applied("lease", self.lease["metadata"]["name"], f"created (Job; deletes the run's objects in "
+        self.emit(Applied("lease", held_by["metadata"]["name"], f"created (Job; deletes the run's objects in "
                                                                    f"{seconds}s unless released)"))
         if self.plan.rayjob["spec"].get("suspend"):
-            self.job = self.steps.create(rayjob.KIND, owned(rayjob.held(self.plan.rayjob), self.lease), "rayjob")
+            self.job = self.steps.create(rayjob.KIND, owned(rayjob.held(self.plan.rayjob), held_by), "rayjob")
             self.emit(Applied("rayjob", self.result.rayjob, "created suspended, owned by the lease"))
-        self.holder = self.job or self.lease
-        self.steps.create_owned(secret.KIND, self.plan.secret, self.holder, "secret")
+        self.holder = holder = self.job or held_by
+        self.steps.create_owned(secret.KIND, self.plan.secret, holder, "secret")
         for obj in self.plan.dra:
-            self.steps.create_owned(kind_of(obj), obj, self.holder, "dra")
-        return self.holder
+            self.steps.create_owned(kind_of(obj), obj, holder, "dra")
+        return holder
 
     def resume(self) -> None:
         """Every DGD serves: the suspended RayJob resumed (once KubeRay has suspended it, so the
         cluster name read next is the new cluster's), or the RayJob created, owned by the lease."""
+        assert self.lease is not None  # apply_held made it
         if self.job is None:
             self.job = self.steps.create(rayjob.KIND, owned(self.plan.rayjob, self.lease), "rayjob")
             self.emit(Applied("rayjob", self.result.rayjob, "created, owned by the lease"))
@@ -227,6 +243,7 @@ class RayJobRun:
         job = self.kube.wait(rayjob.KIND, named, name=self.result.rayjob, namespace=self.ns,
                              timeout_s=min(_CLUSTER_NAME_TIMEOUT_S, self.lease_left()),
                              on_progress=lambda r: self.emit(Waiting("rayjob", r)), what=f"RayJob {self.result.rayjob}")
+        assert job is not None  # named(): never Ready while absent
         self.result.raycluster = self.steps.cluster = rayjob.cluster_name(job)
         if self.result.raycluster is None:
             raise ResourceFailed(f"RayJob {self.result.rayjob} ended before KubeRay created its RayCluster: "
@@ -248,6 +265,7 @@ class RayJobRun:
         if cluster is None:  # came and went with its finished job
             self.steps.report_unlinked()
             return
+        assert self.holder is not None  # apply_held made it
         uid = self.holder["metadata"]["uid"]
         for obj in self.plan.dra:
             self.steps.add_owner(kind_of(obj), obj["metadata"]["name"], cluster, replacing=uid)
@@ -257,6 +275,7 @@ class RayJobRun:
     # -- stalled-driver rescue -------------------------------------------------------------
     def rescue_driver(self) -> None:
         cluster = self.result.raycluster
+        assert cluster is not None  # cluster_named named it
 
         def provisioned(obj):  # gone: the job is over or someone deleted it; the RayJob tells which
             return Ready("gone") if obj is None else raycluster.readiness(obj)
@@ -310,7 +329,11 @@ class RayJobRun:
         from nrl_k8s.ray.dashboard import Dashboard  # httpx: only a run that reaches the dashboard imports it
         # 8 retries back off for about a minute, like the API calls: a short outage of the API
         # server (which proxies the dashboard) must not fail the rescue.
-        cluster = {"metadata": {"name": self.result.raycluster}, "spec": self.plan.rayjob["spec"].get("rayClusterSpec") or {}}
+        assert self.result.raycluster is not None  # cluster_named named it
+        cluster = {
+            "metadata": {"name": self.result.raycluster},
+            "spec": self.plan.rayjob["spec"].get("rayClusterSpec") or {},
+        }
         return Dashboard.for_cluster(cluster_name=self.result.raycluster, namespace=self.ns,
                                      connection=self.kube.connection, in_cluster=self.kube.in_cluster,
                                      url=self.options.dashboard_url, service=raycluster.head_service_of(cluster),
@@ -358,10 +381,13 @@ class RayJobRun:
         job = self.result.rayjob
         what = ", ".join(filter(None, [self.result.raycluster and f"RayCluster {self.result.raycluster}",
                                        self.result.job_id and f"Ray job {self.result.job_id}"]))
-        return (f"RayJob {job} keeps running{f' ({what})' if what else ''}; nothing was deleted: "
-                f"follow it with `nrl-k8s logs -f --run {self.plan.run_id}` (or `kubectl -n {self.ns} get rayjob {job} -w`); "
-                f"stop it with `nrl-k8s job stop --run {self.plan.run_id}`, or remove it with its cluster and DGDs: "
-                f"`{delete_command(rayjob.KIND, job, self.ns)}`")
+        return (
+            f"RayJob {job} keeps running{f' ({what})' if what else ''}; nothing was deleted: "
+            f"follow it with `nrl-k8s logs -f --run {self.plan.run_id}` "
+            f"(or `kubectl -n {self.ns} get rayjob {job} -w`); "
+            f"stop it with `nrl-k8s job stop --run {self.plan.run_id}`, or remove it with its cluster and DGDs: "
+            f"`{delete_command(rayjob.KIND, job, self.ns)}`"
+        )
 
     # -- failure ---------------------------------------------------------------------------
     def keep(self) -> None:
@@ -400,7 +426,7 @@ def serial(run: RayJobRun) -> None:
     run.rescue_driver()
 
 
-def run_rayjob(kube, plan: RunPlan, options: LiveOptions, emit: Emit, on_log: Callable[[str], None] | None = None,
+def run_rayjob(kube: Kube, plan: RunPlan, options: LiveOptions, emit: Emit, on_log: Callable[[str], None] | None = None,
                *, bring_up: Callable[[RayJobRun], None] = serial) -> RunResult:
     """``bring_up`` (``serial``, or ``parallel.bring_up``) over a new run, rolled back on failure or
     Ctrl-C until its driver is submitted; with ``options.wait`` followed to its end, its driver log

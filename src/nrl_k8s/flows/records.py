@@ -91,7 +91,9 @@ def load(run_id: str | None = None) -> dict:
     if run_id is not None:
         path = directory / f"{run_id}.json"
         if not path.is_file():
-            raise NotFoundError(f"no record of run {run_id} in {directory}", hint="`nrl-k8s status` lists the latest run")
+            raise NotFoundError(
+                f"no record of run {run_id} in {directory}", hint="`nrl-k8s status` lists the latest run"
+            )
         return _read(path)
     latest = directory / LATEST
     if not latest.is_file():

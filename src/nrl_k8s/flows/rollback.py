@@ -18,13 +18,17 @@ uses; when a rollback cannot finish, it says what is left and how to remove it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from nrl_k8s.kinds import dgd_users as usage
 from nrl_k8s.errors import ApiError, ConflictError, NotFoundError
 from nrl_k8s.events import Emit, LeftBehind, RolledBack, Waiting, Warning
 from nrl_k8s.kinds import dgd
 from nrl_k8s.kinds.base import Kind, delete_command
+from nrl_k8s.kube import dgd_users as usage
 from nrl_k8s.signals import RollbackInterrupts
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ class Created:
 
 @dataclass
 class Ledger:
-    kube: object
+    kube: Kube
     namespace: str
     run: str  # the RayJob name, as listed in a DGD's users
     emit: Emit
@@ -49,8 +53,10 @@ class Ledger:
 
     def rollback(self, interrupts: RollbackInterrupts) -> bool:
         """Undo everything; True when a further Ctrl-C aborted it."""
-        done: dict[str, list[str]] = {"deleted": [], "kept": [f"DynamoGraphDeployment {entry.name} (existed before this "
-                                                              "run)" for entry in self.claimed]}
+        done: dict[str, list[str]] = {
+            "deleted": [],
+            "kept": [f"DynamoGraphDeployment {entry.name} (existed before this run)" for entry in self.claimed],
+        }
         left: list[LeftBehind] = []
         todo = self.created[::-1]
         try:

@@ -7,10 +7,21 @@ creates goes into the run's rollback ledger before the request is sent.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
+from enum import Enum
+from typing import TYPE_CHECKING, Final
 
-from nrl_k8s.errors import ApiError, ConfigError, ConflictError, ForbiddenError, NotFoundError, ResourceFailed, UnauthorizedError
+from nrl_k8s.errors import (
+    ApiError,
+    ConfigError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    ResourceFailed,
+    UnauthorizedError,
+)
 from nrl_k8s.events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from nrl_k8s.kinds import crds, deployment, dgd
 from nrl_k8s.kinds.base import OWNER_LABEL, Kind, delete_command, maker, managed, owned, owner_reference
@@ -24,13 +35,23 @@ from .concurrency import fan_out
 from .rollback import Created, Ledger
 from .serving import HEALTHY, present, wait_http, wait_serving
 
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
+
 GONE_TIMEOUT_S = 600
-UNREAD = object()  # BringUp.ensure: the live object was not read yet
+
+
+class _Unread(Enum):
+    UNREAD = "unread"
+
+
+UNREAD: Final = _Unread.UNREAD  # BringUp.ensure: the live object was not read yet
 DEPLOYMENT_TIMEOUT_S = 600
 
 
 def _owners_patch(live: dict, ref: dict, replacing: str | None) -> dict | None:
-    """The patch making ``ref`` an owner of ``live`` in place of the owner of uid ``replacing``; None when it is already so."""
+    """The patch making ``ref`` an owner of ``live`` in place of the owner of uid ``replacing``;
+    None when it is already so."""
     before = live["metadata"].get("ownerReferences") or []
     kept = [o for o in before if o.get("uid") != replacing]
     linked = any(o.get("uid") == ref["uid"] for o in kept)
@@ -48,7 +69,7 @@ class BringUp:
     ``adopt`` (--adopt): reuse, and drive, a same-named object another user or a person made.
     A flow's own rules for what it creates and reuses come in as ``stamp`` and ``reused``."""
 
-    def __init__(self, kube, namespace: str, run: str, emit: Emit, *, adopt: bool = False,
+    def __init__(self, kube: Kube, namespace: str, run: str, emit: Emit, *, adopt: bool = False,
                  stamp: Stamp | None = None, reused: Reused | None = None):
         self.kube, self.ns, self.emit, self.adopt = kube, namespace, emit, adopt
         self.stamp, self.reused = stamp, reused
@@ -90,7 +111,8 @@ class BringUp:
         if missing:
             serves = f"it serves {', '.join(served)}" if served else "its CRD is not installed"
             raise NotFoundError(
-                f"the API server does not serve DynamoGraphDeployment {', '.join(missing)} ({serves}); nothing was created",
+                f"the API server does not serve DynamoGraphDeployment {', '.join(missing)} ({serves}); "
+                "nothing was created",
                 hint=f"{crds.HELMFILE_HINT}; {crds.UPGRADE[crds.DGD]}",
             )
 
@@ -161,7 +183,7 @@ class BringUp:
             ) from None
 
     def ensure(self, kind: Kind, manifest: dict, label: str, *, recreate: bool = False,
-               live: dict | None | object = UNREAD) -> tuple[dict, str]:
+               live: dict | None | _Unread = UNREAD) -> tuple[dict, str]:
         """Reuse an identical live object, keep a drifted one (warning with the paths) unless
         ``recreate`` (nrl-k8s-made objects only), else create; (live object, action). ``live``:
         the object as just read (None: absent), saving the read."""
@@ -195,6 +217,7 @@ class BringUp:
         obj = self.kube.wait(kind, present(readiness), name=name, namespace=self.ns, timeout_s=timeout_s,
                              on_progress=lambda reason: emit(Waiting(label, reason)), what=f"{label} ({name})",
                              pods=pods or pod_selector(kind, name))
+        assert obj is not None  # present(): never Ready while absent
         emit(Became(label, "ready"))
         return obj
 
@@ -208,8 +231,8 @@ class BringUp:
                 self.ensure(kind_of(manifest), manifest, f"deployments.{key}", recreate=recreate)
         if not wait:
             return
-        fan_out({key: (lambda emit, key=key: self._wait_deployment(deployments[key][0], key, health.get(key), emit))
-                  for key in deployments}, self.emit, lambda key: None)
+        fan_out({key: functools.partial(self._wait_deployment, deployments[key][0], key, health.get(key))
+                 for key in deployments}, self.emit, lambda key: None)
 
     def _wait_deployment(self, manifest: dict, key: str, health: tuple[str, float] | None, emit: Emit) -> None:
         label = f"deployments.{key}"
@@ -263,9 +286,8 @@ class BringUp:
 
     def wait_dgds(self, dgds: dict[str, dict], timeouts: dict[str, float]) -> None:
         """Three-gate readiness of every DGD, in parallel."""
-        fan_out({key: (lambda emit, key=key, manifest=manifest:
-                        wait_serving(self.kube, f"dynamo.{key}", manifest, timeouts[key], emit))
-                  for key, manifest in dgds.items()},
+        fan_out({key: functools.partial(wait_serving, self.kube, f"dynamo.{key}", manifest, timeouts[key])
+                 for key, manifest in dgds.items()},
                  self.emit, lambda key: self.emit(Became(f"dynamo.{key}", "serving")))
 
     def create_owned(self, kind: Kind, manifest: dict, owner: dict, label: str) -> dict:
@@ -324,5 +346,10 @@ class BringUp:
             owners = self.dgd_owners.get(name) or []
             if action == "created" and (self.cluster is None or self.cluster not in owners):
                 kind, held = self.dgd_kinds[name], f", owned by {', '.join(owners)} only" if owners else ""
-                self.emit(LeftBehind(f"{kind.kind} {name}", f"not linked to RayCluster {self.cluster or '(not created)'}"
-                                     f"{held}, so it outlives the run", delete_command(kind, name, self.ns)))
+                self.emit(
+                    LeftBehind(
+                        f"{kind.kind} {name}",
+                        f"not linked to RayCluster {self.cluster or '(not created)'}{held}, so it outlives the run",
+                        delete_command(kind, name, self.ns),
+                    )
+                )

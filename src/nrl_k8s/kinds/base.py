@@ -22,7 +22,7 @@ def managed(obj: dict) -> bool:
 OWNER_LABEL = "nrl-k8s/owner"  # the ${user:} who made it (src/nrl_k8s/defaults.yaml puts it on everything)
 
 
-def maker(obj: dict, user: str) -> str | None:
+def maker(obj: dict, user: str | None) -> str | None:
     """Who made ``obj``, when it is not ``user``'s own nrl-k8s object: else None."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if not managed(obj):

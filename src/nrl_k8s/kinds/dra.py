@@ -79,7 +79,10 @@ def render_for_pods(pod_specs: list[dict], owner_name: str, infra: dict) -> list
     if roce_pods:
         roce = settings.get("roce") or {}
         device_class = roce.get("deviceClassName") or DEFAULT_ROCE_DEVICE_CLASS
-        request = {"name": ROCE_REQUEST, "exactly": {"deviceClassName": device_class, "count": roce.get("count") or roce_gpus}}
+        request = {
+            "name": ROCE_REQUEST,
+            "exactly": {"deviceClassName": device_class, "count": roce.get("count") or roce_gpus},
+        }
         objects.append(_object(RESOURCE_CLAIM_TEMPLATE, roce_template_name(owner_name), infra,
                                {"spec": {"devices": {"requests": [request]}}}))
     return objects
@@ -94,7 +97,9 @@ def wire_claims(pod_specs: list[dict], objects: list[dict], owner_name: str, whe
     """Point the special claims of ``pod_specs`` (a DGD's pods) at ``owner_name``'s templates,
     which ``objects`` (the training cluster's DRA objects) must create; else a ConfigError."""
     made = {obj["metadata"]["name"] for obj in objects if obj["kind"] == RESOURCE_CLAIM_TEMPLATE.kind}
-    made |= {obj["spec"]["channel"]["resourceClaimTemplate"]["name"] for obj in objects if obj["kind"] == COMPUTE_DOMAIN.kind}
+    made |= {
+        obj["spec"]["channel"]["resourceClaimTemplate"]["name"] for obj in objects if obj["kind"] == COMPUTE_DOMAIN.kind
+    }
     for pod in pod_specs:
         for claim in pod.get("resourceClaims") or []:
             template = templates_of(owner_name).get(claim.get("name"))

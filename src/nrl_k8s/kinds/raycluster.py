@@ -29,14 +29,29 @@ import copy
 import math
 
 from nrl_k8s.kinds import k8s_rules as rules
-from ..config.schema import MOUNTED_KINDS, PVC_KINDS, ROLES
-from ..errors import InfraError
 from nrl_k8s.kinds.k8s_rules import Invalid
 from nrl_k8s.kinds.names import MAX_RAYCLUSTER_NAME_LEN, validate_name
+
+from ..config.schema import MOUNTED_KINDS, PVC_KINDS, ROLES
+from ..errors import InfraError
 from . import dra
+from .base import (
+    MANAGED_BY,
+    Failed,
+    Kind,
+    Pending,
+    Readiness,
+    Ready,
+    condition,
+    condition_true,
+    describe_condition,
+    k8s_str,
+    label_template,
+    object_metadata,
+    str_map,
+    without_nulls,
+)
 from .pod_schema import check_pod_template
-from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, condition, condition_true
-from .base import describe_condition, k8s_str, label_template, object_metadata, str_map, without_nulls
 
 KIND = Kind("ray.io", "v1", "rayclusters", "RayCluster")
 ROLE_LABEL = "nrl-k8s.io/role"
@@ -66,7 +81,9 @@ def role_entry(infra: dict, role: str) -> dict:
     """``infra.kuberay.ROLE``, or ConfigError when it is not declared."""
     entry = (infra.get("kuberay") or {}).get(role)
     if not entry:
-        raise InfraError(("kuberay", role), "is not set", hint=f"declare kuberay.{role} with a name and a RayCluster spec")
+        raise InfraError(
+            ("kuberay", role), "is not set", hint=f"declare kuberay.{role} with a name and a RayCluster spec"
+        )
     return entry
 
 
@@ -212,7 +229,7 @@ def _keep_ray_ports(container: dict) -> None:
 
 def _check_spec(spec: object) -> dict:
     """``spec`` if the RayCluster fields nrl-k8s reads have their KubeRay CRD types."""
-    rules.expect(spec, dict)
+    spec = rules.expect(spec, dict)
     if spec.get("rayVersion") is not None:
         rules.expect(spec["rayVersion"], str, ("rayVersion",))
     if "headGroupSpec" in spec:
@@ -239,10 +256,15 @@ def _check_spec(spec: object) -> dict:
 
 
 def _check_group(group: object, path: tuple) -> None:
-    rules.expect(group, dict, path)
+    group = rules.expect(group, dict, path)
     params = group.get("rayStartParams")
     for key, value in (rules.expect(params, dict, (*path, "rayStartParams")) if params is not None else {}).items():
-        rules.expect(value, str, (*path, "rayStartParams", key), what='a string (KubeRay passes them to `ray start`; quote numbers: "0")')
+        rules.expect(
+            value,
+            str,
+            (*path, "rayStartParams", key),
+            what='a string (KubeRay passes them to `ray start`; quote numbers: "0")',
+        )
     if "template" in group:
         rules.expect(group["template"], dict, (*path, "template"))
 
@@ -297,7 +319,9 @@ def _segment_size(entry: dict, role: str) -> int | None:
     if size is None:
         return None
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise InfraError(("kuberay", role, "segmentSize"), f"must be a positive integer, got {size!r}", hint="e.g. segmentSize: 8")
+        raise InfraError(
+            ("kuberay", role, "segmentSize"), f"must be a positive integer, got {size!r}", hint="e.g. segmentSize: 8"
+        )
     return size
 
 

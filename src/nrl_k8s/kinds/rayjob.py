@@ -12,6 +12,7 @@ worker group gets ``NRL_K8S_RUN_ID``, ``NRL_K8S_RECIPE`` and each launch.env nam
 from __future__ import annotations
 
 import copy
+from typing import TypeGuard
 
 from nrl_k8s.config import recipe as recipe_mod
 from nrl_k8s.kinds.names import MAX_RAYJOB_NAME_LEN, validate_name
@@ -190,7 +191,7 @@ def driver_submitted(obj: dict) -> bool:
     return bool((obj.get("status") or {}).get("jobStatus"))
 
 
-def live(obj: dict | None) -> bool:
+def live(obj: dict | None) -> TypeGuard[dict]:
     """A RayJob that exists and has not reached a terminal deployment status."""
     return obj is not None and not terminal(obj)
 

@@ -23,7 +23,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -434,6 +434,19 @@ class Kube:
         finally:
             response.close()
             response.release_conn()
+
+    @overload
+    def wait(self, kind: Kind, readiness: Callable[[dict | None], Readiness], *, name: str,
+             label_selector: None = None, namespace: str | None = None, timeout_s: float,
+             on_progress: Callable[[str], None] | None = None, what: str = "", pods: str | None = None) -> dict | None:
+        ...
+
+    @overload
+    def wait(self, kind: Kind, readiness: Callable[[builtins.list[dict]], Readiness], *, name: None = None,
+             label_selector: str, namespace: str | None = None, timeout_s: float,
+             on_progress: Callable[[str], None] | None = None, what: str = "",
+             pods: str | None = None) -> builtins.list[dict]:
+        ...
 
     def wait(
         self,

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nrl_k8s.ops import targets
-from nrl_k8s.kinds import dgd_users as usage
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.events import Became, Emit, Warning
 from nrl_k8s.kinds import deployment, dgd, raycluster, rayjob, service
 from nrl_k8s.kinds.base import MANAGED_BY_SELECTOR, OWNER_LABEL, maker
 from nrl_k8s.kinds.index import kind_of
+from nrl_k8s.kube import dgd_users as usage
+from nrl_k8s.ops import targets
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
 
@@ -33,7 +37,7 @@ def objects(plan, target: targets.Target) -> list[dict]:
     return plan.deployments[target.key]
 
 
-def up(kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit) -> None:
+def up(kube: Kube, plan, chosen: list[targets.Target], options: UpOptions, emit: Emit) -> None:
     """Ensure the chosen targets (reuse identical, warn on drift, ``recreate`` replaces) with the
     long-lived flow's steps; with ``wait``, await them and submit the chosen roles' daemons.
     Nothing is rolled back: what came up stays up, even on an error or Ctrl-C. Only a command
@@ -69,7 +73,7 @@ def _up(run, plan, chosen: list[targets.Target], options: UpOptions) -> None:
     run.daemons(packages, roles=keys["kuberay"])
 
 
-def down(kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: bool = False, emit: Emit) -> None:
+def down(kube: Kube, infra: dict, chosen: list[targets.Target], *, wait: bool, force: bool = False, emit: Emit) -> None:
     """Delete the chosen targets nrl-k8s created; ``kuberay.training`` also takes the run's RayJob.
 
     Refuses (before deleting anything) while a live RayJob uses what would be deleted, unless ``force``.
@@ -109,7 +113,7 @@ def _kinds(target: targets.Target, manifest: dict) -> list:
     return [kind_of(manifest)]
 
 
-def _live_users(kube, kind, obj: dict, ns: str) -> list[str]:
+def _live_users(kube: Kube, kind, obj: dict, ns: str) -> list[str]:
     """The live RayJobs that deleting ``obj`` would stop or strip of inference."""
     if kind == rayjob.KIND:
         # a suspended one runs nothing: at most its run's start lease holds it
@@ -119,7 +123,7 @@ def _live_users(kube, kind, obj: dict, ns: str) -> list[str]:
     return []
 
 
-def inventory(kube, namespace: str) -> list[dict]:
+def inventory(kube: Kube, namespace: str) -> list[dict]:
     """Every nrl-k8s-managed RayJob, RayCluster and DGD in the namespace (one row each)."""
     rows = []
     for kind in (rayjob.KIND, raycluster.KIND, dgd.KIND):

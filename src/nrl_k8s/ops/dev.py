@@ -21,9 +21,10 @@ outside any Role; ``check`` says "not verified" for them instead of failing.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any
 
 from nrl_k8s.config.recipe import ENV_NAME
 from nrl_k8s.errors import ConfigError, ConflictError, ForbiddenError
@@ -31,8 +32,8 @@ from nrl_k8s.events import Applied, Emit, Waiting, Warning
 from nrl_k8s.kinds import deployment, dgd, dra, lease, pod, raycluster, rayjob, secret, service
 from nrl_k8s.kinds.base import MANAGED_BY, OWNER_LABEL, Kind, Pending, Readiness, maker, managed
 from nrl_k8s.kinds.core import CONFIGMAP, EVENT, SERVICE_ACCOUNT
-from nrl_k8s.kinds.rbac import ROLE, ROLE_BINDING, render_role, render_role_binding, render_service_account
 from nrl_k8s.kinds.names import validate_name
+from nrl_k8s.kinds.rbac import ROLE, ROLE_BINDING, render_role, render_role_binding, render_service_account
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
@@ -56,12 +57,21 @@ _NOT_YOURS_HINT = ("nrl-k8s changes and deletes only what it created for you: us
                    "name (NRL_K8S_USER), or ask the object's owner to remove it")
 
 # What nrl-k8s calls in a namespace, by kind (the Role of the dev pod grants exactly this).
-_APPLIED = (rayjob.KIND, lease.KIND, raycluster.KIND, *dgd.KINDS, *dra.KINDS, deployment.KIND, service.KIND,
-            secret.KIND, CONFIGMAP)  # rendered and applied (configmaps: the gym's endpoint registry that --replace resets)
-_APPLY_VERBS = ("get", "list", "watch", "create", "patch", "delete")  # find/wait/create/modify/delete
+_APPLIED = (
+    rayjob.KIND,
+    lease.KIND,
+    raycluster.KIND,
+    *dgd.KINDS,
+    *dra.KINDS,
+    deployment.KIND,
+    service.KIND,
+    secret.KIND,
+    CONFIGMAP,
+)  # rendered and applied (configmaps: the gym's endpoint registry that --replace resets)
+_APPLY_VERBS: tuple[str, ...] = ("get", "list", "watch", "create", "patch", "delete")  # find/wait/create/modify/delete
 _READ = (pod.KIND, EVENT)  # readiness and the reasons a wait gives (diagnose)
-_READ_VERBS = ("get", "list", "watch")
-_SUBRESOURCES = (
+_READ_VERBS: tuple[str, ...] = ("get", "list", "watch")
+_SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pods/log", ("get",)),  # logs --source head|worker|dgd
     ("pods/exec", ("create", "get")),  # the exec submitter and `kubectl exec` (websocket: get; SPDY and 1.31+: create)
     ("services/proxy", ("get", "create", "update", "patch", "delete")),  # dashboard, frontends, the relay (any method)
@@ -144,7 +154,7 @@ def render(names: Names, image: str | None, *, pull_secrets: list[dict] | None =
     role = render_role(names.rbac, names.namespace, labels, role_rules())
     binding = render_role_binding(names.rbac, names.namespace, labels, names.rbac, names.rbac)
     variables = {"USER": names.user, "NRL_K8S_USER": names.user, **(env or {})}  # ${user:} inside = outside
-    container = {
+    container: dict[str, Any] = {
         "name": CONTAINER,
         **({"image": image} if image else {}),
         "command": ["/bin/sh", "-c", STARTUP],
@@ -157,8 +167,18 @@ def render(names: Names, image: str | None, *, pull_secrets: list[dict] | None =
         "restartPolicy": "Never",
         "containers": [container],
         # Off GPU nodes where there are others (preferred: a GPU-only cluster still runs it).
-        "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
-            "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}}]}},
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]
+                        },
+                    }
+                ]
+            }
+        },
     }
     if pull_secrets:
         spec["imagePullSecrets"] = list(pull_secrets)
@@ -169,13 +189,17 @@ def render(names: Names, image: str | None, *, pull_secrets: list[dict] | None =
                 "metadata": {"name": names.pod, "namespace": names.namespace,
                              "labels": {**labels, COMPONENT_LABEL: "dev-pod"}},
                 "spec": spec}
-    return DevPod(names, image, ((SERVICE_ACCOUNT, account), (ROLE, role), (ROLE_BINDING, binding), (pod.KIND, manifest)))
+    return DevPod(
+        names, image, ((SERVICE_ACCOUNT, account), (ROLE, role), (ROLE_BINDING, binding), (pod.KIND, manifest))
+    )
 
 
 def check_image(image: str | None) -> None:
     """ConfigError for an image Kubernetes refuses (empty, or with whitespace); None is no image."""
     if image is not None and (not image or any(c.isspace() for c in image)):
-        raise ConfigError(f"--image {image!r} is not an image reference", hint="e.g. --image nvcr.io/nvidia/nemo-rl:v0.4.0")
+        raise ConfigError(
+            f"--image {image!r} is not an image reference", hint="e.g. --image nvcr.io/nvidia/nemo-rl:v0.4.0"
+        )
 
 
 def render_for_infra(names: Names, image: str | None, infra: dict | None) -> DevPod:
@@ -191,8 +215,13 @@ def render_for_infra(names: Names, image: str | None, infra: dict | None) -> Dev
             volumes.append(found)
             if key == "hf_cache":
                 env["HF_HOME"] = found[1]
-    return render(names, image or infra.get("image"), pull_secrets=raycluster.pull_secret_refs(infra.get("imagePullSecrets") or []),
-                  volumes=volumes, env=env)
+    return render(
+        names,
+        image or infra.get("image"),
+        pull_secrets=raycluster.pull_secret_refs(infra.get("imagePullSecrets") or []),
+        volumes=volumes,
+        env=env,
+    )
 
 
 def exec_argv(kubectl: str, names: Names, command: list[str] | None, *, tty: bool, context: str | None) -> list[str]:
@@ -201,7 +230,9 @@ def exec_argv(kubectl: str, names: Names, command: list[str] | None, *, tty: boo
     return [*argv, *(["-t"] if tty else []), names.pod, "-c", CONTAINER, "--", *(command or SHELL)]
 
 
-def secret_values(from_env: list[str], from_file: list[str], ssh_key: str | None, env: Mapping[str, str]) -> dict[str, str]:
+def secret_values(
+    from_env: list[str], from_file: list[str], ssh_key: str | None, env: Mapping[str, str]
+) -> dict[str, str]:
     """The keys and values ``setup-secrets`` stores; ConfigError (naming the flag, never a value)
     for a bad one.
 
@@ -214,23 +245,29 @@ def secret_values(from_env: list[str], from_file: list[str], ssh_key: str | None
 
     def put(key: str, value: str, flag: str) -> None:
         if not ENV_NAME.fullmatch(key):
-            raise ConfigError(f"{flag}: {key!r} is not an environment variable name",
-                              hint="the Secret is read through envFrom: use letters, digits and '_', not starting with a digit")
+            raise ConfigError(
+                f"{flag}: {key!r} is not an environment variable name",
+                hint="the Secret is read through envFrom: use letters, digits and '_', not starting with a digit",
+            )
         if key in values:
             raise ConfigError(f"{flag}: key {key} is given twice", hint="give each key once")
         values[key] = value
 
     for name in from_env:
         if "=" in name:  # NAME=VALUE out of habit: the value must not be echoed
-            raise ConfigError(f"--from-env takes a variable name, not NAME=VALUE (got a value for {name.partition('=')[0]})",
-                              hint="values on a command line stay in shell history and show in `ps`: export the "
-                                   "variable and pass its name")
+            raise ConfigError(
+                f"--from-env takes a variable name, not NAME=VALUE (got a value for {name.partition('=')[0]})",
+                hint="values on a command line stay in shell history and show in `ps`: export the "
+                "variable and pass its name",
+            )
         flag = f"--from-env {name}"
         put(name, "", flag)  # the name is checked before its value is read
         value = env.get(name)
         if not value:
-            raise ConfigError(f"{flag}: ${name} is {'empty' if value == '' else 'not set'}",
-                              hint=f"export {name} first (e.g. `read -rs {name} && export {name}`), or use --from-file {name}=PATH")
+            raise ConfigError(
+                f"{flag}: ${name} is {'empty' if value == '' else 'not set'}",
+                hint=f"export {name} first (e.g. `read -rs {name} && export {name}`), or use --from-file {name}=PATH",
+            )
         values[name] = value
     for item in from_file:
         key, sep, path = item.partition("=")
@@ -238,18 +275,24 @@ def secret_values(from_env: list[str], from_file: list[str], ssh_key: str | None
             raise ConfigError("--from-file: an argument is not KEY=PATH",
                               hint="give KEY=PATH, KEY an environment variable name (PATH /dev/stdin reads a pipe)")
         text = _read_text(Path(path).expanduser(), f"--from-file {key}", show_path=False)
-        put(key, text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text, f"--from-file {key}")
+        put(
+            key,
+            text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text,
+            f"--from-file {key}",
+        )
     if ssh_key is not None:
-        path = Path(ssh_key).expanduser()
-        if not _KEY_FILE_NAME.fullmatch(path.name):
-            raise ConfigError(f"--ssh-key {ssh_key}: the file name {path.name!r} cannot name a file in ~/.ssh",
+        key_file = Path(ssh_key).expanduser()
+        if not _KEY_FILE_NAME.fullmatch(key_file.name):
+            raise ConfigError(f"--ssh-key {ssh_key}: the file name {key_file.name!r} cannot name a file in ~/.ssh",
                               hint="use a key file named like id_ed25519")
-        content = _read_text(path, f"--ssh-key {ssh_key}")
-        put(SSH_KEY_NAME, path.name, "--ssh-key")
+        content = _read_text(key_file, f"--ssh-key {ssh_key}")
+        put(SSH_KEY_NAME, key_file.name, "--ssh-key")
         put(SSH_KEY_CONTENT, content, "--ssh-key")
     if not values:
-        raise ConfigError("dev setup-secrets: nothing to store",
-                          hint="pass --from-env NAME or --from-file KEY=PATH (repeatable), or a key file with --ssh-key")
+        raise ConfigError(
+            "dev setup-secrets: nothing to store",
+            hint="pass --from-env NAME or --from-file KEY=PATH (repeatable), or a key file with --ssh-key",
+        )
     return values
 
 
@@ -280,7 +323,7 @@ def refusal(kind: Kind, obj: dict, names: Names) -> ConfigError | None:
                        hint=_NOT_YOURS_HINT)
 
 
-def _found(kube: "Kube", objects: list[tuple[Kind, str]], names: Names) -> dict[Kind, dict | None]:
+def _found(kube: Kube, objects: list[tuple[Kind, str]], names: Names) -> dict[Kind, dict | None]:
     """Each object as it is now; refuses (nothing applied yet) when one exists and is not the user's."""
     live = {kind: kube.find(kind, name, names.namespace) for kind, name in objects}
     for kind, obj in live.items():
@@ -289,7 +332,7 @@ def _found(kube: "Kube", objects: list[tuple[Kind, str]], names: Names) -> dict[
     return live
 
 
-def _create(kube: "Kube", kind: Kind, manifest: dict, names: Names, emit: Emit, what: str) -> dict | None:
+def _create(kube: Kube, kind: Kind, manifest: dict, names: Names, emit: Emit, what: str) -> dict | None:
     """Create ``manifest``; None when it appeared meanwhile (and is the user's: else refuse)."""
     try:
         created = kube.create(kind, manifest)
@@ -310,7 +353,7 @@ class Stored:
     all_keys: tuple[str, ...]  # every key the Secret holds
 
 
-def setup_secrets(kube: "Kube", names: Names, values: dict[str, str]) -> Stored:
+def setup_secrets(kube: Kube, names: Names, values: dict[str, str]) -> Stored:
     """Create the user's Secret with ``values``, or merge them into it (keys given replace theirs)."""
     manifest = secret.render(names.secret, names.namespace, [names.labels], values,
                              hint="store large files elsewhere (a volume) and keep the Secret for credentials")
@@ -340,7 +383,7 @@ def _phase(obj: dict) -> str | None:
     return (obj.get("status") or {}).get("phase")
 
 
-def connect(kube: "Kube", plan: DevPod, emit: Emit, *, timeout_s: float) -> dict:
+def connect(kube: Kube, plan: DevPod, emit: Emit, *, timeout_s: float) -> dict:
     """Apply ``plan`` (creating what is missing, bringing the user's Role and RoleBinding up to date)
     and wait until the pod runs; the pod as it runs."""
     names = plan.names
@@ -349,8 +392,10 @@ def connect(kube: "Kube", plan: DevPod, emit: Emit, *, timeout_s: float) -> dict
     current = live[pod.KIND]
     reuse = current is not None and not current["metadata"].get("deletionTimestamp") and _phase(current) not in _ENDED
     if not reuse and plan.image is None:
-        raise ConfigError(f"no dev pod {names.pod} runs in namespace {names.namespace}, and no image was given to start one",
-                          hint="pass --image IMAGE, or --infra FILE whose `image` is set")
+        raise ConfigError(
+            f"no dev pod {names.pod} runs in namespace {names.namespace}, and no image was given to start one",
+            hint="pass --image IMAGE, or --infra FILE whose `image` is set",
+        )
     if live[SERVICE_ACCOUNT] is None:
         _create(kube, SERVICE_ACCOUNT, account, names, emit, "serviceaccount")
     else:
@@ -362,10 +407,19 @@ def connect(kube: "Kube", plan: DevPod, emit: Emit, *, timeout_s: float) -> dict
         emit(Applied("dev pod", names.pod, "reused"))
         running = next((c.get("image") for c in current["spec"]["containers"] if c.get("name") == CONTAINER), None)
         if plan.image is not None and running != plan.image:
-            emit(Warning(f"the dev pod runs {running}, not {plan.image}: `nrl-k8s dev stop`, then connect again to change it"))
+            emit(
+                Warning(
+                    f"the dev pod runs {running}, not {plan.image}: `nrl-k8s dev stop`, then connect again to change it"
+                )
+            )
     else:
         if current is not None:
-            emit(Waiting("dev pod", "replacing the one that " + ("ended" if _phase(current) in _ENDED else "is being deleted")))
+            emit(
+                Waiting(
+                    "dev pod",
+                    "replacing the one that " + ("ended" if _phase(current) in _ENDED else "is being deleted"),
+                )
+            )
             kube.delete(pod.KIND, names.pod, names.namespace)
             kube.wait_gone(pod.KIND, names.pod, names.namespace, timeout_s=timeout_s)
         _create(kube, pod.KIND, plan.pod, names, emit, "dev pod")
@@ -380,7 +434,7 @@ def connect(kube: "Kube", plan: DevPod, emit: Emit, *, timeout_s: float) -> dict
     return found
 
 
-def _ensure_role(kube: "Kube", role: dict, live: dict | None, names: Names, emit: Emit) -> None:
+def _ensure_role(kube: Kube, role: dict, live: dict | None, names: Names, emit: Emit) -> None:
     if live is None:
         try:
             _create(kube, ROLE, role, names, emit, "role")
@@ -398,7 +452,7 @@ def _ensure_role(kube: "Kube", role: dict, live: dict | None, names: Names, emit
         emit(Applied("role", names.rbac, "reused"))
 
 
-def _ensure_binding(kube: "Kube", binding: dict, live: dict | None, names: Names, emit: Emit) -> None:
+def _ensure_binding(kube: Kube, binding: dict, live: dict | None, names: Names, emit: Emit) -> None:
     if live is not None and live.get("roleRef") != binding["roleRef"]:  # roleRef is immutable
         kube.delete(ROLE_BINDING, names.rbac, names.namespace, resource_version=live["metadata"]["resourceVersion"])
         kube.wait_gone(ROLE_BINDING, names.rbac, names.namespace, timeout_s=60)
@@ -406,7 +460,9 @@ def _ensure_binding(kube: "Kube", binding: dict, live: dict | None, names: Names
     if live is None:
         _create(kube, ROLE_BINDING, binding, names, emit, "rolebinding")
     elif live.get("subjects") != binding["subjects"]:
-        kube.modify(ROLE_BINDING, names.rbac, lambda _: {"subjects": binding["subjects"]}, names.namespace, current=live)
+        kube.modify(
+            ROLE_BINDING, names.rbac, lambda _: {"subjects": binding["subjects"]}, names.namespace, current=live
+        )
         emit(Applied("rolebinding", names.rbac, "updated"))
     else:
         emit(Applied("rolebinding", names.rbac, "reused"))
@@ -425,7 +481,7 @@ class Stopped:
     kept: tuple[str, ...]  # "Kind name" of the user's objects left in place
 
 
-def stop(kube: "Kube", names: Names, *, everything: bool, timeout_s: float) -> Stopped:
+def stop(kube: Kube, names: Names, *, everything: bool, timeout_s: float) -> Stopped:
     """Delete the dev pod (and with ``everything`` its RoleBinding, Role and ServiceAccount) and wait
     until the pod is gone. The user's Secret is always kept."""
     rbac = [(ROLE_BINDING, names.rbac), (ROLE, names.rbac), (SERVICE_ACCOUNT, names.rbac)]

@@ -27,13 +27,17 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from nrl_k8s.kinds import dgd_users as usage
 from nrl_k8s.errors import ConfigError, ConflictError, NotFoundError
 from nrl_k8s.kinds import dgd, dra, raycluster, rayjob, secret
 from nrl_k8s.kinds.base import MANAGED_BY_SELECTOR, Kind, owner_reference
+from nrl_k8s.kube import dgd_users as usage
 from nrl_k8s.kube.errors import KindNotServedError
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 DEADLINE_ANNOTATION = "nrl-k8s.io/owner-deadline"
 # Past the DGDs' readiness the run creates its RayJob at once; the margin covers the calls between.
@@ -51,12 +55,14 @@ def current_time() -> float:
     try:
         return time.time() + float(value[1:]) if value.startswith("+") else float(value)
     except ValueError:
-        raise ConfigError(f"${NOW_ENV} is {value!r}", hint="give seconds since the epoch, or +SECONDS from now") from None
+        raise ConfigError(
+            f"${NOW_ENV} is {value!r}", hint="give seconds since the epoch, or +SECONDS from now"
+        ) from None
 
 
 def with_deadline(manifest: dict, seconds: float, now: float | None = None) -> dict:
     """A copy of ``manifest`` saying it gets an owner within ``seconds`` of now, or its run died."""
-    when = datetime.fromtimestamp((time.time() if now is None else now) + seconds, timezone.utc)
+    when = datetime.fromtimestamp((time.time() if now is None else now) + seconds, UTC)
     metadata = manifest["metadata"]
     annotations = {**(metadata.get("annotations") or {}), DEADLINE_ANNOTATION: when.strftime("%Y-%m-%dT%H:%M:%SZ")}
     return {**manifest, "metadata": {**metadata, "annotations": annotations}}
@@ -64,9 +70,11 @@ def with_deadline(manifest: dict, seconds: float, now: float | None = None) -> d
 
 def deadline(obj: dict) -> float | None:
     value = ((obj.get("metadata") or {}).get("annotations") or {}).get(DEADLINE_ANNOTATION)
+    if not isinstance(value, str):
+        return None
     try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
-    except (TypeError, ValueError):
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
         return None
 
 
@@ -80,7 +88,7 @@ class Leftover:
     obj: dict
 
 
-def find(kube, namespace: str, now: float | None = None) -> list[Leftover]:
+def find(kube: Kube, namespace: str, now: float | None = None) -> list[Leftover]:
     """Every unowned object a run created in ``namespace``, with what gc does to it."""
     from nrl_k8s.flows import unfinished
 
@@ -96,7 +104,7 @@ def find(kube, namespace: str, now: float | None = None) -> list[Leftover]:
     return found + unfinished.find(kube, namespace, now)
 
 
-def collect(kube, namespace: str, leftovers: list[Leftover]) -> list[tuple[Leftover, str]]:
+def collect(kube: Kube, namespace: str, leftovers: list[Leftover]) -> list[tuple[Leftover, str]]:
     """Act on ``find``'s verdicts: (leftover, what was done)."""
     done = []
     for item in leftovers:
@@ -109,7 +117,7 @@ def collect(kube, namespace: str, leftovers: list[Leftover]) -> list[tuple[Lefto
     return done
 
 
-def unowned(kube, namespace: str, groups, selector: str):
+def unowned(kube: Kube, namespace: str, groups, selector: str):
     """(kind, object) of every unowned object ``selector`` selects, per group of kinds (the versions
     of one kind list the same objects: the first one served is read); kinds the cluster lacks are skipped."""
     for kinds in groups:
@@ -126,7 +134,7 @@ def _latest(jobs: list[dict]) -> dict | None:
     return max(jobs, key=lambda j: j["metadata"].get("creationTimestamp") or "", default=None)
 
 
-def _judge(kube, kind: Kind, obj: dict, job: dict | None, namespace: str, now: float) -> tuple[str, str]:
+def _judge(kube: Kube, kind: Kind, obj: dict, job: dict | None, namespace: str, now: float) -> tuple[str, str]:
     if kind in dgd.KINDS:
         # its first user is the run that created it; a run that reused it may still be starting
         live = usage.live(kube, dgd.users(obj)[1:], namespace, starting_is_live=True)
@@ -145,18 +153,21 @@ def _judge(kube, kind: Kind, obj: dict, job: dict | None, namespace: str, now: f
     if due is None:
         return "keep", f"no {DEADLINE_ANNOTATION} annotation: not created unowned by a run"
     if now < due:
-        return "keep", f"its run may still be starting (owner due by {obj['metadata']['annotations'][DEADLINE_ANNOTATION]})"
+        return (
+            "keep",
+            f"its run may still be starting (owner due by {obj['metadata']['annotations'][DEADLINE_ANNOTATION]})",
+        )
     return "delete", "its run died before creating its RayJob"
 
 
-def _owner(kube, item: Leftover, namespace: str) -> dict | None:
+def _owner(kube: Kube, item: Leftover, namespace: str) -> dict | None:
     job = _latest(kube.list(rayjob.KIND, namespace, label_selector=f"{rayjob.RUN_ID_LABEL}={item.run_id}"))
     if job is None or item.kind == secret.KIND:
         return job
-    return kube.find(raycluster.KIND, rayjob.cluster_name(job), namespace) if rayjob.cluster_name(job) else None
+    return kube.find(raycluster.KIND, cluster, namespace) if (cluster := rayjob.cluster_name(job)) else None
 
 
-def _link(kube, item: Leftover, namespace: str) -> str:
+def _link(kube: Kube, item: Leftover, namespace: str) -> str:
     owner = _owner(kube, item, namespace)
     if owner is None:
         return "kept (its owner is gone)"
@@ -172,7 +183,7 @@ def _link(kube, item: Leftover, namespace: str) -> str:
     return f"linked to {owner['kind']} {owner['metadata']['name']}"
 
 
-def _delete(kube, item: Leftover, namespace: str) -> str:
+def _delete(kube: Kube, item: Leftover, namespace: str) -> str:
     """Delete guarded by the version judged: changed since (a new user, an owner, a run taking it
     over) means judge again next time; a change of its status only (an operator's) is deleted still."""
     judged = item.obj
@@ -183,7 +194,10 @@ def _delete(kube, item: Leftover, namespace: str) -> str:
             live = kube.find(item.kind, item.name, namespace)
             if live is None:
                 return "already gone"
-            if any(live["metadata"].get(k) != judged["metadata"].get(k) for k in ("labels", "annotations", "ownerReferences")):
+            if any(
+                live["metadata"].get(k) != judged["metadata"].get(k)
+                for k in ("labels", "annotations", "ownerReferences")
+            ):
                 return "kept (it changed while gc ran: run gc again)"
             judged = live
             continue

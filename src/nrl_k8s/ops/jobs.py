@@ -4,23 +4,27 @@ training cluster's exec drivers (``execdriver``), which the job commands read li
 from __future__ import annotations
 
 import posixpath
+from typing import TYPE_CHECKING
 
-from nrl_k8s.flows import records as runs
 from nrl_k8s.config import workflow
-from nrl_k8s.ray.dashboard import Dashboard, of_raycluster
 from nrl_k8s.errors import NotFoundError
+from nrl_k8s.flows import records as runs
 from nrl_k8s.kinds import raycluster, rayjob
+from nrl_k8s.ray.dashboard import Dashboard, of_raycluster
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 
-def role_cluster(kube, infra: dict, role: str) -> tuple[str, dict | None]:
+def role_cluster(kube: Kube, infra: dict, role: str) -> tuple[str, dict | None]:
     """(RayCluster name, the RayJob of that name or None); the bare name first, then `.status.rayClusterName`."""
     name = raycluster.cluster_name(infra, role)
     ns = infra["namespace"]
     job = kube.find(rayjob.KIND, name, ns)
     if kube.find(raycluster.KIND, name, ns) is not None:
         return name, job
-    if job is not None and rayjob.cluster_name(job):
-        return rayjob.cluster_name(job), job
+    if job is not None and (created := rayjob.cluster_name(job)):
+        return created, job
     raise NotFoundError(
         f"no RayCluster for role {role} ({name}) in namespace {ns}",
         hint=f"start it with `nrl-k8s run RECIPE` or `nrl-k8s cluster up RECIPE --target kuberay.{role}` "
@@ -30,15 +34,16 @@ def role_cluster(kube, infra: dict, role: str) -> tuple[str, dict | None]:
 
 def current_job(dash: Dashboard, job: dict | None) -> str:
     """The RayJob's job id, else the most recently started job on the cluster."""
-    if job is not None and rayjob.job_id(job):
-        return rayjob.job_id(job)
+    if job is not None and (job_id := rayjob.job_id(job)):
+        return job_id
     jobs = sorted(dash.list_jobs(), key=lambda j: j.start_time or 0)
-    if not jobs:
+    ids = [found for j in jobs if (found := j.submission_id or j.job_id)]
+    if not ids:
         raise NotFoundError("no Ray jobs on this cluster yet", hint="submit one with `nrl-k8s run`")
-    return jobs[-1].submission_id or jobs[-1].job_id
+    return ids[-1]
 
 
-def exec_drivers(kube, infra: dict, record: dict | None, cluster: str):
+def exec_drivers(kube: Kube, infra: dict, record: dict | None, cluster: str):
     """The exec drivers of the training RayCluster ``cluster`` (an ``execdriver.ExecDrivers``), or None
     when no run uses the exec submitter there: neither the run record, nor the infra's submitter,
     nor a run recorded on this machine for that cluster."""
@@ -51,7 +56,7 @@ def exec_drivers(kube, infra: dict, record: dict | None, cluster: str):
     return ExecDrivers(kube, infra["namespace"], cluster, dirs) if dirs else None
 
 
-def exec_job(kube, infra: dict, record: dict | None, cluster: str, job_id: str | None):
+def exec_job(kube: Kube, infra: dict, record: dict | None, cluster: str, job_id: str | None):
     """(exec drivers, job id) when job ``job_id`` of ``cluster`` is an exec driver. With no ``job_id``:
     the driver of the latest run recorded here for that cluster when it used exec, else the newest
     exec driver when the infra's submitter is exec. None: a Ray job."""
@@ -70,7 +75,7 @@ def exec_job(kube, infra: dict, record: dict | None, cluster: str, job_id: str |
     return drivers, job_id
 
 
-def job_source(kube, infra: dict, record: dict | None, role: str, job: str | None, url: str | None = None):
+def job_source(kube: Kube, infra: dict, record: dict | None, role: str, job: str | None, url: str | None = None):
     """(where job ``job`` is read and stopped, its id): the training cluster's exec drivers when it is
     an exec driver (``exec_job``), else the role's dashboard (a ``Dashboard``). ``job`` None: the job
     the run record names (training), else the current one. Close what it returns."""
@@ -86,7 +91,7 @@ def job_source(kube, infra: dict, record: dict | None, role: str, job: str | Non
         raise
 
 
-def list_jobs(kube, infra: dict, record: dict | None, role: str, url: str | None = None) -> list:
+def list_jobs(kube: Kube, infra: dict, record: dict | None, role: str, url: str | None = None) -> list:
     """The Ray jobs on the role's cluster, then (training) its exec drivers, as ``JobInfo``."""
     cluster, _ = role_cluster(kube, infra, role)
     with of_raycluster(kube, cluster, infra["namespace"], url=url) as dash:

@@ -25,14 +25,19 @@ server sent it: the caller redacts it.
 
 from __future__ import annotations
 
+import functools
 import queue
 import shlex
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from nrl_k8s.errors import ApiError, ConfigError, NotFoundError
 from nrl_k8s.kinds import dgd, pod, raycluster
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 if TYPE_CHECKING:
     from nrl_k8s.ray.dashboard import Dashboard
@@ -56,22 +61,34 @@ class Request:
     follow: bool = False
 
     @classmethod
-    def parse(cls, source: str, *, role: str | None, tail: int | None, follow: bool, dashboard_url: str | None) -> "Request":
+    def parse(
+        cls, source: str, *, role: str | None, tail: int | None, follow: bool, dashboard_url: str | None
+    ) -> Request:
         """Validate the flags together: ConfigError (exit 2) naming the one that does not fit."""
         kind, _, component = source.partition(":")
-        if kind not in SOURCES or (component and kind != "dgd") or (kind == "dgd" and source.endswith(":") and not component):
-            raise ConfigError(f"--source {source}: expected driver, daemon, auto, head, worker, dgd or dgd:COMPONENT",
-                              hint="e.g. --source daemon for the role's daemon, --source head, or --source dgd:frontend "
-                                   "for a DGD's frontend pods")
+        if (
+            kind not in SOURCES
+            or (component and kind != "dgd")
+            or (kind == "dgd" and source.endswith(":") and not component)
+        ):
+            raise ConfigError(
+                f"--source {source}: expected driver, daemon, auto, head, worker, dgd or dgd:COMPONENT",
+                hint="e.g. --source daemon for the role's daemon, --source head, or --source dgd:frontend "
+                "for a DGD's frontend pods",
+            )
         if tail is not None and tail < 0:
             raise ConfigError(f"--tail {tail}: must be 0 or more", hint="--tail 0 -f prints only what comes next")
         if dashboard_url and kind not in DASHBOARD_SOURCES:
-            raise ConfigError(f"--dashboard-url does not apply to --source {source}", hint="pod logs are read through the API server")
+            raise ConfigError(
+                f"--dashboard-url does not apply to --source {source}", hint="pod logs are read through the API server"
+            )
         if role and kind == "dgd":
-            raise ConfigError(f"--role does not apply to --source {source}", hint="a DGD belongs to the run, not to a role")
+            raise ConfigError(
+                f"--role does not apply to --source {source}", hint="a DGD belongs to the run, not to a role"
+            )
         return cls(kind, component or None, role or "training", tail, follow)
 
-    def resolved(self, infra: dict) -> "Request":
+    def resolved(self, infra: dict) -> Request:
         """``auto`` made ``daemon`` or ``driver`` by the role's declaration; ConfigError (exit 2) for
         ``daemon`` on a role that declares none, or a role the infra does not declare."""
         if self.source not in ("auto", "daemon"):
@@ -95,7 +112,7 @@ class PodContainer:
 Skip = Callable[[PodContainer, str], None]  # told about a pod whose log cannot be read (why)
 
 
-def pod_targets(kube, namespace: str, selector: str, choose: Callable[[dict], str], what: str,
+def pod_targets(kube: Kube, namespace: str, selector: str, choose: Callable[[dict], str], what: str,
                 keep: Callable[[dict], bool] = lambda _: True) -> list[PodContainer]:
     """The pods matching ``selector`` (and ``keep``), oldest name first, with the container ``choose`` picks."""
     pods = [p for p in kube.list(pod.KIND, namespace, label_selector=selector) if keep(p)]
@@ -117,12 +134,12 @@ def _main(p: dict) -> str:
     return "main" if "main" in _containers(p) else _first(p)
 
 
-def ray_targets(kube, namespace: str, cluster: str, node_type: str) -> list[PodContainer]:
+def ray_targets(kube: Kube, namespace: str, cluster: str, node_type: str) -> list[PodContainer]:
     selector = f"ray.io/cluster={cluster},ray.io/node-type={node_type}"
     return pod_targets(kube, namespace, selector, _first, f"Ray {node_type}")
 
 
-def dgd_targets(kube, names: list[str], namespace: str, component: str | None) -> list[PodContainer]:
+def dgd_targets(kube: Kube, names: list[str], namespace: str, component: str | None) -> list[PodContainer]:
     """The pods of the DGDs ``names`` (only ``component``'s when given)."""
     if not names:
         raise ConfigError("the run declares no DGD (infra.dynamo is empty)", hint="use --source driver, head or worker")
@@ -130,21 +147,32 @@ def dgd_targets(kube, names: list[str], namespace: str, component: str | None) -
     def keep(p: dict) -> bool:
         labels = p["metadata"].get("labels") or {}
         wanted = (component or "").lower()
-        return not component or wanted in (labels.get(COMPONENT_LABEL, "").lower(), labels.get(COMPONENT_TYPE_LABEL, "").lower())
+        return not component or wanted in (
+            labels.get(COMPONENT_LABEL, "").lower(),
+            labels.get(COMPONENT_TYPE_LABEL, "").lower(),
+        )
 
     selector = dgd.pod_selector(names[0]) if len(names) == 1 else f"{dgd.POD_LABEL} in ({','.join(sorted(names))})"
     try:
-        return pod_targets(kube, namespace, selector, _main, f"DGD {'/'.join(names)}" + (f" {component}" if component else ""), keep)
+        return pod_targets(
+            kube, namespace, selector, _main, f"DGD {'/'.join(names)}" + (f" {component}" if component else ""), keep
+        )
     except NotFoundError:
         if not component:
             raise
-        found = sorted({(p["metadata"].get("labels") or {}).get(COMPONENT_LABEL, "?")
-                        for p in kube.list(pod.KIND, namespace, label_selector=selector)})
-        raise ConfigError(f"--source dgd:{component}: no such component in DGD {', '.join(names)}",
-                          hint=f"components with pods: {', '.join(found) or 'none yet'}") from None
+        found = sorted(
+            {
+                (p["metadata"].get("labels") or {}).get(COMPONENT_LABEL, "?")
+                for p in kube.list(pod.KIND, namespace, label_selector=selector)
+            }
+        )
+        raise ConfigError(
+            f"--source dgd:{component}: no such component in DGD {', '.join(names)}",
+            hint=f"components with pods: {', '.join(found) or 'none yet'}",
+        ) from None
 
 
-def submitter(kube, namespace: str, rayjob: dict, cluster: str) -> PodContainer | None:
+def submitter(kube: Kube, namespace: str, rayjob: dict, cluster: str) -> PodContainer | None:
     """KubeRay's submitter of ``rayjob`` (K8sJobMode pod, or the SidecarMode container of the head), if any."""
     name = rayjob["metadata"]["name"]
     jobs = kube.list(pod.KIND, namespace, label_selector=f"{ORIGIN_NAME}={name},ray.io/originated-from-crd=RayJob")
@@ -154,7 +182,7 @@ def submitter(kube, namespace: str, rayjob: dict, cluster: str) -> PodContainer 
     return PodContainer(newest["metadata"]["name"], SUBMITTER) if newest else None
 
 
-def stream(kube, infra: dict, request: Request, *, record: dict | None, dashboard_url: str | None,
+def stream(kube: Kube, infra: dict, request: Request, *, record: dict | None, dashboard_url: str | None,
            skip: Skip) -> Iterator[str]:
     """The text ``request`` asks for, as chunks; the pods are chosen (or NotFoundError raised) at once."""
     namespace = kube.namespace
@@ -174,7 +202,9 @@ def stream(kube, infra: dict, request: Request, *, record: dict | None, dashboar
                 from .jobs import current_job
 
                 recorded = record["job_id"] if record is not None and request.role == "training" else None
-                if request.role == "training" and (exec_log := _exec_log(kube, infra, record, cluster, recorded, request)):
+                if request.role == "training" and (
+                    exec_log := _exec_log(kube, infra, record, cluster, recorded, request)
+                ):
                     return exec_log
                 return _dashboard_log(kube, cluster, lambda dash: recorded or current_job(dash, job), request,
                                       dashboard_url)
@@ -182,7 +212,7 @@ def stream(kube, infra: dict, request: Request, *, record: dict | None, dashboar
     return read(kube, namespace, targets, tail=request.tail, follow=request.follow, skip=skip)
 
 
-def _dashboard_log(kube, cluster: str, pick: Callable[[Dashboard], str], request: Request,
+def _dashboard_log(kube: Kube, cluster: str, pick: Callable[[Dashboard], str], request: Request,
                    url: str | None) -> Iterator[str]:
     """The log of the Ray job ``pick`` chooses on the cluster's dashboard."""
     from nrl_k8s.ray.dashboard import of_raycluster
@@ -198,7 +228,7 @@ def _dashboard_log(kube, cluster: str, pick: Callable[[Dashboard], str], request
             yield from skip_chars(dash.follow_logs(job_id), len(shown))
 
 
-def _exec_log(kube, infra: dict, record: dict | None, cluster: str, recorded: str | None,
+def _exec_log(kube: Kube, infra: dict, record: dict | None, cluster: str, recorded: str | None,
               request: Request) -> Iterator[str] | None:
     """The driver's log from the head pod when it is an exec driver (``jobs.exec_job``), else None."""
     from .jobs import exec_job
@@ -223,14 +253,16 @@ def _daemon_job(dash: Dashboard, submission_id: str, cluster: str, role: str) ->
     from nrl_k8s.flows.raycluster import latest_daemon_job
 
     job = latest_daemon_job(dash.list_jobs(), submission_id)
-    if job is None:
+    if job is None or job.submission_id is None:
         raise NotFoundError(f"daemon {submission_id} of role {role} was never submitted to RayCluster {cluster}",
                             hint=f"submit it with `nrl-k8s cluster up RECIPE --target kuberay.{role}` "
                                  "(or `nrl-k8s run --raycluster RECIPE`; RECIPE: its run config)")
     return job.submission_id
 
 
-def read(kube, namespace: str, targets: list[PodContainer], *, tail: int | None, follow: bool, skip: Skip) -> Iterator[str]:
+def read(
+    kube: Kube, namespace: str, targets: list[PodContainer], *, tail: int | None, follow: bool, skip: Skip
+) -> Iterator[str]:
     """The logs of ``targets`` as text chunks: one pod as it is, several line by line with a prefix."""
     if len(targets) == 1:
         target = targets[0]
@@ -240,8 +272,8 @@ def read(kube, namespace: str, targets: list[PodContainer], *, tail: int | None,
             err.hint = err.hint or f"kubectl -n {namespace} describe pod {target.pod}"
             raise
         return
-    readers = [(t, lambda t=t: kube.logs(t.pod, namespace, container=t.container, tail_lines=tail, follow=follow))
-               for t in targets]
+    readers = [(t, functools.partial(kube.logs, t.pod, namespace, container=t.container, tail_lines=tail,
+                                     follow=follow)) for t in targets]
     if not follow:
         for target, open_log in readers:
             try:
@@ -263,7 +295,7 @@ def _prefixed(target: PodContainer, chunks: Iterator[str]) -> Iterator[str]:
         yield f"[{target}] {pending}\n"
 
 
-def _merged(readers: list[tuple[PodContainer, Callable[[], Iterator[str]]]], skip: Skip) -> Iterator[str]:
+def _merged(readers: Sequence[tuple[PodContainer, Callable[[], Iterator[str]]]], skip: Skip) -> Iterator[str]:
     """Follow every log at once (a thread each), yielding prefixed lines as they come."""
     lines: queue.Queue = queue.Queue()
 
@@ -314,7 +346,7 @@ def dgd_names(infra: dict, record: dict | None) -> list[str]:
     return [dgd.render(infra, key)["metadata"]["name"] for key in sorted(infra.get("dynamo") or {})]
 
 
-def role_cluster_name(kube, infra: dict, role: str) -> tuple[str, dict | None]:
+def role_cluster_name(kube: Kube, infra: dict, role: str) -> tuple[str, dict | None]:
     """(the role's RayCluster, its RayJob or None): the bare name first, then the RayJob's cluster."""
     from .jobs import role_cluster
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nrl_k8s.kinds import crds
 from nrl_k8s.errors import ApiError, ForbiddenError, UnauthorizedError
-from nrl_k8s.kinds import core
+from nrl_k8s.kinds import core, crds
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ def run_permissions(manifests: list[dict], *, proxy: bool) -> list[Permission]:
     return list(dict.fromkeys(needed))
 
 
-def missing_permissions(kube, needed: list[Permission], namespace: str) -> list[Permission]:
+def missing_permissions(kube: Kube, needed: list[Permission], namespace: str) -> list[Permission]:
     """The permissions the cluster denies (ApiError when a review itself fails).
 
     One SelfSubjectRulesReview lists what the user's RBAC rules grant in the namespace; what one
@@ -56,7 +59,7 @@ def missing_permissions(kube, needed: list[Permission], namespace: str) -> list[
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(pool.map(allowed, unsure))
-    return [p for p, ok in zip(unsure, answers) if not ok]
+    return [p for p, ok in zip(unsure, answers, strict=True) if not ok]
 
 
 def grants(rule: dict, permission: Permission) -> bool:
@@ -73,7 +76,7 @@ def grants(rule: dict, permission: Permission) -> bool:
                     for resource in rule.get("resources") or []))
 
 
-def _granting_rules(kube, namespace: str) -> list[dict]:
+def _granting_rules(kube: Kube, namespace: str) -> list[dict]:
     """The rules of a complete SelfSubjectRulesReview; none when it is incomplete or refused."""
     try:
         status = kube.rules_review(namespace)
@@ -95,7 +98,7 @@ class Probe:
     warn: bool = False
 
 
-def probe(kube, infra: dict, manifests: list[dict]) -> list[Probe]:
+def probe(kube: Kube, infra: dict, manifests: list[dict]) -> list[Probe]:
     """Namespace, CRDs, and every permission a run applying ``manifests`` needs."""
     ns = infra["namespace"]
     try:
@@ -117,7 +120,7 @@ def probe(kube, infra: dict, manifests: list[dict]) -> list[Probe]:
                             f"ask your admin for a Role allowing {permission} in {ns}") for permission in needed]
 
 
-def crd_probes(kube, name: str, versions: set[str]) -> list[Probe]:
+def crd_probes(kube: Kube, name: str, versions: set[str]) -> list[Probe]:
     """Whether CRD ``name`` is installed and serves ``versions``; for the RayJob also the fields
     ``--parallel`` needs (a warning). A user who may not read CRDs gets discovery's answer, with
     the fields not verified: never a failure that is not one."""
@@ -126,9 +129,10 @@ def crd_probes(kube, name: str, versions: set[str]) -> list[Probe]:
         crd = kube.find(core.CRD, name)
         served = crds.served_versions(crd) if crd is not None else []
     except ForbiddenError:
-        crd, served = None, kube.served_versions(name)
-        if served is None:
+        crd, discovered = None, kube.served_versions(name)
+        if discovered is None:
             return [Probe(f"{label} (not verified: no permission to read CRDs or discovery)", True)]
+        served = discovered
         label += " (served versions from discovery; fields not verified: no permission to read CRDs)"
     missing = sorted(versions - set(served))
     if not served:
@@ -140,7 +144,7 @@ def crd_probes(kube, name: str, versions: set[str]) -> list[Probe]:
     return rows
 
 
-def _leftovers_probe(kube, ns: str) -> Probe:
+def _leftovers_probe(kube: Kube, ns: str) -> Probe:
     """A warning when runs that died left objects `nrl-k8s gc` would remove."""
     from . import gc
 
@@ -148,10 +152,15 @@ def _leftovers_probe(kube, ns: str) -> Probe:
         found = [item for item in gc.find(kube, ns) if item.verdict != "keep"]
     except ForbiddenError:
         return Probe("leftovers of dead runs (not verified: no permission to list them)", True)
-    return Probe("no leftovers of dead runs", not found,
-                 f"{len(found)} object(s) without an owner: "
-                 + ", ".join(f"{item.kind.kind} {item.name}" for item in found[:5]) + (", ..." if len(found) > 5 else ""),
-                 f"nrl-k8s -n {ns} gc (--dry-run first to see what it does)", warn=True)
+    return Probe(
+        "no leftovers of dead runs",
+        not found,
+        f"{len(found)} object(s) without an owner: "
+        + ", ".join(f"{item.kind.kind} {item.name}" for item in found[:5])
+        + (", ..." if len(found) > 5 else ""),
+        f"nrl-k8s -n {ns} gc (--dry-run first to see what it does)",
+        warn=True,
+    )
 
 
 def _parallel_probe(rayjob_crd: dict | None) -> Probe:

@@ -12,23 +12,27 @@ live one's: the row says which to expect by when).
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from nrl_k8s.ops import gc
-from nrl_k8s.flows import unfinished
-from nrl_k8s.kinds import dgd_users as usage
-from nrl_k8s.errors import ApiError, NotFoundError, NrlK8sError
-from nrl_k8s.kinds import dgd, lease, pod, raycluster, rayjob, service
 from nrl_k8s.config.interpolate import user_name
-from nrl_k8s.kinds.base import OWNER_LABEL, condition_true, delete_command
+from nrl_k8s.errors import ApiError, NotFoundError, NrlK8sError
+from nrl_k8s.flows import unfinished
 from nrl_k8s.flows.serving import probe_frontend
+from nrl_k8s.kinds import dgd, lease, pod, raycluster, rayjob, service
+from nrl_k8s.kinds.base import OWNER_LABEL, condition_true, delete_command
+from nrl_k8s.kube import dgd_users as usage
+from nrl_k8s.ops import gc
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 
-def _role(kube, infra: dict, role: str, ns: str) -> dict:
+def _role(kube: Kube, infra: dict, role: str, ns: str) -> dict:
     name = raycluster.cluster_name(infra, role)
     cluster = kube.find(raycluster.KIND, name, ns)
     job = kube.find(rayjob.KIND, name, ns)
-    if cluster is None and job is not None and rayjob.cluster_name(job):
-        cluster = kube.find(raycluster.KIND, rayjob.cluster_name(job), ns)
+    if cluster is None and job is not None and (created := rayjob.cluster_name(job)):
+        cluster = kube.find(raycluster.KIND, created, ns)
     row = {"role": role, "name": name, "cluster": None, "state": "not found", "head": "-", "workers": "-",
            "daemon": "-"}
     if cluster is None:
@@ -48,13 +52,13 @@ def _role(kube, infra: dict, role: str, ns: str) -> dict:
     return row
 
 
-def _daemon(kube, infra: dict, role: str, live: dict, ns: str) -> str:
+def _daemon(kube: Kube, infra: dict, role: str, live: dict, ns: str) -> str:
     """``STATUS submission-id`` of the role's daemon, ``-`` when it declares none."""
     daemon = infra["kuberay"][role].get("daemon")
     if not daemon:
         return "-"
-    from nrl_k8s.ray.dashboard import of_raycluster
     from nrl_k8s.flows.raycluster import latest_daemon_job
+    from nrl_k8s.ray.dashboard import of_raycluster
 
     submission_id = raycluster.daemon_submission_id(infra, role, live["metadata"]["name"])
     try:
@@ -65,7 +69,7 @@ def _daemon(kube, infra: dict, role: str, live: dict, ns: str) -> str:
     return f"{job.status} {job.submission_id}" if job else f"not submitted ({submission_id})"
 
 
-def _rayjob(kube, infra: dict, ns: str) -> dict | None:
+def _rayjob(kube: Kube, infra: dict, ns: str) -> dict | None:
     if "training" not in (infra.get("kuberay") or {}):
         return None
     job = kube.find(rayjob.KIND, rayjob.job_name(infra), ns)
@@ -86,15 +90,16 @@ def _rayjob(kube, infra: dict, ns: str) -> dict | None:
     }
 
 
-def _held_until(kube, job: dict, ns: str) -> str | None:
-    """When the start lease holding the suspended RayJob ``job`` ends ("" before it has started); None when none holds it."""
+def _held_until(kube: Kube, job: dict, ns: str) -> str | None:
+    """When the start lease holding the suspended RayJob ``job`` ends ("" before it has started);
+    None when none holds it."""
     if not rayjob.suspended(job):
         return None
     found = kube.find(lease.KIND, lease.name_of(job["metadata"]["name"]), ns)
     return None if found is None else lease.ends(found) or ""
 
 
-def _frontend(kube, name: str, ns: str) -> dict:
+def _frontend(kube: Kube, name: str, ns: str) -> dict:
     address = service.cluster_address(dgd.frontend_service(name), ns, dgd.FRONTEND_PORT)
     try:
         code = probe_frontend(kube, name, ns)
@@ -103,7 +108,7 @@ def _frontend(kube, name: str, ns: str) -> dict:
     return {"address": address, "reachable": code in (200, 404), "detail": f"HTTP {code}" if code else "no answer"}
 
 
-def _dynamo(kube, key: str, manifest: dict) -> dict:
+def _dynamo(kube: Kube, key: str, manifest: dict) -> dict:
     name, ns = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
     row = {"key": key, "name": name, "namespace": ns, "state": "not found", "ready": False, "services": [],
            "frontend": None, "owners": [], "users": []}
@@ -125,7 +130,7 @@ def _dynamo(kube, key: str, manifest: dict) -> dict:
     return row
 
 
-def _left(kube, ns: str, job: dict | None, dynamo: list[dict], user: str) -> list[dict]:
+def _left(kube: Kube, ns: str, job: dict | None, dynamo: list[dict], user: str) -> list[dict]:
     left = []
     for row in dynamo:
         if row["owners"] or not row.get("users"):
@@ -151,14 +156,14 @@ def _left(kube, ns: str, job: dict | None, dynamo: list[dict], user: str) -> lis
     return left + [row for row in gc_rows(kube, ns) if row["what"] not in listed]
 
 
-def gc_rows(kube, namespace: str) -> list[dict]:
+def gc_rows(kube: Kube, namespace: str) -> list[dict]:
     """What `nrl-k8s gc` would delete or link in ``namespace`` (any run's), as LEFT BEHIND rows."""
     return [{"what": f"{item.kind.kind} {item.name}", "reason": f"run {item.run_id}: {item.reason}",
              "remove": f"nrl-k8s -n {namespace} gc" + ("   (links it to its run)" if item.verdict == "link" else "")}
             for item in gc.find(kube, namespace) if item.verdict != "keep"]
 
 
-def _exec_driver(kube, infra: dict, record: dict | None) -> dict | None:
+def _exec_driver(kube: Kube, infra: dict, record: dict | None) -> dict | None:
     if "training" not in (infra.get("kuberay") or {}):
         return None
     from .jobs import exec_drivers, role_cluster
@@ -182,7 +187,7 @@ def _exec_driver(kube, infra: dict, record: dict | None) -> dict | None:
     return None if job is None else {"run_id": job.submission_id, "status": job.status, "detail": job.message}
 
 
-def collect(kube, infra: dict, record: dict | None = None) -> dict:
+def collect(kube: Kube, infra: dict, record: dict | None = None) -> dict:
     ns = infra["namespace"]
     job = _rayjob(kube, infra, ns)
     dynamo = [_dynamo(kube, key, dgd.render(infra, key)) for key in sorted(infra.get("dynamo") or {})]

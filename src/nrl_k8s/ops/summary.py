@@ -6,13 +6,20 @@ The CLI renders it; tests assert on it. Secrets are redacted unless asked otherw
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from nrl_k8s.config import workflow
-from nrl_k8s.config import LoadedConfig
-from nrl_k8s.kinds import dgd, dra, raycluster
-from nrl_k8s.flows.plan import RunPlan, command_line_secrets, default_flow, health_check, plan_longlived, unstaged_recipe_reads
-from nrl_k8s.redact import redact
+from nrl_k8s.config import LoadedConfig, workflow
 from nrl_k8s.config.unused_fields import unused_fields
+from nrl_k8s.flows.plan import (
+    RunPlan,
+    command_line_secrets,
+    default_flow,
+    health_check,
+    plan_longlived,
+    unstaged_recipe_reads,
+)
+from nrl_k8s.kinds import dgd, dra, raycluster
+from nrl_k8s.redact import redact
 
 
 def _gpus(container: dict) -> int:
@@ -46,7 +53,11 @@ def long_lived(infra: dict, role: str) -> dict:
     for training, where the driver's code comes from."""
     _, dra = raycluster.render_with_dra(infra, role)
     daemon = raycluster.role_entry(infra, role).get("daemon")
-    out = {"dra": [_dra(obj) for obj in dra], "daemon": None, "code": _driver_code(infra) if role == "training" else None}
+    out: dict[str, Any] = {
+        "dra": [_dra(obj) for obj in dra],
+        "daemon": None,
+        "code": _driver_code(infra) if role == "training" else None,
+    }
     if daemon:
         out["daemon"] = {
             "entrypoint": daemon.get("entrypoint"),
@@ -84,8 +95,15 @@ def _deployments(infra: dict, plan: RunPlan) -> list[dict]:
     for key, objects in plan.deployments.items():
         service = objects[1] if len(objects) > 1 else None
         ports = [f"{p['name']} {p['port']}/{p['protocol']}" for p in service["spec"]["ports"]] if service else []
-        rows.append({"key": key, "name": objects[0]["metadata"]["name"], "replicas": objects[0]["spec"].get("replicas", 1),
-                     "service": ", ".join(ports) or None, "health": _health(infra["deployments"][key])})
+        rows.append(
+            {
+                "key": key,
+                "name": objects[0]["metadata"]["name"],
+                "replicas": objects[0]["spec"].get("replicas", 1),
+                "service": ", ".join(ports) or None,
+                "health": _health(infra["deployments"][key]),
+            }
+        )
     return rows
 
 
@@ -133,16 +151,23 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
         "run_id": plan.run_id,
         "rayjob": plan.rayjob["metadata"]["name"],
         "flow": default_flow(infra),
-        "roles": [{**role_sizing(infra, role), **long_lived(infra, role)} for role in sorted(infra.get("kuberay") or {})],
+        "roles": [
+            {**role_sizing(infra, role), **long_lived(infra, role)} for role in sorted(infra.get("kuberay") or {})
+        ],
         "deployments": _deployments(infra, plan),
         "entrypoint": launch.get("entrypoint"),
         "env": dict(launch.get("env") or {}),
         "dynamo": dynamo,
         "recipe_injection": _injection(plan),
         "unused": unused_fields(infra),
-        "warnings": [{"message": message, "hint": hint}
-                     for message, hint in [*unstaged_recipe_reads(infra), *raycluster.foreign_images(infra),
-                                           *command_line_secrets(infra)]],
+        "warnings": [
+            {"message": message, "hint": hint}
+            for message, hint in [
+                *unstaged_recipe_reads(infra),
+                *raycluster.foreign_images(infra),
+                *command_line_secrets(infra),
+            ]
+        ],
     }
     return summary if show_secrets else redact(summary)
 

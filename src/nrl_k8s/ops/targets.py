@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nrl_k8s.flows import collisions
-from nrl_k8s.ray import package
 from nrl_k8s.config import LoadedConfig
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.flows import collisions
 from nrl_k8s.kinds import deployment, dgd, raycluster
+from nrl_k8s.ray import package
 
 KINDS = ("kuberay", "dynamo", "deployments")
 

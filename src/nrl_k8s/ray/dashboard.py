@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nrl_k8s.kube import websocket as _websocket
-from nrl_k8s.kube._httpx import ApiServerAuth, httpx
 from nrl_k8s.errors import DashboardError, JobGone, SubmissionExists, WaitTimeout
 from nrl_k8s.kinds import raycluster
 from nrl_k8s.kinds.service import cluster_url, proxy_path
+from nrl_k8s.kube import websocket as _websocket
+from nrl_k8s.kube._httpx import ApiServerAuth, httpx
 from nrl_k8s.ray.package import Package
 
 if TYPE_CHECKING:
@@ -69,6 +69,12 @@ class JobInfo:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def id(self) -> str:
+        """What the job API takes for it: the submission id, else (a driver started without the job
+        API) the job id; Ray reports one or the other."""
+        return self.submission_id or self.job_id or ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> JobInfo:
@@ -249,7 +255,9 @@ class Dashboard:
         operation = f"read the logs of job {submission_id}"
         return _json(self._call("GET", f"/api/jobs/{submission_id}/logs", operation)).get("logs") or ""
 
-    def follow_logs(self, submission_id: str, *, deadline_s: float | None = None, idle_s: float = 20.0) -> Iterator[str]:
+    def follow_logs(
+        self, submission_id: str, *, deadline_s: float | None = None, idle_s: float = 20.0
+    ) -> Iterator[str]:
         """Yield the job's log from its start as Ray writes it; stop once the job has ended and
         all of it was yielded.
 
@@ -437,7 +445,9 @@ class Dashboard:
         if not response.is_error:
             return response
         code = response.status_code
-        message = f"could not {operation}: {response.request.method} {response.request.url} → {code}: {_detail(response)}"
+        message = (
+            f"could not {operation}: {response.request.method} {response.request.url} → {code}: {_detail(response)}"
+        )
         if code in (401, 403):
             raise DashboardError(message, hint=self.auth_hint)
         raise DashboardError(message)

@@ -31,10 +31,14 @@ import posixpath
 import shlex
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from nrl_k8s.errors import ConfigError, InfraError, NotFoundError, ResourceFailed, WaitTimeout
 from nrl_k8s.config.workflow import DEFAULT_TMP_DIR
+from nrl_k8s.errors import ConfigError, InfraError, NotFoundError, ResourceFailed, WaitTimeout
 from nrl_k8s.kinds.raycluster import KIND_METADATA
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 DIR_PREFIX = "nrl-"
 LOG_NAME = "stdout.log"
@@ -188,7 +192,7 @@ class ExecDrivers:
     reads an exec driver the way it reads a Ray job.
     """
 
-    def __init__(self, kube, namespace: str, cluster: str, tmp_dirs: list[str], *, pod: str | None = None,
+    def __init__(self, kube: Kube, namespace: str, cluster: str, tmp_dirs: list[str], *, pod: str | None = None,
                  container: str | None = None, runner=None):
         """``pod`` and ``container``: use these (else the newest Running head pod and its Ray container);
         ``runner``: what runs the commands (default ``podexec.PodExec``; tests run them locally)."""
@@ -223,9 +227,11 @@ class ExecDrivers:
                     and (self._pod is None or p["metadata"]["name"] == self._pod)]
             if not pods:
                 which = f"head pod {self._pod}" if self._pod else "running head pod"
-                raise NotFoundError(f"no {which} of RayCluster {self.cluster} in namespace {self.ns}: the exec driver's "
-                                    "files (and log) live on it",
-                                    hint=f"kubectl -n {self.ns} get pods -l {shlex.quote(selector)}")
+                raise NotFoundError(
+                    f"no {which} of RayCluster {self.cluster} in namespace {self.ns}: the exec driver's "
+                    "files (and log) live on it",
+                    hint=f"kubectl -n {self.ns} get pods -l {shlex.quote(selector)}",
+                )
             newest = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
             self._pod = newest["metadata"]["name"]
             self._container = newest["spec"]["containers"][0]["name"]  # the Ray container
@@ -249,12 +255,16 @@ class ExecDrivers:
         for index, (name, data) in enumerate(files):
             said = self._run(WRITE, directory, name, str(len(data)), "new" if index == 0 else "", stdin=data).strip()
             if said == "EXISTS":
-                raise ConfigError(f"run {posixpath.basename(directory)[len(DIR_PREFIX):]} already has a directory on head "
-                                  f"pod {self.pod} ({directory}): a run id is used once",
-                                  hint="pass another --run-id (or none: one is generated)")
+                raise ConfigError(
+                    f"run {posixpath.basename(directory)[len(DIR_PREFIX) :]} already has a directory on head "
+                    f"pod {self.pod} ({directory}): a run id is used once",
+                    hint="pass another --run-id (or none: one is generated)",
+                )
             if said != "WROTE":
-                raise ResourceFailed(f"could not write {directory}/{name} on head pod {self.pod} ({said or 'no answer'})",
-                                     hint="check submit.execTmpDir: the pod's user must be able to create it")
+                raise ResourceFailed(
+                    f"could not write {directory}/{name} on head pod {self.pod} ({said or 'no answer'})",
+                    hint="check submit.execTmpDir: the pod's user must be able to create it",
+                )
         return self.pod
 
     def start(self, directory: str) -> None:

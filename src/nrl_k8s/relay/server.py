@@ -39,22 +39,27 @@ import signal
 import socket
 import socketserver
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus, urlsplit
 
 import urllib3
 
-from nrl_k8s.signals import interrupts_raise
-from nrl_k8s.kube.connection import Connection
 from nrl_k8s.errors import ConfigError, NotFoundError, NrlK8sError
-from nrl_k8s.ops.jobs import role_cluster
 from nrl_k8s.kinds import dgd, raycluster
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.kinds.service import proxy_path
+from nrl_k8s.kube.connection import Connection
+from nrl_k8s.ops.jobs import role_cluster
 from nrl_k8s.ray.dashboard import head_service
+from nrl_k8s.signals import interrupts_raise
+
 from .tunnel import CHUNK, close_socket, is_upgrade, request_head, upgrade
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 __all__ = ["Admitted", "Login", "Refused", "Relay", "Upstream", "admission", "cluster_dashboard", "cookie_name",
            "frontend", "local_location", "ray_dashboard", "refusal", "request_headers", "upstream_path"]
@@ -83,13 +88,13 @@ class Upstream:
         return proxy_path(self.service, self.namespace, self.port)
 
 
-def ray_dashboard(kube, infra: dict, role: str) -> Upstream:
+def ray_dashboard(kube: Kube, infra: dict, role: str) -> Upstream:
     """The Ray dashboard of the role's cluster (a RayJob's suffixed cluster found as `job list` finds it)."""
     cluster, _ = role_cluster(kube, infra, role)
     return _dashboard_of(cluster, infra["namespace"], head_service(kube, cluster, infra["namespace"]))
 
 
-def cluster_dashboard(kube, cluster: str, namespace: str) -> Upstream:
+def cluster_dashboard(kube: Kube, cluster: str, namespace: str) -> Upstream:
     """The Ray dashboard of the live RayCluster ``cluster`` (no run config); NotFoundError when there is none."""
     live = kube.find(raycluster.KIND, cluster, namespace)
     if live is None:
@@ -102,7 +107,7 @@ def _dashboard_of(cluster: str, namespace: str, service: str) -> Upstream:
     return Upstream(namespace, service, raycluster.DASHBOARD_PORT, f"the Ray dashboard of RayCluster {cluster}")
 
 
-def frontend(kube, infra: dict, key: str) -> Upstream:
+def frontend(kube: Kube, infra: dict, key: str) -> Upstream:
     """The OpenAI frontend Service of the DGD ``infra.dynamo.KEY``; NotFoundError when it is not running."""
     meta = dgd.render(infra, key)["metadata"]
     service = dgd.frontend_service(meta["name"])
@@ -145,7 +150,9 @@ def request_headers(headers: list[tuple[str, str]], auth: dict[str, str], *, upg
                     drop_cookie: str | None = None) -> list[tuple[str, str]]:
     """The client's end-to-end headers plus ``auth``, without the cookie ``drop_cookie`` (a ``Cookie``
     left empty is dropped); an upgrade keeps ``Upgrade`` and says ``Connection: Upgrade``."""
-    named = {token.strip().lower() for key, value in headers if key.lower() == "connection" for token in value.split(",")}
+    named = {
+        token.strip().lower() for key, value in headers if key.lower() == "connection" for token in value.split(",")
+    }
     kept = [(k, v) for k, v in headers if k.lower() not in NOT_PASSED_ON and k.lower() not in named]
     if drop_cookie is not None:
         kept = [(k, _without_cookie(v, drop_cookie) if k.lower() == "cookie" else v) for k, v in kept]
@@ -160,7 +167,9 @@ def refusal(host: str | None, origin: str | None, port: int) -> str | None:
     if host is not None and _address(f"//{host}")[1] not in _LOOPBACK_NAMES:
         return f"nrl-k8s dashboard relays only requests for 127.0.0.1 or localhost, not for {host}"
     if origin is not None and not _own(origin, port):
-        return f"nrl-k8s dashboard relays only requests from its own pages (http://{LOOPBACK}:{port}), not from {origin}"
+        return (
+            f"nrl-k8s dashboard relays only requests from its own pages (http://{LOOPBACK}:{port}), not from {origin}"
+        )
     return None
 
 
@@ -263,7 +272,9 @@ def _cookies(headers: list[tuple[str, str]], name: str) -> list[str]:
 
 def _without_cookie(header: str, name: str) -> str:
     """A ``Cookie`` header without the cookie ``name``."""
-    return "; ".join(pair.strip() for pair in header.split(";") if pair.strip() and pair.strip().partition("=")[0] != name)
+    return "; ".join(
+        pair.strip() for pair in header.split(";") if pair.strip() and pair.strip().partition("=")[0] != name
+    )
 
 
 def _own(url: str, port: int) -> bool:
@@ -392,7 +403,9 @@ class Relay:
             body, chunked = _request_body(h)
         except ValueError:
             h.close_connection = True
-            return _reply(h, 400, f"nrl-k8s dashboard: Content-Length {h.headers.get('Content-Length')!r} is not a number")
+            return _reply(
+                h, 400, f"nrl-k8s dashboard: Content-Length {h.headers.get('Content-Length')!r} is not a number"
+            )
         try:
             url = self.connection.host + upstream_path(self.upstream.prefix, target)
             headers = self._headers(h, self.connection.headers())

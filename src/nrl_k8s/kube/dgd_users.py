@@ -2,15 +2,21 @@
 
 A run is named by its RayJob. A DGD's users are the runs in its ``nrl-k8s.io/users``
 annotation (the run that created it and every run that reused it) and the RayJobs behind the
-RayClusters that own it. A run is live while its RayJob exists and has not finished.
+RayClusters that own it. A run is live while its RayJob exists and has not finished. These are
+reads through the client (the pure part, the annotation, is ``kinds.dgd.users``).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nrl_k8s.kinds import dgd, raycluster, rayjob
 
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
-def users(kube, obj: dict, namespace: str) -> list[str]:
+
+def users(kube: Kube, obj: dict, namespace: str) -> list[str]:
     names = dgd.users(obj)
     for ref in obj["metadata"].get("ownerReferences") or []:
         if ref.get("kind") != raycluster.KIND.kind:
@@ -22,7 +28,7 @@ def users(kube, obj: dict, namespace: str) -> list[str]:
     return names
 
 
-def live(kube, runs: list[str], namespace: str, *, starting_is_live: bool = False) -> list[str]:
+def live(kube: Kube, runs: list[str], namespace: str, *, starting_is_live: bool = False) -> list[str]:
     """The ``runs`` whose RayJob is live; ``starting_is_live``: also those without a RayJob yet.
 
     A run creates its RayJob only once its DGDs serve, so a rollback (which must never delete
