@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo bench lock clean
+.PHONY: setup lint test test-fast demo bench lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
@@ -18,8 +18,19 @@ $(STAMP): pyproject.toml requirements.lock
 setup: $(STAMP)
 	$(BIN)/nrl-k8s sandbox build
 
-test: setup
+# The checks that keep the code's shape (STYLE.md 11), settings in pyproject.toml: ruff, the
+# import-linter layer contracts, mypy on nrl_k8s. make test runs them before the suite.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+test: lint setup
 	$(BIN)/pytest -q -n 2 --dist loadfile
+
+# For the edit loop: lint, then the tests that need no sandbox.
+test-fast: lint
+	$(BIN)/pytest -q -n 2 tests/unit tests/cli tests/test_golden.py tests/test_packaging.py
 
 demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh
