@@ -299,6 +299,7 @@ def test_the_token_in_the_url_buys_a_cookie(tmp_path, pki, api):
         sock, upgraded = upgrade(relay, "/ws", headers={"Cookie": f"{cookie_name(relay.port)}={relay.token}"})
         sock.close()
     assert login.status_code == 302 and login.headers["location"] == "/api/jobs/?limit=5"
+    assert login.headers["connection"] == "close"  # the relay closes it: the client must not reuse it
     attributes = [a.strip() for a in login.headers["set-cookie"].split(";")]
     assert attributes[0] == f"{cookie_name(relay.port)}={relay.token}"
     assert {"Path=/", "HttpOnly", "SameSite=Strict"} <= set(attributes)
@@ -319,6 +320,7 @@ def test_an_open_url_logs_in_once(tmp_path, pki, api):
         f"{cookie_name(relay.port)}={relay.token};"
     )
     assert again.status_code == 403 and "open the URL it printed" in again.text
+    assert first.headers["connection"] == again.headers["connection"] == "close"
     assert seen == []
 
 

@@ -47,14 +47,16 @@ from nrl_k8s.flows import driver_log, head_services, lifecycle, unfinished
 from nrl_k8s.flows import records as runs
 from nrl_k8s.flows.concurrency import Background, fan_out, gather
 from nrl_k8s.flows.lifecycle import LiveOptions
-from nrl_k8s.flows.steps import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, BringUp
+from nrl_k8s.flows.steps import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, PROVISION_TIMEOUT_S, BringUp
 from nrl_k8s.kinds import raycluster, rayjob
 from nrl_k8s.kinds.base import Kind, Ready, owned, owner_reference
 from nrl_k8s.kinds.core import CONFIGMAP
 from nrl_k8s.kinds.index import kind_of
+from nrl_k8s.kinds.raycluster import KIND_METADATA, RUN_METADATA
 from nrl_k8s.ops import gc
 from nrl_k8s.ops.probe import Permission, run_permissions
 from nrl_k8s.ray import package as package_mod
+from nrl_k8s.ray.execdriver import STOP_TIMEOUT_S
 
 from .plan import DRIVER_RECIPE, LongLivedPlan, Submission
 
@@ -65,13 +67,8 @@ if TYPE_CHECKING:
     from nrl_k8s.ray.dashboard import Dashboard, JobInfo
     from nrl_k8s.ray.execdriver import ExecDrivers
 
-_PROVISION_TIMEOUT_S = 1800
-_STOP_TIMEOUT_S = 120
 _BRINGUP_MARGIN_S = 600  # the calls between the waits (dashboards, the package upload, stopping jobs)
-_DASHBOARD_RETRIES = 8
 _READ_AHEAD_S = 2.0  # a job list read ahead is used while at most this old (else read again)
-KIND_METADATA = "nrl-k8s.io/kind"  # Ray job metadata: "driver" or "daemon"
-RUN_METADATA = "nrl-k8s.io/run-id"
 
 
 def bringup_seconds(plan: LongLivedPlan) -> float:
@@ -79,7 +76,7 @@ def bringup_seconds(plan: LongLivedPlan) -> float:
     DGDs' (at once), then its daemons' health checks, and a margin for the calls between."""
     deployments = max((DEPLOYMENT_TIMEOUT_S + plan.health.get(key, ("", 0.0))[1] for key in plan.deployments),
                       default=0.0)
-    clusters = max([_PROVISION_TIMEOUT_S, *plan.ready_timeouts.values()])
+    clusters = max([PROVISION_TIMEOUT_S, *plan.ready_timeouts.values()])
     daemons = sum(daemon.health[1] for daemon in plan.daemons.values() if daemon.health)
     return deployments + clusters + daemons + _BRINGUP_MARGIN_S
 
@@ -225,7 +222,7 @@ class LongLived:
         dgds = self.plan.dgds if dgds is None else dgds
         jobs: dict[str, Callable[[Emit], object]] = {
             f"kuberay.{role}": functools.partial(self.steps.wait_ready, raycluster.KIND, raycluster.readiness,
-                                                 self.result.clusters[role], f"kuberay.{role}", _PROVISION_TIMEOUT_S)
+                                                 self.result.clusters[role], f"kuberay.{role}", PROVISION_TIMEOUT_S)
             for role in roles}
         if dgds:
             jobs["dynamo"] = lambda emit: self.steps.wait_dgds(dgds, self.plan.ready_timeouts)
@@ -236,14 +233,12 @@ class LongLived:
         """The dashboard of ``role``'s RayCluster, one client per run (closed by :meth:`close`)."""
         with self._dashboards_lock:
             if role not in self._dashboards:
-                from nrl_k8s.ray.dashboard import Dashboard  # httpx: imported off the main thread by preflight
+                # httpx: imported off the main thread by preflight
+                from nrl_k8s.ray.dashboard import RUN_RETRIES, of_raycluster
 
                 url = self.options.dashboard_url if role == "training" else None
                 cluster = self.live.get(role) or self.plan.clusters[role]
-                self._dashboards[role] = Dashboard.for_cluster(
-                    cluster_name=cluster["metadata"]["name"], namespace=self.ns, connection=self.kube.connection,
-                    in_cluster=self.kube.in_cluster, url=url, service=raycluster.head_service_of(cluster),
-                    retries=_DASHBOARD_RETRIES)
+                self._dashboards[role] = of_raycluster(self.kube, cluster, self.ns, url=url, retries=RUN_RETRIES)
             return self._dashboards[role]
 
     def exec_drivers(self) -> ExecDrivers:
@@ -475,12 +470,12 @@ def stop_jobs(dash: Dashboard, jobs: list[JobInfo], emit: Emit, *, namespace: st
     for job in jobs:
         dash.stop(job.id)
         emit(Waiting(f"job {job.id}", "stopping"))
-    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    deadline = time.monotonic() + STOP_TIMEOUT_S
     for job in jobs:
         while not _stopped(dash, job.id):
             if time.monotonic() >= deadline:
                 raise ResourceFailed(
-                    f"job {job.id} did not stop within {_STOP_TIMEOUT_S}s",
+                    f"job {job.id} did not stop within {STOP_TIMEOUT_S}s",
                     hint=f"stop it yourself: {job_command('stop', namespace, cluster, job.id)}",
                 )
             time.sleep(0.2)

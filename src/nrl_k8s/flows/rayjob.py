@@ -48,7 +48,7 @@ from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
 from nrl_k8s.flows import driver_log, head_services, lifecycle
 from nrl_k8s.flows import records as runs
 from nrl_k8s.flows.lifecycle import LiveOptions
-from nrl_k8s.flows.steps import GONE_TIMEOUT_S, BringUp
+from nrl_k8s.flows.steps import GONE_TIMEOUT_S, PROVISION_TIMEOUT_S, BringUp
 from nrl_k8s.kinds import dgd, lease, raycluster, rayjob, secret
 from nrl_k8s.kinds.base import Failed, Pending, Ready, delete_command, managed, owned
 from nrl_k8s.kinds.index import kind_of
@@ -63,8 +63,6 @@ if TYPE_CHECKING:
     from nrl_k8s.ray.dashboard import Dashboard
 
 _CLUSTER_NAME_TIMEOUT_S = 300
-_PROVISION_TIMEOUT_S = 1800
-_DASHBOARD_RETRIES = 8
 _STATUS_GRACE_S = 60  # for KubeRay to mark a RayJob over once Ray reported its job over
 _FOREVER_S = 10 * 365 * 86400
 _LEASE_SAFETY_S = 30  # a wait before the release gives up this long before the lease would end under the run
@@ -281,7 +279,7 @@ class RayJobRun:
             return Ready("gone") if obj is None else raycluster.readiness(obj)
 
         if self.kube.wait(raycluster.KIND, provisioned, name=cluster, namespace=self.ns,
-                          timeout_s=_PROVISION_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("raycluster", r)),
+                          timeout_s=PROVISION_TIMEOUT_S, on_progress=lambda r: self.emit(Waiting("raycluster", r)),
                           what=f"RayCluster {cluster}", pods=raycluster.pod_selector(cluster)) is not None:
             self.emit(Became("raycluster", "provisioned"))
 
@@ -326,18 +324,15 @@ class RayJobRun:
         self.emit(Became("driver", how))
 
     def dashboard(self) -> Dashboard:
-        from nrl_k8s.ray.dashboard import Dashboard  # httpx: only a run that reaches the dashboard imports it
-        # 8 retries back off for about a minute, like the API calls: a short outage of the API
-        # server (which proxies the dashboard) must not fail the rescue.
+        # httpx: only a run that reaches the dashboard imports it
+        from nrl_k8s.ray.dashboard import RUN_RETRIES, of_raycluster
+
         assert self.result.raycluster is not None  # cluster_named named it
         cluster = {
             "metadata": {"name": self.result.raycluster},
             "spec": self.plan.rayjob["spec"].get("rayClusterSpec") or {},
         }
-        return Dashboard.for_cluster(cluster_name=self.result.raycluster, namespace=self.ns,
-                                     connection=self.kube.connection, in_cluster=self.kube.in_cluster,
-                                     url=self.options.dashboard_url, service=raycluster.head_service_of(cluster),
-                                     retries=_DASHBOARD_RETRIES)
+        return of_raycluster(self.kube, cluster, self.ns, url=self.options.dashboard_url, retries=RUN_RETRIES)
 
     def record(self) -> None:
         self.record_data = runs.rayjob_record(self.plan, self.result, context=self.options.context)

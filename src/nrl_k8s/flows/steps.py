@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
 
 GONE_TIMEOUT_S = 600
+PROVISION_TIMEOUT_S = 1800  # a RayCluster's provisioning (both flows wait this long)
 
 
 class _Unread(Enum):

@@ -380,11 +380,10 @@ class Relay:
         if isinstance(verdict, Login) and not self._use(verdict.once):
             verdict = Refused("nrl-k8s dashboard: that one-time URL was used already; open the URL the relay printed")
         if isinstance(verdict, Refused):
-            h.close_connection = True
             _reply(h, 403, verdict.why)
         elif isinstance(verdict, Login):
-            h.close_connection = True  # a GET's body, if any, is not read
             h.send_response_only(302)
+            h.send_header("Connection", "close")  # a GET's body, if any, is not read
             h.send_header("Location", verdict.location)
             h.send_header("Set-Cookie", self._cookie)
             h.send_header("Cache-Control", "no-store")
@@ -402,7 +401,6 @@ class Relay:
         try:
             body, chunked = _request_body(h)
         except ValueError:
-            h.close_connection = True
             return _reply(
                 h, 400, f"nrl-k8s dashboard: Content-Length {h.headers.get('Content-Length')!r} is not a number"
             )
@@ -413,7 +411,6 @@ class Relay:
                                           chunked=chunked, retries=False, redirect=False, preload_content=False,
                                           decode_content=False, timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S))
         except (urllib3.exceptions.HTTPError, NrlK8sError) as exc:
-            h.close_connection = True
             return _reply(h, 502, f"nrl-k8s dashboard: the API server at {self.connection.host} did not answer: {exc}")
         done = False
         try:
@@ -521,10 +518,13 @@ def _bind(port: int | None, preferred: int) -> _Server:
 
 
 def _reply(h: BaseHTTPRequestHandler, code: int, text: str) -> None:
+    """The relay's own answer, and the connection closed: the client is told so (``Connection: close``),
+    or it may send its next request on a connection about to go."""
     body = (text + "\n").encode()
     h.send_response_only(code)
     h.send_header("Content-Type", "text/plain; charset=utf-8")
     h.send_header("Content-Length", str(len(body)))
+    h.send_header("Connection", "close")  # sets close_connection
     h.end_headers()
     if h.command != "HEAD":
         h.wfile.write(body)
