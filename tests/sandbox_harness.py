@@ -243,7 +243,10 @@ class History:
             self._stopping = True
             response = self._response
         if response is not None:
-            response.shutdown()  # interrupts the thread's blocking read
+            # interrupts the thread's blocking read; a stream that already ended went back to the
+            # pool (urllib3 then refuses the shutdown): nothing is left to interrupt
+            with contextlib.suppress(RuntimeError):
+                response.shutdown()
         self._thread.join(DEADLINE_S)
 
     def wait(
