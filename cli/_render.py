@@ -137,20 +137,28 @@ def render_status(s: dict) -> None:
             out.print(f"    remove: {escape(item['remove'])}")
 
 
+def _dgd_rows(r) -> list[tuple[str, str]]:
+    """A run's DGDs with their owners (either flow's result, ``flows.lifecycle.Outcome``)."""
+    return [(f"dgd ({action})", f"{name}  owner: {', '.join(r.owners.get(name) or []) or 'none (kept after the run)'}")
+            for name, action in r.dgds.items()]
+
+
+def _end_rows(r) -> list[tuple[str, str]]:
+    return [row for row in (("job status", r.job_status), ("record", r.record)) if row[1]]
+
+
+def _print_rows(rows: list[tuple[str, str]], width: int) -> None:
+    for label, value in rows:
+        out.print(f"  {label:<{width}} {escape(str(value))}")
+
+
 def render_run_result(r) -> None:
     out.print(f"\n[bold]run[/] {escape(r.rayjob)} in namespace {escape(r.namespace)}")
-    rows = [("rayjob", r.rayjob), ("raycluster", r.raycluster or "-"), ("ray job id", r.job_id or "-")]
-    for name, action in r.dgds.items():
-        owners = ", ".join(r.owners.get(name) or []) or "no owner (kept after the run)"
-        rows.append((f"dgd ({action})", f"{name}  owner: {owners}"))
+    rows = [("rayjob", r.rayjob), ("raycluster", r.raycluster or "-"), ("ray job id", r.job_id or "-"),
+            *_dgd_rows(r)]
     if r.rescued:
         rows.append(("driver", "submitted by nrl-k8s (KubeRay never did)"))
-    if r.job_status:
-        rows.append(("job status", r.job_status))
-    if r.record:
-        rows.append(("record", r.record))
-    for label, value in rows:
-        out.print(f"  {label:<14} {escape(str(value))}")
+    _print_rows(rows + _end_rows(r), 14)
     follow = f"nrl-k8s logs -f --run {Path(r.record).stem}   (or: " if r.record else "("
     out.print(f"  follow logs    {escape(follow)}kubectl -n {escape(r.namespace)} get rayjob {escape(r.rayjob)} -w)")
     out.print(f"  tear down      kubectl -n {r.namespace} delete rayjob {r.rayjob}   (GC removes the cluster and DGDs)")
@@ -170,18 +178,12 @@ def render_longlived_result(r) -> None:
     rows = [
         (f"cluster {role}", f"{name} ({r.actions.get('kuberay.' + role, '-')})") for role, name in r.clusters.items()
     ]
-    for name, action in r.dgds.items():
-        rows.append((f"dgd ({action})", f"{name}  owner: {', '.join(r.owners.get(name) or []) or 'none'}"))
+    rows += _dgd_rows(r)
     rows += [(f"daemon {role}", what) for role, what in r.daemons.items()]
     if r.exec:
         rows.append(("driver", f"exec on head pod {r.exec['pod']}, files in {r.exec['dir']}"))
     else:
         rows.append(("code", f"{r.package or '-'}  ({r.uploaded_bytes} bytes uploaded)"))
-    if r.job_status:
-        rows.append(("job status", r.job_status))
-    if r.record:
-        rows.append(("record", r.record))
-    for label, value in rows:
-        out.print(f"  {label:<16} {escape(str(value))}")
+    _print_rows(rows + _end_rows(r), 16)
     run = f"--run {r.run_id}"  # the hints work pasted after other runs
     out.print(f"  follow logs      nrl-k8s logs -f {escape(run)}        stop it: nrl-k8s job stop {escape(run)}")

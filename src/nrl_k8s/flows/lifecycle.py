@@ -8,11 +8,12 @@ context; the context tells this skeleton what only the flow knows (``Flow``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from nrl_k8s.errors import NrlK8sError
 from nrl_k8s.events import Warning
+from nrl_k8s.flows import records
 from nrl_k8s.signals import Interrupted, RollbackInterrupts, interrupts_raise
 
 from .steps import BringUp
@@ -32,6 +33,28 @@ class LiveOptions:
     replace: bool = False  # --raycluster: stop the cluster's running jobs, start the daemons anew
     skip_daemons: bool = False  # --raycluster
     repo_root: str | None = None  # --raycluster: where upload paths are read
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """What either flow reports at its end, beside what only it has."""
+
+    namespace: str
+    dgds: dict[str, str] = field(default_factory=dict)  # name -> "created" | "reused"
+    owners: dict[str, list[str]] = field(default_factory=dict)  # dgd name -> owner names
+    record: str | None = None  # path of the run record
+    job_status: str | None = None
+    succeeded: bool | None = None
+
+    def recorded(self, data: dict) -> None:
+        """Save the run record ``data`` and remember where."""
+        self.record = str(records.save(data))
+
+    def ended(self, job_status: str | None, data: dict) -> None:
+        """The job is over (``job_status`` None when it cannot be told): note it here and in the record."""
+        self.job_status, self.succeeded = job_status, job_status == "SUCCEEDED"
+        data["job_status"] = job_status
+        records.save(data)
 
 
 class Flow(Protocol):

@@ -81,20 +81,14 @@ def bringup_seconds(plan: LongLivedPlan) -> float:
     return deployments + clusters + daemons + _BRINGUP_MARGIN_S
 
 
-@dataclass
-class LongLivedResult:
+@dataclass(kw_only=True)
+class LongLivedResult(lifecycle.Outcome):
     run_id: str
-    namespace: str
     clusters: dict[str, str] = field(default_factory=dict)  # role -> RayCluster name
     actions: dict[str, str] = field(default_factory=dict)  # "kuberay.ROLE" / "deployments.KEY" -> created|reused
-    dgds: dict[str, str] = field(default_factory=dict)
-    owners: dict[str, list[str]] = field(default_factory=dict)
     daemons: dict[str, str] = field(default_factory=dict)  # role -> "submitted ID" | "running ID" | ...
     package: str | None = None  # gcs:// URI of the driver's working_dir
     uploaded_bytes: int = 0
-    record: str | None = None  # path of the run record
-    job_status: str | None = None
-    succeeded: bool | None = None
     exec: dict[str, str] | None = None  # the exec submitter's driver: {"pod", "dir"}
 
 
@@ -366,17 +360,14 @@ class LongLived:
 
     def record(self) -> None:
         self.record_data = runs.record_of(self.plan, self.result, context=self.options.context, infra=self.plan.infra)
-        self.result.record = str(runs.save(self.record_data))
+        self.result.recorded(self.record_data)
 
     def follow(self, on_text) -> None:
         """The driver log (``driver_log.follow``: redacted, kept with the record) until the job ends."""
         source = self.driver_source()
         driver_log.follow(source, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
         job = source.get_job(self.plan.run_id)
-        self.result.job_status = job.status if job else None
-        self.result.succeeded = self.result.job_status == "SUCCEEDED"
-        self.record_data["job_status"] = self.result.job_status
-        runs.save(self.record_data)
+        self.result.ended(job.status if job else None, self.record_data)
 
     # -- failure ---------------------------------------------------------------------------
     def driver_started(self) -> bool | None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nrl_k8s.errors import (
@@ -68,18 +68,12 @@ _FOREVER_S = 10 * 365 * 86400
 _LEASE_SAFETY_S = 30  # a wait before the release gives up this long before the lease would end under the run
 
 
-@dataclass
-class RunResult:
+@dataclass(kw_only=True)
+class RunResult(lifecycle.Outcome):
     rayjob: str
-    namespace: str
     raycluster: str | None = None
     job_id: str | None = None
-    dgds: dict[str, str] = field(default_factory=dict)  # name -> "created" | "reused"
-    owners: dict[str, list[str]] = field(default_factory=dict)  # dgd name -> owner names
     rescued: bool = False
-    job_status: str | None = None
-    succeeded: bool | None = None
-    record: str | None = None  # path of the run record
 
 
 class RayJobRun:
@@ -336,7 +330,7 @@ class RayJobRun:
 
     def record(self) -> None:
         self.record_data = runs.rayjob_record(self.plan, self.result, context=self.options.context)
-        self.result.record = str(runs.save(self.record_data))
+        self.result.recorded(self.record_data)
 
     # -- follow ----------------------------------------------------------------------------
     def follow_job(self, on_log: Callable[[str], None]) -> None:
@@ -366,11 +360,7 @@ class RayJobRun:
         job = self.kube.wait(rayjob.KIND, terminal, name=self.result.rayjob, namespace=self.ns,
                              timeout_s=max(left, _STATUS_GRACE_S) if logged else left,
                              on_progress=lambda r: self.emit(Waiting("rayjob", r)), what=f"RayJob {self.result.rayjob}")
-        status = (job or {}).get("status") or {}
-        self.result.job_status = status.get("jobStatus")
-        self.result.succeeded = status.get("jobStatus") == "SUCCEEDED"
-        self.record_data["job_status"] = self.result.job_status
-        runs.save(self.record_data)
+        self.result.ended(((job or {}).get("status") or {}).get("jobStatus"), self.record_data)
 
     def running_hint(self) -> str:
         job = self.result.rayjob
