@@ -17,6 +17,7 @@ from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from nrl_k8s.events import Applied, Became, Event, LeftBehind, RolledBack, Waiting, Warning
 from nrl_k8s.redact import redact_text
@@ -84,10 +85,12 @@ class Progress:
             rows = [
                 (resource, row.phase, row.reason, self._row_elapsed(row, now)) for resource, row in self.rows.items()
             ]
+        # Cells are Text, not markup: a log line printed above the table (markup=False) draws the
+        # table with its options, and a markup cell would then show "[dim]" and change the frame's shape.
         table = Table(box=None, show_header=False, padding=(0, 2))
         for resource, phase, reason, elapsed in rows:
-            table.add_row(escape(resource), phase, escape(reason), f"[dim]{elapsed}[/]")
-        table.add_row("", "", "", f"[dim]{now - self.start:6.1f}s[/]")
+            table.add_row(Text(resource), Text(phase), Text(reason), Text(elapsed, style="dim"))
+        table.add_row("", "", "", Text(f"{now - self.start:6.1f}s", style="dim"))
         return table
 
     @staticmethod

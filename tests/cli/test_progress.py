@@ -127,3 +127,16 @@ def test_in_a_terminal_log_lines_print_above_the_live_table(clock):
     assert text.index("line 1") < text.index("line 2") < text.index("line 3")
     last_frame = text[text.rindex("dynamo.serving"):]
     assert "ok" in last_frame and "pods ready" not in last_frame
+
+
+def test_a_frame_drawn_with_a_log_line_is_the_table_itself(clock):
+    """A log line prints with markup off, and rich draws the live table below it with the same
+    options: the table must not hang on markup, or that frame shows "[dim]" and takes another shape."""
+    screen = console(terminal=True)
+    with Progress(console=screen, live=True, clock=clock) as progress:
+        progress(Became("lease", "released"))
+        progress(Waiting("dynamo.serving", "0/1 pods ready [not yet]"))
+        progress.log("a driver line\n")
+    text = screen.file.getvalue()
+    assert "a driver line" in text and "[dim]" not in text and "/]" not in text
+    assert "0/1 pods ready [not yet]" in text  # what the operator says is shown as it is
