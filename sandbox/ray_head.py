@@ -33,6 +33,15 @@ from .pids import group_members, open_private, terminate
 
 NUM_CPUS = 8
 OBJECT_STORE_BYTES = 200 * 1024 * 1024
+#: A laptop holds many heads at once, each mostly idle: Ray's idle work is cut, none of what a
+#: driver sees. Workers start when a task needs one (Ray prestarts one per CPU for the first
+#: driver: ~3 CPU-seconds a job, then idle workers polling), and the dashboard agent samples
+#: the node every 30 s, not 5 s (node stats, which nothing here reads).
+QUIET_ENV = {
+    "RAY_enable_worker_prestart": "0",
+    "RAY_prestart_worker_first_driver": "0",
+    "REPORTER_UPDATE_INTERVAL_MS": "30000",
+}
 
 
 def free_ports(count: int) -> list[int]:
@@ -108,13 +117,14 @@ class RayHead:
             "--num-gpus=0",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
             "--disable-usage-stats",
+            "--no-monitor",  # the autoscaler's: nothing scales here (KubeRay's own autoscaler heads pass it too)
         ]  # fmt: skip
 
     def start(self, output: int | None = None) -> int:
         """Launch the head in its own process group, printing to ``output`` (a file descriptor)
         or else to its log file; return its pid (= process group id)."""
         _private_dir(self.temp_dir.parent)
-        env = {**self.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+        env = {**self.env, **QUIET_ENV, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
         with contextlib.ExitStack() as stack:
             out = output if output is not None else stack.enter_context(open_private(self.log_path, "ab"))
             self.process = subprocess.Popen(
