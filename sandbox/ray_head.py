@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import signal
 import socket
 import stat
@@ -44,13 +45,37 @@ QUIET_ENV = {
 }
 
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports that were free a moment ago."""
-    sockets = []
+#: Ray's worker ports (its --min/--max-worker-port defaults); fixed ports are chosen above them.
+_RAY_WORKER_PORTS_END = 20000
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (32768 if it cannot be read)."""
     try:
-        for _ in range(count):
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports that were free a moment ago, chosen below the kernel's
+    ephemeral range: a port that is let go and bound later by its server cannot meanwhile become
+    the source port of a connection or a port some process asked the kernel for (Ray's own
+    metrics and agent servers do), which took a head's container port once."""
+    low, high = _RAY_WORKER_PORTS_END, _ephemeral_start()
+    sockets: list[socket.socket] = []
+    tries = 0
+    try:
+        while len(sockets) < count:
+            tries += 1
+            # the kernel's choice only if the range below the ephemeral one is missing or full
+            port = random.randrange(low, high) if low < high and tries <= 64 * count else 0
             sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
             sockets.append(sock)
         return [sock.getsockname()[1] for sock in sockets]
     finally:

@@ -292,6 +292,17 @@ def observe(list_fn: Callable, *args, until: Callable[[dict[str, dict]], bool], 
         return history.wait(lambda h: until(h.objects()), timeout_s=timeout_s).objects()
 
 
+def status_of(obj: dict | None, field: str):
+    """``obj.status.field``, or None while the object or its status does not exist yet (a
+    controller writes status after the object is created, and not at all if it was killed)."""
+    return ((obj or {}).get("status") or {}).get(field)
+
+
+def status_is(field: str, *values: str) -> Callable[[dict | None], bool]:
+    """A predicate for ``wait_for``: the object's ``status.field`` is one of ``values``."""
+    return lambda obj: status_of(obj, field) in values
+
+
 def find_custom(custom, group_version: tuple[str, str], namespace: str, plural: str, name: str) -> dict | None:
     """A custom object through the official client's CustomObjectsApi, or None when it does not exist."""
     from kubernetes import client

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 
 import httpx
@@ -15,6 +14,7 @@ from kubernetes import client
 from sandbox_harness import DEADLINE_S, eventually, observe, unique
 
 from nrl_k8s_sandbox.controlplane import binaries
+from nrl_k8s_sandbox.ray_head import free_ports
 
 RAYCLUSTER = """
 apiVersion: ray.io/v1
@@ -147,9 +147,7 @@ def test_logs_of_the_head_pod(sandbox, namespace, head):
 
 def test_port_forward_to_the_head_service(sandbox, namespace, head):
     cluster = head.rsplit("-head-", 1)[0]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_ports(1)[0]
     kubectl = str(sandbox.info["bin"]) + "/kubectl"
     forward = subprocess.Popen([kubectl, "port-forward", "-n", namespace, f"svc/{cluster}-head-svc", f"{port}:8265"],
                                env={**os.environ, "KUBECONFIG": str(sandbox.kubeconfig)},

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, interruptible, observe
+from sandbox_harness import DEADLINE_S, interruptible, observe, status_is, status_of
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = str(Path(sys.executable).with_name("nrl-k8s"))
@@ -241,7 +241,7 @@ def test_job_that_finished_unseen_is_not_rolled_back(env):
         run.proc.send_signal(signal.SIGSTOP)
         try:
             done = env.wait_for(
-                RAY, env.job, lambda o: o and o.get("status", {}).get("jobDeploymentStatus") == "Complete"
+                RAY, env.job, status_is("jobDeploymentStatus", "Complete")
             )
             cluster = done["status"]["rayClusterName"]
             env.wait_for(RAYCLUSTERS, cluster, gone)
@@ -271,7 +271,7 @@ def test_failure_after_the_driver_is_submitted_deletes_nothing(env):
         assert env.get(RAY, env.job)["status"]["jobStatus"] == "RUNNING"
     finally:
         release.touch()
-    done = env.wait_for(RAY, env.job, lambda o: o and o.get("status", {}).get("jobDeploymentStatus") == "Complete")
+    done = env.wait_for(RAY, env.job, status_is("jobDeploymentStatus", "Complete"))
     assert done["status"]["jobStatus"] == "SUCCEEDED"
 
 
@@ -368,12 +368,12 @@ def test_ctrl_c_after_the_driver_is_submitted_leaves_the_job_running(env):
         assert rayjob_live(env.get(RAY, env.job))
     finally:
         release.touch()
-    done = env.wait_for(RAY, env.job, lambda o: o and o.get("status", {}).get("jobDeploymentStatus") == "Complete")
+    done = env.wait_for(RAY, env.job, status_is("jobDeploymentStatus", "Complete"))
     assert done["status"]["jobStatus"] == "SUCCEEDED"
 
 
 def rayjob_live(obj) -> bool:
-    return obj is not None and obj.get("status", {}).get("jobDeploymentStatus") not in ("Complete", "Failed")
+    return obj is not None and status_of(obj, "jobDeploymentStatus") not in ("Complete", "Failed")
 
 
 # -- cluster down, status and what a dead run left ------------------------------------------------

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, find_custom, observe, run_cli
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, find_custom, observe, run_cli, status_is
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -114,10 +114,6 @@ def user(sandbox, sandbox_namespace, tmp_path):
     u.api.close()
 
 
-def _status(field: str, value: str):
-    return lambda obj: obj is not None and (obj.get("status") or {}).get(field) == value
-
-
 def _two_gates(tmp_path, before: str, after: str) -> tuple[Gate, Gate, str]:
     """A driver that prints ``before``, waits for the first gate, prints ``after``, then waits for
     the second: the test releases it once it has seen ``after``, because KubeRay deletes the
@@ -199,7 +195,7 @@ def test_timeout_exits_1_naming_what_still_runs_and_deletes_nothing(user, tmp_pa
     finally:
         gate.open()
     assert (
-        user.wait_for("rayjobs", user.job, _status("jobDeploymentStatus", "Complete"))["status"]["jobStatus"]
+        user.wait_for("rayjobs", user.job, status_is("jobDeploymentStatus", "Complete"))["status"]["jobStatus"]
         == "SUCCEEDED"
     )
 
@@ -213,7 +209,7 @@ def test_two_runs_from_one_infra_side_by_side_with_rayjob_name(user, tmp_path):
                 "--no-wait", "--rayjob-name", name, entrypoint=gate.entrypoint("echo from $NRL_K8S_RUN_ID")
             )
             assert result.returncode == 0, result.stderr
-        jobs = [user.wait_for("rayjobs", name, _status("jobStatus", "RUNNING")) for name in names]
+        jobs = [user.wait_for("rayjobs", name, status_is("jobStatus", "RUNNING")) for name in names]
         run_ids = [job["metadata"]["labels"]["nrl-k8s.io/run-id"] for job in jobs]
         assert run_ids[0] != run_ids[1] and all(r.startswith(n) for r, n in zip(run_ids, names, strict=True))
         clusters = [job["status"]["rayClusterName"] for job in jobs]
@@ -223,7 +219,7 @@ def test_two_runs_from_one_infra_side_by_side_with_rayjob_name(user, tmp_path):
     finally:
         gate.open()
     for name, run_id in zip(names, run_ids, strict=True):
-        done = user.wait_for("rayjobs", name, _status("jobDeploymentStatus", "Complete"))
+        done = user.wait_for("rayjobs", name, status_is("jobDeploymentStatus", "Complete"))
         assert f"from {run_id}" in user.sandbox.driver_log(done["status"]["jobId"])
 
 

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, run_cli
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, run_cli, status_is, status_of
 from test_run_rayjob import EXAMPLE_ENTRYPOINT, NVIDIA, PAIR, RAY, Run
 
 APPS = ("apps", "v1")
@@ -67,7 +67,7 @@ def test_parallel_creates_every_dgd_owned_and_submits_the_driver_once_it_serves(
 
         gate.open()
         done = run.wait_for(
-            RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete"
+            RAY, "rayjobs", run.job, status_is("jobDeploymentStatus", "Complete")
         )
         assert done["status"]["jobStatus"] == "SUCCEEDED"
         logs = run.driver_logs(done["status"]["jobId"])
@@ -112,6 +112,12 @@ class Killed:
         return history.events(what)[0][1]
 
 
+def _cluster_of(history: History, name: str) -> str | None:
+    """The RayCluster the RayJob ``name`` first named while it was not suspended."""
+    return next((status_of(o, "rayClusterName") for _, o in history.events(name)
+                 if not o["spec"].get("suspend") and status_of(o, "rayClusterName")), None)
+
+
 def test_kill_9_in_the_parallel_order_leaves_nothing_once_the_deadline_passes(run, tmp_path):
     names = {point: f"par-{point}-{uuid.uuid4().hex[:4]}" for point in ("rayjob", "dgd", "cluster")}
     killed = Killed(run, tmp_path)
@@ -123,18 +129,16 @@ def test_kill_9_in_the_parallel_order_leaves_nothing_once_the_deadline_passes(ru
             killed.start(name, "--parallel", extra=("infra.dynamo.serving.readyTimeoutS=30",))
         killed.kill_when(jobs, names["rayjob"], names["rayjob"])  # right after the RayJob is created
         killed.kill_when(dgds, names["dgd"], f"{names['dgd']}-dgd")  # during the DGD wait
-        cluster_of = lambda h, name: next((o["status"].get("rayClusterName") for _, o in h.events(name)  # noqa: E731
-                                           if (o.get("status") or {}).get("rayClusterName")), None)
-        jobs.wait(lambda h: cluster_of(h, names["cluster"]), what="the third run's cluster named")
-        killed.kill_when(clusters, names["cluster"], cluster_of(jobs, names["cluster"]))  # during the cluster wait
+        jobs.wait(lambda h: _cluster_of(h, names["cluster"]), what="the third run's cluster named")
+        killed.kill_when(clusters, names["cluster"], _cluster_of(jobs, names["cluster"]))  # during the cluster wait
 
         for name in names.values():
             failed = run.wait_for(
-                RAY, "rayjobs", name, lambda o: o and o["status"].get("jobDeploymentStatus") == "Failed"
+                RAY, "rayjobs", name, status_is("jobDeploymentStatus", "Failed")
             )
             assert failed["status"]["reason"] == "PreRunningDeadlineExceeded"
-        clusters.wait(lambda h: all(not h.objects().get(c) for c in {cluster_of(jobs, n) for n in names.values()} if c),
-                      what="every cluster deleted")
+        ran = {_cluster_of(jobs, n) for n in names.values()} - {None}
+        clusters.wait(lambda h: not any(h.objects().get(c) for c in ran), what="every cluster deleted")
         dgds.wait(lambda h: not h.objects(), what="every DGD collected")
     # Every DGD that was created had its owner from its very first revision.
     created = {obj["metadata"]["name"] for _, obj in dgds.events()}
@@ -156,15 +160,11 @@ def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_
             killed.start(name, extra=("infra.dynamo.serving.readyTimeoutS=30",))
         killed.kill_when(jobs, names["rayjob"], names["rayjob"])  # right after the suspended RayJob is created
         killed.kill_when(dgds, names["dgd"], f"{names['dgd']}-dgd")  # during the DGD wait
-        def cluster_of(h, name):
-            return next((o["status"].get("rayClusterName") for _, o in h.events(name)
-                         if not o["spec"].get("suspend") and (o.get("status") or {}).get("rayClusterName")), None)
-
         jobs.wait(
-            lambda h: cluster_of(h, names["cluster"]), what="the third run's RayJob resumed and its cluster named"
+            lambda h: _cluster_of(h, names["cluster"]), what="the third run's RayJob resumed and its cluster named"
         )
         killed.kill_when(
-            clusters, names["cluster"], cluster_of(jobs, names["cluster"])
+            clusters, names["cluster"], _cluster_of(jobs, names["cluster"])
         )  # moving its DGD to the cluster
 
         # No one runs gc: each lease fails at its deadline, the TTL controller deletes it, and GC

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -22,6 +21,8 @@ import pytest
 import yaml
 from kubernetes import client
 from sandbox_harness import DEADLINE_S, Gate, History, eventually, run_cli
+
+from nrl_k8s_sandbox.ray_head import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY, NVIDIA = ("ray.io", "v1"), ("nvidia.com", "v1alpha1")
@@ -33,12 +34,6 @@ READ_RECIPE = ("grep -E 'dgd_name: ' nrl_k8s_run.yaml && cat code/hello.txt && "
 # every pod on this machine's one network and serves a Ray head's container port P on a free
 # port of its own, which it names to the head and its jobs in NRL_K8S_SANDBOX_PORT_P.
 DAEMON = "python3 -m http.server $NRL_K8S_SANDBOX_PORT_{port} --bind 127.0.0.1"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pod(name: str, ports: list[dict] | None = None, claims: bool = False) -> dict:
@@ -60,7 +55,7 @@ class LongLived:
         self.sandbox, self.ns, self.dir = sandbox, namespace, directory
         tag = uuid.uuid4().hex[:5]
         self.training, self.gym, self.dgd, self.deploy = f"tr-{tag}", f"gym-{tag}", f"dgd-{tag}", f"mx-{tag}"
-        self.port = _free_port()
+        self.port = free_ports(1)[0]
         self.api = sandbox.api_client()
         self.custom = client.CustomObjectsApi(self.api)
         (directory / ".git").mkdir()

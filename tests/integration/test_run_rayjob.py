@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import uuid
@@ -20,7 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, observe, run_cli
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, observe, run_cli, status_is
+
+from nrl_k8s_sandbox.ray_head import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -128,7 +129,7 @@ def test_happy_path_suspend_order_then_dgd_moved_to_cluster_and_gc_cleans_up(run
 
         gate.open()
         done = run.wait_for(
-            RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete"
+            RAY, "rayjobs", run.job, status_is("jobDeploymentStatus", "Complete")
         )
         assert done["status"]["jobStatus"] == "SUCCEEDED"
         logs = run.driver_logs(done["status"]["jobId"])
@@ -207,7 +208,7 @@ def test_proxy_forbidden_falls_back_with_a_hint(run, tmp_path):
     head, as the hint says) it goes ahead, gates the DGD on pod readiness alone, saying so, and
     streams the driver's log through the URL."""
     env = {**os.environ, "KUBECONFIG": str(run.sandbox.kubeconfig), "NRL_K8S_USER": "it"}
-    port = _free_port()
+    port = free_ports(1)[0]
     # The driver prints a line, then waits until the test saw it (`run --wait` streams through the
     # port-forward), then runs the example and waits again until the test saw its last line: the
     # real KubeRay deletes the cluster, and the forwarded head, the moment the job ends.
@@ -259,12 +260,6 @@ def _read_until(proc: subprocess.Popen, text: str, seen: str) -> str:
         assert line, proc.stderr.read()
         seen += line
     return seen
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ready_head(run) -> str:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sandbox_harness import status_is
 from test_run_rayjob import EXAMPLE_ENTRYPOINT, PAIR, RAY, Run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +75,7 @@ def test_run_rayjob_with_a_v1beta1_dgd_links_it_and_status_shows_it(run, tmp_pat
 
         gate.open()
         done = run.wait_for(
-            RAY, "rayjobs", run.job, lambda o: o and o["status"].get("jobDeploymentStatus") == "Complete"
+            RAY, "rayjobs", run.job, status_is("jobDeploymentStatus", "Complete")
         )
         assert done["status"]["jobStatus"] == "SUCCEEDED"
         assert f"dgd_name: {run.dgd}" in run.driver_logs(done["status"]["jobId"])
