@@ -96,6 +96,11 @@ def etcd(bin: Installed, data: Path, ports: Ports) -> list[str]:
             "--listen-metrics-urls=", "--quota-backend-bytes=4294967296"]
 
 
+#: kube-apiserver's Go collector, tuned for a short-lived local server: collect at 5x the live heap
+#: (not 2x), capped at 1 GiB. Measured on a start plus 20 s: 13-14 -> 10 CPU-s, RSS 650 MB -> 1 GB.
+APISERVER_GC_ENV = {"GOGC": "400", "GOMEMLIMIT": "1GiB"}
+
+
 def apiserver(bin: Installed, ca: Authority, serving: Pair, kubelet_client: Pair, sa: Pair, ports: Ports,
               tokens: Path, egress: Path, audit: Path | None = None) -> list[str]:
     argv = [bin.path("kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",

@@ -192,7 +192,8 @@ def api_server(plane: Plane) -> None:
     shutil.rmtree(plane.dir / "etcd", ignore_errors=True)
     plane.processes.start("etcd", components.etcd(plane.installed, plane.dir / "etcd", plane.ports))
     plane.processes.start("kube-apiserver", components.apiserver(
-        plane.installed, plane.ca, plane.serving, plane.admin, plane.sa, plane.ports, plane.tokens, egress_file))
+        plane.installed, plane.ca, plane.serving, plane.admin, plane.sa, plane.ports, plane.tokens, egress_file),
+        components.APISERVER_GC_ENV)
     plane.url = f"https://127.0.0.1:{plane.ports.apiserver}"
     context = ssl.create_default_context(cafile=str(plane.ca.cert))
     context.load_cert_chain(str(plane.admin.cert), str(plane.admin.key))
