@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from nrl_k8s.kinds import rayjob
-from nrl_k8s.kinds.base import Pending, Readiness, Ready
+from nrl_k8s.kinds.readiness import Pending, Readiness, Ready
 from nrl_k8s.kube.client import Kube
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,8 +15,9 @@ from sandbox_harness import DEADLINE_S, eventually, unique
 
 from nrl_k8s.errors import ForbiddenError
 from nrl_k8s.kinds import crds
-from nrl_k8s.kinds.base import Kind, Pending, Ready
+from nrl_k8s.kinds.base import Kind
 from nrl_k8s.kinds.core import CRD
+from nrl_k8s.kinds.readiness import Pending, Ready
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.ops.probe import Permission, missing_permissions
 

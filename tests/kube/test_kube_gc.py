@@ -15,7 +15,8 @@ import pytest
 from sandbox_harness import DEADLINE_S
 
 from nrl_k8s.kinds import dgd, raycluster, rayjob, secret
-from nrl_k8s.kinds.base import MANAGED_BY, Pending, Ready, owned
+from nrl_k8s.kinds.base import MANAGED_BY, owned
+from nrl_k8s.kinds.readiness import Pending, Ready
 from nrl_k8s.ops import gc
 
 RUN = "train-0a1b2c3d"

@@ -16,8 +16,9 @@ from sandbox_harness import DEADLINE_S, Gate, eventually, observe
 
 from nrl_k8s.errors import ApiError, ResourceFailed, WaitTimeout
 from nrl_k8s.kinds import pod
-from nrl_k8s.kinds.base import Failed, Kind, Pending, Ready, condition
+from nrl_k8s.kinds.base import Kind
 from nrl_k8s.kinds.core import CONFIGMAP, EVENT
+from nrl_k8s.kinds.readiness import Failed, Pending, Ready, condition
 
 JOB = Kind("batch", "v1", "jobs", "Job")
 

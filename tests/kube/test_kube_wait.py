@@ -12,9 +12,9 @@ import pytest
 from sandbox_harness import DEADLINE_S, eventually
 
 from nrl_k8s.errors import ResourceFailed, WaitTimeout
-from nrl_k8s.kinds.base import Failed, Pending, Ready
 from nrl_k8s.kinds.core import CONFIGMAP
 from nrl_k8s.kinds.rayjob import KIND as RAYJOB
+from nrl_k8s.kinds.readiness import Failed, Pending, Ready
 from nrl_k8s.kube.client import GoneError, Kube, Tuning
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import deployment
-from nrl_k8s.kinds.base import Failed, Pending, Ready
+from nrl_k8s.kinds.readiness import Failed, Pending, Ready
 
 SPEC = {
     "replicas": 1,

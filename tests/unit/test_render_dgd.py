@@ -10,7 +10,8 @@ import yaml
 
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import dgd
-from nrl_k8s.kinds.base import Failed, Kind, Pending, Ready, owner_reference
+from nrl_k8s.kinds.base import Kind, owner_reference
+from nrl_k8s.kinds.readiness import Failed, Pending, Ready
 
 DATA = Path(__file__).parent / "data" / "render"
 BASIC = ["dgd_basic.yaml", "dgd_basic_v1beta1.yaml"]  # the same graph in both versions: rules 2 and 3 agree

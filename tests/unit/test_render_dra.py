@@ -8,8 +8,8 @@ import pytest
 
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import deployment, dgd, dra, raycluster, rayjob, secret, service
-from nrl_k8s.kinds.base import Pending, Ready
 from nrl_k8s.kinds.index import kind_of
+from nrl_k8s.kinds.readiness import Pending, Ready
 from nrl_k8s.ops import targets
 
 CD = {"name": "compute-domain-channel", "resourceClaimTemplateName": "shared-cd-channel"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nrl_k8s.kinds import pod, service
-from nrl_k8s.kinds.base import Failed, Kind, Pending, Ready
+from nrl_k8s.kinds.base import Kind
+from nrl_k8s.kinds.readiness import Failed, Pending, Ready
 
 
 def make_pod(containers=("main",), statuses=None, init_statuses=None, scheduled=None, phase="Pending") -> dict:

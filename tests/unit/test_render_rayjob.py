@@ -9,7 +9,7 @@ import yaml
 
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kinds import raycluster, rayjob
-from nrl_k8s.kinds.base import Failed, Pending, Ready
+from nrl_k8s.kinds.readiness import Failed, Pending, Ready
 
 INFRA = {
     "namespace": "rl",

@@ -25,7 +25,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -71,6 +71,9 @@ _YAML = "tag:yaml.org,2002:"
 STR, INT, FLOAT, BOOL, NULL = (_YAML + t for t in ("str", "int", "float", "bool", "null"))
 SEQ, MAP, MERGE, TIMESTAMP = (_YAML + t for t in ("seq", "map", "merge", "timestamp"))
 _SCALAR_TAGS = {STR, INT, FLOAT, BOOL, NULL, MERGE}  # MERGE: the `<<` key
+#: a sequence or mapping node
+N = TypeVar("N", SequenceNode, MappingNode)
+
 _KINDS = {INT: "an integer", FLOAT: "a number", BOOL: "a boolean", NULL: "null"}
 # YAML's printable set, negated: C0 controls but tab/LF/CR, DEL, C1 controls but NEL, non-characters.
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ufffe\uffff]")
@@ -311,14 +314,18 @@ class _Composer:
         if not in_range:
             raise self.fail(node.start_mark, f"number {shown} is out of range", "use a number that fits in 64 bits")
 
-    def _sequence(self) -> SequenceNode:
+    def _collection(self, kind: type[N], tag: str) -> N:
+        """The node a sequence or mapping starts, counted, and known by its anchor (an alias to
+        it from inside is refused: it has no size yet)."""
         start = self.get_event()
-        node = SequenceNode(
-            self._tag(start, SequenceNode, {SEQ}), [], start.start_mark, None, flow_style=start.flow_style
-        )
+        node = kind(self._tag(start, kind, {tag}), [], start.start_mark, None, flow_style=start.flow_style)
         self._count(1, start.start_mark)
         if start.anchor is not None:
-            self.anchors[start.anchor] = node  # an alias to it from inside is refused (no size yet)
+            self.anchors[start.anchor] = node
+        return node
+
+    def _sequence(self) -> SequenceNode:
+        node = self._collection(SequenceNode, SEQ)
         while not self.check_event(SequenceEndEvent):
             self.path.append(len(node.value))
             node.value.append(self.compose_node())
@@ -327,13 +334,7 @@ class _Composer:
         return node
 
     def _mapping(self) -> MappingNode:
-        start = self.get_event()
-        node = MappingNode(
-            self._tag(start, MappingNode, {MAP}), [], start.start_mark, None, flow_style=start.flow_style
-        )
-        self._count(1, start.start_mark)
-        if start.anchor is not None:
-            self.anchors[start.anchor] = node
+        node = self._collection(MappingNode, MAP)
         lines: dict[str, int] = {}
         while not self.check_event(MappingEndEvent):
             key = self._key(self.compose_node(), lines)
@@ -357,20 +358,23 @@ class _Composer:
         return key
 
 
+def _set_up(loader: Any, events: type[Any], text: str, source: str, bad_at: tuple[int, int, int] | None,
+            lines: bool) -> None:
+    """A loader's set-up, over the events of its parser (libyaml's or the pure-Python one)."""
+    events.__init__(loader, text)
+    _Composer.__init__(loader, source, bad_at, lines)
+    SafeConstructor.__init__(loader)
+    _Resolver.__init__(loader)
+
+
 class _Loader(_Composer, _Events, SafeConstructor, _Resolver):
-    def __init__(self, text: str, source: str, bad_at: tuple[int, int, int] | None, lines: bool):
-        _Events.__init__(self, text)
-        _Composer.__init__(self, source, bad_at, lines)
-        SafeConstructor.__init__(self)
-        _Resolver.__init__(self)
+    def __init__(self, *args: Any):
+        _set_up(self, _Events, *args)
 
 
 class _PyLoader(_Composer, _PyEvents, SafeConstructor, _Resolver):
-    def __init__(self, text: str, source: str, bad_at: tuple[int, int, int] | None, lines: bool):
-        _PyEvents.__init__(self, text)
-        _Composer.__init__(self, source, bad_at, lines)
-        SafeConstructor.__init__(self)
-        _Resolver.__init__(self)
+    def __init__(self, *args: Any):
+        _set_up(self, _PyEvents, *args)
 
 
 def file_kind(mode: int) -> str | None:

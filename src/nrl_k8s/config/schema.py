@@ -39,6 +39,12 @@ class _Context:
             hint = f"set '{dotted(path)}' to {expected}"
         return self.error(path, f"expected {expected}, got {describe(value)}", hint)
 
+    def container(self, value: Any, path: tuple, kind: type) -> Any:
+        """``value`` when it is a ``kind`` (a list or a mapping), else the error that says so."""
+        if not isinstance(value, kind):
+            raise self.expected(path, f"a {_TYPE_NAMES[kind]}", value)
+        return value
+
 
 def _is(value: Any, kind: type) -> bool:
     if isinstance(value, bool):
@@ -129,9 +135,7 @@ class Free:
     kind: type = dict
 
     def validate(self, value: Any, path: tuple, ctx: _Context) -> Any:
-        if not isinstance(value, self.kind):
-            raise ctx.expected(path, f"a {_TYPE_NAMES[self.kind]}", value)
-        return value
+        return ctx.container(value, path, self.kind)
 
 
 @dataclass(frozen=True)
@@ -139,9 +143,8 @@ class ListOf:
     item: Any
 
     def validate(self, value: Any, path: tuple, ctx: _Context) -> list:
-        if not isinstance(value, list):
-            raise ctx.expected(path, "a list", value)
-        return [self.item.validate(v, (*path, i), ctx) for i, v in enumerate(value)]
+        items = ctx.container(value, path, list)
+        return [self.item.validate(v, (*path, i), ctx) for i, v in enumerate(items)]
 
 
 @dataclass(frozen=True)
@@ -204,8 +207,7 @@ class Struct:
     rules: tuple[Requires | OneOf, ...] = ()
 
     def validate(self, value: Any, path: tuple, ctx: _Context) -> dict:
-        if not isinstance(value, dict):
-            raise ctx.expected(path, "a mapping", value)
+        ctx.container(value, path, dict)
         for key in value:
             if key not in self.fields:
                 raise _unknown(key, path, self.fields, ctx)
@@ -231,8 +233,7 @@ class DictOf:
     value: Any
 
     def validate(self, value: Any, path: tuple, ctx: _Context) -> dict:
-        if not isinstance(value, dict):
-            raise ctx.expected(path, "a mapping", value)
+        ctx.container(value, path, dict)
         result = {}
         for key, item in value.items():
             if not isinstance(key, str) or not key:

@@ -28,8 +28,8 @@ from typing import overload
 from nrl_k8s.errors import ConfigError, ForbiddenError, NrlK8sError, ResourceFailed, SubmissionExists
 from nrl_k8s.events import Applied, Warning
 from nrl_k8s.kinds import core, crds, raycluster, rayjob, secret
-from nrl_k8s.kinds.base import Failed
 from nrl_k8s.kinds.index import kind_of
+from nrl_k8s.kinds.readiness import Failed
 
 from .concurrency import Background, fan_out
 from .rayjob import RayJobRun

@@ -49,10 +49,11 @@ from nrl_k8s.flows.concurrency import Background, fan_out, gather
 from nrl_k8s.flows.lifecycle import LiveOptions
 from nrl_k8s.flows.steps import DEPLOYMENT_TIMEOUT_S, GONE_TIMEOUT_S, PROVISION_TIMEOUT_S, BringUp
 from nrl_k8s.kinds import raycluster, rayjob
-from nrl_k8s.kinds.base import Kind, Ready, owned, owner_reference
+from nrl_k8s.kinds.base import Kind, owned, owner_reference
 from nrl_k8s.kinds.core import CONFIGMAP
 from nrl_k8s.kinds.index import kind_of
 from nrl_k8s.kinds.raycluster import KIND_METADATA, RUN_METADATA
+from nrl_k8s.kinds.readiness import Ready
 from nrl_k8s.ops import gc
 from nrl_k8s.ops.probe import Permission, run_permissions
 from nrl_k8s.ray import package as package_mod

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from nrl_k8s.errors import ForbiddenError, ResourceFailed, WaitTimeout
 from nrl_k8s.events import Emit, Waiting
 from nrl_k8s.kinds import dgd, pod
-from nrl_k8s.kinds.base import Pending, Readiness, Ready
+from nrl_k8s.kinds.readiness import Pending, Readiness, Ready
 from nrl_k8s.kinds.service import cluster_url
 
 if TYPE_CHECKING:

@@ -15,21 +15,10 @@ from nrl_k8s.kinds.names import validate_name
 
 from ..errors import InfraError
 from . import service
-from .base import (
-    MANAGED_BY,
-    Failed,
-    Kind,
-    Pending,
-    Readiness,
-    Ready,
-    condition,
-    describe_condition,
-    label_template,
-    object_metadata,
-    without_nulls,
-)
+from .base import MANAGED_BY, Kind, label_template, object_metadata, without_nulls
 from .pod_schema import check_pod_template
 from .raycluster import apply_identity
+from .readiness import Failed, Pending, Readiness, Ready, condition, describe_condition
 
 KIND = Kind("apps", "v1", "deployments", "Deployment")
 SELECTOR_LABEL = "nrl-k8s.io/deployment"

@@ -43,18 +43,8 @@ from nrl_k8s.kinds.names import validate_name
 from ..config.interpolate import interpolate_document
 from ..errors import ConfigError, InfraError, dotted
 from . import dgd_v1alpha1, dgd_v1beta1, dra
-from .base import (
-    MANAGED_BY,
-    Failed,
-    Kind,
-    Pending,
-    Readiness,
-    Ready,
-    condition,
-    describe_condition,
-    object_metadata,
-    without_nulls,
-)
+from .base import MANAGED_BY, Kind, object_metadata, without_nulls
+from .readiness import Failed, Pending, Readiness, Ready, condition, describe_condition
 
 _VERSIONS = {module.KIND.api_version: module for module in (dgd_v1alpha1, dgd_v1beta1)}
 KINDS = tuple(module.KIND for module in _VERSIONS.values())

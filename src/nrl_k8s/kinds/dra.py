@@ -28,7 +28,8 @@ The objects carry the managed-by label and the infra labels; the run adds the ow
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .base import MANAGED_BY, Kind, Pending, Readiness, Ready, object_metadata
+from .base import MANAGED_BY, Kind, object_metadata
+from .readiness import Pending, Readiness, Ready
 
 COMPUTE_DOMAIN = Kind("resource.nvidia.com", "v1beta1", "computedomains", "ComputeDomain")
 RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")

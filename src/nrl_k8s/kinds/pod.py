@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .base import Failed, Kind, Pending, Readiness, Ready, condition
+from .base import Kind
+from .readiness import Failed, Pending, Readiness, Ready, condition
 
 KIND = Kind("", "v1", "pods", "Pod")
 

@@ -35,23 +35,9 @@ from nrl_k8s.kinds.names import MAX_RAYCLUSTER_NAME_LEN, validate_name
 from ..config.schema import MOUNTED_KINDS, PVC_KINDS, ROLES
 from ..errors import InfraError
 from . import dra
-from .base import (
-    MANAGED_BY,
-    Failed,
-    Kind,
-    Pending,
-    Readiness,
-    Ready,
-    condition,
-    condition_true,
-    describe_condition,
-    k8s_str,
-    label_template,
-    object_metadata,
-    str_map,
-    without_nulls,
-)
+from .base import MANAGED_BY, Kind, k8s_str, label_template, object_metadata, str_map, without_nulls
 from .pod_schema import check_pod_template
+from .readiness import Failed, Pending, Readiness, Ready, condition, condition_true, describe_condition
 
 KIND = Kind("ray.io", "v1", "rayclusters", "RayCluster")
 ROLE_LABEL = "nrl-k8s.io/role"

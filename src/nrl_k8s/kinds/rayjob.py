@@ -18,7 +18,8 @@ from nrl_k8s.config import recipe as recipe_mod
 from nrl_k8s.kinds.names import MAX_RAYJOB_NAME_LEN, validate_name
 
 from . import dra, raycluster, secret
-from .base import MANAGED_BY, Failed, Kind, Pending, Readiness, Ready, object_metadata
+from .base import MANAGED_BY, Kind, object_metadata
+from .readiness import Failed, Pending, Readiness, Ready
 
 KIND = Kind("ray.io", "v1", "rayjobs", "RayJob")
 RUN_ID_LABEL = "nrl-k8s.io/run-id"

@@ -23,7 +23,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -31,12 +31,14 @@ import urllib3
 from nrl_k8s import __version__
 from nrl_k8s.config.kubeconfig import SERVICE_ACCOUNT_DIR
 from nrl_k8s.errors import ConflictError, ForbiddenError, NotFoundError
-from nrl_k8s.kinds.base import Kind, Pending, Readiness, Ready
+from nrl_k8s.kinds.base import Kind
 from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW, SELF_SUBJECT_RULES_REVIEW
 from nrl_k8s.kinds.pod import KIND as POD
+from nrl_k8s.kinds.readiness import Pending, Readiness, Ready
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.kinds.service import proxy_path
 from nrl_k8s.kube import wait as waiting
+from nrl_k8s.kube.closing import Closing
 from nrl_k8s.kube.connection import Connection, from_kubeconfig, in_cluster
 from nrl_k8s.kube.errors import (
     GoneError,
@@ -67,6 +69,17 @@ _PAGE_SIZE = 500
 _LOG_CHUNK = 64 * 1024
 _USER_AGENT = f"nrl-k8s/{__version__}"
 _PROXY_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+T = TypeVar("T")
+
+
+class Selection(TypedDict, total=False):
+    """Which objects a list takes: by selectors, and in every namespace or one."""
+
+    label_selector: str | None
+    field_selector: str | None
+    all_namespaces: bool
 
 
 @dataclass(frozen=True)
@@ -116,7 +129,7 @@ def _limits(timeout: float | tuple[float, float | None], first_contact_s: float 
     return urllib3.Timeout(total=timeout, connect=min(timeout, first_contact_s) if first_contact_s else None)
 
 
-class Kube:
+class Kube(Closing):
     """A connection to one cluster with a default namespace; see the module docstring."""
 
     def __init__(
@@ -164,12 +177,6 @@ class Kube:
 
     def close(self) -> None:
         self._pool.clear()
-
-    def __enter__(self) -> Kube:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ transport
     def _call(
@@ -264,34 +271,15 @@ class Kube:
 
     def find(self, kind: Kind, name: str, namespace: str | None = None) -> dict | None:
         """Like ``get`` but None when the object does not exist (a missing kind still raises)."""
-        try:
-            return self.get(kind, name, namespace)
-        except KindNotServedError:
-            raise
-        except NotFoundError:
-            return None
+        return _unless_absent(lambda: self.get(kind, name, namespace))
 
-    def list(
-        self,
-        kind: Kind,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        all_namespaces: bool = False,
-    ) -> builtins.list[dict]:
-        selectors = {"label_selector": label_selector, "field_selector": field_selector}
-        return self.snapshot(kind, namespace, **selectors, all_namespaces=all_namespaces)[0]
+    def list(self, kind: Kind, namespace: str | None = None, **selection: Unpack[Selection]) -> builtins.list[dict]:
+        """The objects of ``snapshot``."""
+        return self.snapshot(kind, namespace, **selection)[0]
 
-    def snapshot(
-        self,
-        kind: Kind,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        all_namespaces: bool = False,
-    ) -> tuple[builtins.list[dict], str | None]:
+    def snapshot(self, kind: Kind, namespace: str | None = None, *, label_selector: str | None = None,
+                 field_selector: str | None = None,
+                 all_namespaces: bool = False) -> tuple[builtins.list[dict], str | None]:
         """Every page of a list, and the resourceVersion to watch from."""
         ns = None if all_namespaces else self._ns(kind, namespace)
         query = _selectors(label_selector, field_selector)
@@ -368,15 +356,8 @@ class Kube:
                     raise
                 time.sleep(min(self.tuning.backoff_s, self.tuning.backoff_cap_s) * random.uniform(0.5, 1.0))
 
-    def delete(
-        self,
-        kind: Kind,
-        name: str,
-        namespace: str | None = None,
-        *,
-        propagation: str = "Background",
-        resource_version: str | None = None,
-    ) -> bool:
+    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, propagation: str = "Background",
+               resource_version: str | None = None) -> bool:
         """Delete (dependents per ``propagation``); False when it was already gone.
 
         With ``resource_version``, only that version is deleted (ConflictError once it changed).
@@ -385,25 +366,13 @@ class Kube:
         options: dict = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         if resource_version:
             options["preconditions"] = {"resourceVersion": resource_version}
-        try:
-            self._call("DELETE", kind_path(kind, ns, name), Op("delete", kind, ns, name), body=options).read()
-        except KindNotServedError:
-            raise
-        except NotFoundError:
-            return False
-        return True
+        op, path = Op("delete", kind, ns, name), kind_path(kind, ns, name)
+        return _unless_absent(lambda: self._call("DELETE", path, op, body=options).read()) is not None
 
     # ------------------------------------------------------------------ watch and wait
-    def watch(
-        self,
-        kind: Kind,
-        *,
-        namespace: str | None = None,
-        name: str | None = None,
-        label_selector: str | None = None,
-        resource_version: str | None = None,
-        timeout_s: float,
-    ) -> Iterator[tuple[str, dict]]:
+    def watch(self, kind: Kind, *, namespace: str | None = None, name: str | None = None,
+              label_selector: str | None = None, resource_version: str | None = None,
+              timeout_s: float) -> Iterator[tuple[str, dict]]:
         """Yield (ADDED|MODIFIED|DELETED, object) until the server ends the watch after ``timeout_s``.
 
         A dropped stream also just ends the iteration; an ERROR event raises (410: GoneError).
@@ -435,36 +404,8 @@ class Kube:
             response.close()
             response.release_conn()
 
-    @overload
-    def wait(self, kind: Kind, readiness: Callable[[dict | None], Readiness], *, name: str,
-             label_selector: None = None, namespace: str | None = None, timeout_s: float,
-             on_progress: Callable[[str], None] | None = None, what: str = "", pods: str | None = None) -> dict | None:
-        ...
-
-    @overload
-    def wait(self, kind: Kind, readiness: Callable[[builtins.list[dict]], Readiness], *, name: None = None,
-             label_selector: str, namespace: str | None = None, timeout_s: float,
-             on_progress: Callable[[str], None] | None = None, what: str = "",
-             pods: str | None = None) -> builtins.list[dict]:
-        ...
-
-    def wait(
-        self,
-        kind: Kind,
-        readiness: Callable[[Any], Readiness],  # gets the object (or None) by name, a list by selector
-        *,
-        name: str | None = None,
-        label_selector: str | None = None,
-        namespace: str | None = None,
-        timeout_s: float,
-        on_progress: Callable[[str], None] | None = None,
-        what: str = "",
-        pods: str | None = None,
-    ) -> dict | builtins.list[dict] | None:
-        """Watch + deadline until ``readiness`` says Ready; see ``nrl_k8s.kube.wait.wait``."""
-        target = {"name": name, "label_selector": label_selector, "namespace": namespace}
-        return waiting.wait(self, kind, readiness, **target, timeout_s=timeout_s, on_progress=on_progress, what=what,
-                            pods=pods)
+    #: Watch + deadline until a readiness function says Ready (``nrl_k8s.kube.wait.wait``).
+    wait = waiting.wait
 
     def wait_gone(self, kind: Kind, name: str, namespace: str | None = None, *, timeout_s: float) -> None:
         """Wait until the object no longer exists."""
@@ -479,15 +420,8 @@ class Kube:
         )
 
     # ------------------------------------------------------------------ pod logs
-    def logs(
-        self,
-        pod: str,
-        namespace: str | None = None,
-        *,
-        container: str | None = None,
-        tail_lines: int | None = None,
-        follow: bool = False,
-    ) -> Iterator[str]:
+    def logs(self, pod: str, namespace: str | None = None, *, container: str | None = None,
+             tail_lines: int | None = None, follow: bool = False) -> Iterator[str]:
         """The output of one container of a pod (``pods/log``) as text chunks, as the API server
         sends them; ``follow`` keeps reading until the container or the pod ends.
 
@@ -587,6 +521,17 @@ class Kube:
         except ForbiddenError:
             return None
         return served
+
+
+def _unless_absent(call: Callable[[], T]) -> T | None:
+    """``call()``, or None when its object does not exist (a kind the server does not serve raises)."""
+    try:
+        return call()
+    except KindNotServedError:
+        raise
+    except NotFoundError:
+        return None
+
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict:
     query = {}

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from nrl_k8s.errors import ApiError
 from nrl_k8s.kinds import dgd, pod, raycluster
-from nrl_k8s.kinds.base import Kind, condition
+from nrl_k8s.kinds.base import Kind
 from nrl_k8s.kinds.core import EVENT
+from nrl_k8s.kinds.readiness import condition
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube

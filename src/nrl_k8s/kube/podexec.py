@@ -25,6 +25,7 @@ from nrl_k8s.errors import ApiError
 from nrl_k8s.kinds.pod import KIND as POD
 from nrl_k8s.kube import websocket as _websocket
 from nrl_k8s.kube.client import kind_path
+from nrl_k8s.kube.closing import Closing
 from nrl_k8s.kube.errors import HttpError, Op, api_error
 
 from ._httpx import ApiServerAuth, httpx
@@ -52,7 +53,7 @@ class Finished:
         return self.stdout.decode("utf-8", errors="replace")
 
 
-class PodExec:
+class PodExec(Closing):
     """Runs commands in the pods of one namespace; close it (or use it as a context manager)."""
 
     def __init__(self, connection, namespace: str, *, timeout_s: float = 30.0):
@@ -62,12 +63,6 @@ class PodExec:
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> PodExec:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def run(self, pod: str, argv: list[str], *, container: str | None = None, stdin: bytes | None = None,
             timeout_s: float = 120.0) -> Finished:

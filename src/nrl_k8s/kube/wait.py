@@ -11,15 +11,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from nrl_k8s.errors import ApiError, NotFoundError, ResourceFailed, UnauthorizedError, WaitTimeout
-from nrl_k8s.kinds.base import Failed, Kind, Readiness, Ready
+from nrl_k8s.kinds.base import Kind
+from nrl_k8s.kinds.readiness import Failed, Readiness, Ready
 from nrl_k8s.kube.diagnose import report
 from nrl_k8s.kube.errors import GoneError
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
+
+
+@overload
+def wait(kube: Kube, kind: Kind, readiness: Callable[[dict | None], Readiness], *, name: str,
+         label_selector: None = None, namespace: str | None = None, timeout_s: float,
+         on_progress: Callable[[str], None] | None = None, what: str = "", pods: str | None = None) -> dict | None:
+    ...
+
+
+@overload
+def wait(kube: Kube, kind: Kind, readiness: Callable[[list[dict]], Readiness], *, name: None = None,
+         label_selector: str, namespace: str | None = None, timeout_s: float,
+         on_progress: Callable[[str], None] | None = None, what: str = "", pods: str | None = None) -> list[dict]:
+    ...
 
 
 def wait(

@@ -30,10 +30,11 @@ from nrl_k8s.config.recipe import ENV_NAME
 from nrl_k8s.errors import ConfigError, ConflictError, ForbiddenError
 from nrl_k8s.events import Applied, Emit, Waiting, Warning
 from nrl_k8s.kinds import deployment, dgd, dra, lease, pod, raycluster, rayjob, secret, service
-from nrl_k8s.kinds.base import MANAGED_BY, OWNER_LABEL, Kind, Pending, Readiness, maker, managed
+from nrl_k8s.kinds.base import MANAGED_BY, OWNER_LABEL, Kind, maker, managed
 from nrl_k8s.kinds.core import CONFIGMAP, EVENT, SERVICE_ACCOUNT
 from nrl_k8s.kinds.names import validate_name
 from nrl_k8s.kinds.rbac import ROLE, ROLE_BINDING, render_role, render_role_binding, render_service_account
+from nrl_k8s.kinds.readiness import Pending, Readiness
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube

@@ -31,7 +31,7 @@ import shlex
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from nrl_k8s.errors import ApiError, ConfigError, NotFoundError
 from nrl_k8s.kinds import dgd, pod, raycluster
@@ -100,8 +100,9 @@ class Request:
         return replace(self, source="daemon" if declared else "driver")
 
 
-@dataclass(frozen=True)
-class PodContainer:
+class PodContainer(NamedTuple):
+    """One container of one pod: whose log is read."""
+
     pod: str
     container: str
 

@@ -19,7 +19,8 @@ from nrl_k8s.errors import ApiError, NotFoundError, NrlK8sError
 from nrl_k8s.flows import unfinished
 from nrl_k8s.flows.serving import probe_frontend
 from nrl_k8s.kinds import dgd, lease, pod, raycluster, rayjob, service
-from nrl_k8s.kinds.base import OWNER_LABEL, condition_true, delete_command
+from nrl_k8s.kinds.base import OWNER_LABEL, delete_command
+from nrl_k8s.kinds.readiness import condition_true
 from nrl_k8s.kube import dgd_users as usage
 from nrl_k8s.ops import gc
 

@@ -19,6 +19,8 @@ KINDS = ("kuberay", "dynamo", "deployments")
 
 @dataclass(frozen=True)
 class Target:
+    """One `--target` value: a KIND of ``KINDS`` and a KEY under it."""
+
     kind: str
     key: str
 

@@ -30,6 +30,7 @@ from nrl_k8s.kinds import raycluster
 from nrl_k8s.kinds.service import cluster_url, proxy_path
 from nrl_k8s.kube import websocket as _websocket
 from nrl_k8s.kube._httpx import ApiServerAuth, httpx
+from nrl_k8s.kube.closing import Closing
 from nrl_k8s.ray.package import Package
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class JobInfo:
         )
 
 
-class Dashboard:
+class Dashboard(Closing):
     """A synchronous Job REST API client bound to one dashboard base URL."""
 
     def __init__(
@@ -400,12 +401,6 @@ class Dashboard:
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> Dashboard:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # -- transport: retries and error mapping (the only place) ---------------------------------
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from nrl_k8s.config.workflow import DEFAULT_TMP_DIR
 from nrl_k8s.errors import ConfigError, InfraError, NotFoundError, ResourceFailed, WaitTimeout
 from nrl_k8s.kinds.raycluster import KIND_METADATA
+from nrl_k8s.kube.closing import Closing
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
@@ -184,7 +185,7 @@ def parse_state(text: str) -> tuple[str, int | None]:
 
 # -- on the cluster ---------------------------------------------------------------------------
 
-class ExecDrivers:
+class ExecDrivers(Closing):
     """The exec drivers of one RayCluster: runs under ``tmp_dirs`` on its (current) head pod.
 
     Quacks like ``dashboard.Dashboard`` for what ``driver_log.follow`` and the job commands use
@@ -207,12 +208,6 @@ class ExecDrivers:
 
     def close(self) -> None:
         self._exec.close()
-
-    def __enter__(self) -> ExecDrivers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- the head pod ------------------------------------------------------------------------
     @property
