@@ -11,7 +11,7 @@ import httpcore
 import httpx
 import pytest
 
-from nrl_k8s.errors import DashboardError, SubmissionExists, WaitTimeout
+from nrl_k8s.errors import DashboardError, JobGone, SubmissionExists, WaitTimeout
 from nrl_k8s.kube.connection import Connection, tls_context
 from nrl_k8s.ray.dashboard import Dashboard, JobInfo
 from nrl_k8s.ray.package import stage
@@ -384,6 +384,7 @@ class Head:
     def __init__(self, statuses: list[str], *tails: Wire | httpx.Response):
         self.statuses, self.tails = list(statuses), list(tails)
         self.upgrades: list[httpx.Request] = []
+        self.asked = 0  # status requests
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/logs/tail"):
@@ -395,6 +396,7 @@ class Head:
                                                    + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()).decode()
             return httpx.Response(101, headers={"Upgrade": "websocket", "Connection": "Upgrade",
                                                 "Sec-WebSocket-Accept": accept}, extensions={"network_stream": answer})
+        self.asked += 1
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
         return status if isinstance(status, httpx.Response) else ok({"submission_id": "run-1", "status": status})
 
@@ -445,6 +447,39 @@ def test_follow_of_a_job_gone_after_an_unclean_close_is_an_error():
     assert next(follow) == "a\n"
     with pytest.raises(DashboardError, match="no job run-1"):
         next(follow)
+
+
+UNREACHABLE = text(503, "no endpoints available")
+ENDED_CASES = {
+    # KubeRay deletes a RayJob's cluster as its job ends: the stream breaks, or (a port-forward
+    # to the gone head) goes silent, and the dashboard never answers again
+    "dropped": Wire(frame("a\n")),
+    "silent": Wire(frame("a\n"), TIMEOUT),
+}
+
+
+@pytest.mark.parametrize("wire", ENDED_CASES.values(), ids=ENDED_CASES.keys())
+def test_follow_of_a_job_its_rayjob_says_is_over_asks_the_gone_dashboard_once(wire):
+    head = Head([UNREACHABLE], wire)
+    follow = head.dashboard(retries=8).follow_logs("run-1", idle_s=0, over=lambda: True)
+    assert next(follow) == "a\n"
+    with pytest.raises(JobGone):
+        next(follow)
+    assert head.asked == 1  # not retried: the job is over, its head went with its cluster
+
+
+def test_follow_of_a_job_not_yet_over_retries_an_unreachable_dashboard():
+    head = Head([UNREACHABLE], Wire(frame("a\n"), TIMEOUT))
+    follow = head.dashboard(retries=8).follow_logs("run-1", idle_s=0, over=lambda: False)
+    assert next(follow) == "a\n"
+    with pytest.raises(DashboardError, match="unreachable|503"):
+        next(follow)
+    assert head.asked == 9
+
+
+def test_follow_of_an_ended_job_whose_dashboard_answers_reads_on():
+    head = Head(["SUCCEEDED"], Wire(frame("a\n")), Wire(frame("a\nb\n"), CLOSE))  # dropped, then reopened
+    assert list(head.dashboard(retries=8).follow_logs("run-1", idle_s=0, over=lambda: True)) == ["a\n", "b\n"]
 
 
 def test_follow_gives_up_after_retries_in_a_row():

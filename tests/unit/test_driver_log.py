@@ -17,17 +17,11 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
 
 
-class Follow:
-    """A dashboard whose ``follow_logs`` yields ``chunks``, then raises ``error`` if given."""
-
-    def __init__(self, *chunks: str, error: Exception | None = None):
-        self.chunks, self.error, self.followed = chunks, error, []
-
-    def follow_logs(self, job_id: str, *, deadline_s=None):
-        self.followed.append((job_id, deadline_s))
-        yield from self.chunks
-        if self.error:
-            raise self.error
+def stream(*chunks: str, error: Exception | None = None):
+    """A driver log's ``chunks`` as they stream, then ``error`` if given."""
+    yield from chunks
+    if error:
+        raise error
 
 
 def record(run_id: str = "grpo-1", **extra) -> dict:
@@ -37,21 +31,19 @@ def record(run_id: str = "grpo-1", **extra) -> dict:
 def test_the_stream_is_redacted_whole_lines_at_a_time_printed_and_kept():
     shown = []
     run = record()
-    dash = Follow("step 1\nexport HF_TO", "KEN=hf_s3cr3t\nstep", " 2\n", "last")
-    driver_log.follow(dash, run, shown.append, deadline_s=30)
+    driver_log.follow(stream("step 1\nexport HF_TO", "KEN=hf_s3cr3t\nstep", " 2\n", "last"), run, shown.append)
     text = f"step 1\nexport HF_TOKEN={REDACTED}\nstep 2\nlast"
     assert "".join(shown) == text and "s3cr3t" not in "".join(shown)
     path = runs.runs_dir() / "grpo-1.log"
     assert path.read_text() == text
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    assert dash.followed == [("grpo-1-job", 30)]
     assert runs.load("grpo-1")["log"] == {"complete": True, "bytes": len(text), "cut_bytes": 0}
 
 
 def test_a_follow_that_stops_early_keeps_what_came_and_says_it_is_incomplete():
     run = record()
     with pytest.raises(WaitTimeout):
-        driver_log.follow(Follow("a\nb", error=WaitTimeout("job is still RUNNING after 5s")), run, lambda text: None)
+        driver_log.follow(stream("a\nb", error=WaitTimeout("job is still RUNNING after 5s")), run, lambda text: None)
     assert (runs.runs_dir() / "grpo-1.log").read_text() == "a\nb"
     assert runs.load("grpo-1")["log"] == {"complete": False, "bytes": 3, "cut_bytes": 0}
 

@@ -1,7 +1,7 @@
 """The driver log `run --wait` keeps beside the run record (``records``): ``<run id>.log``, 0600.
 
-``follow`` streams the log of a run's driver (through the dashboard, or an exec driver that
-quacks like it) until its job ends: redacted whole lines at a time, shown and kept, its last
+``follow`` keeps the log of a run's driver as it streams (from the dashboard's ``follow_logs``,
+or an exec driver's) until its job ends: redacted whole lines at a time, shown and kept, its last
 ``LOG_LIMIT_BYTES`` at most, so ``job logs`` still has it once the cluster is gone
 (``saved_log`` finds it).
 """
@@ -9,7 +9,7 @@ quacks like it) until its job ends: redacted whole lines at a time, shown and ke
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from nrl_k8s.cache import private_dir
@@ -54,9 +54,9 @@ class SavedLog:
         self._file.close()
 
 
-def follow(dash, record: dict, on_log: Callable[[str], None], *, deadline_s: float | None = None) -> None:
-    """Stream the driver log of the run ``record`` names (job ``job_id``) until its job ends:
-    redacted, to ``on_log`` and into the run's saved copy. The record then tells how much was
+def follow(chunks: Iterable[str], record: dict, on_log: Callable[[str], None]) -> None:
+    """Pass the driver log of the run ``record`` names, as ``chunks`` of it stream until its job
+    ends: redacted, to ``on_log`` and into the run's saved copy. The record then tells how much was
     kept (``log``: complete, bytes, cut_bytes) and is saved again, also when following failed."""
     saved, redactor, complete = SavedLog(record["run_id"]), LineRedactor(), False
 
@@ -66,7 +66,7 @@ def follow(dash, record: dict, on_log: Callable[[str], None], *, deadline_s: flo
             on_log(text)
 
     try:
-        for chunk in dash.follow_logs(record["job_id"], deadline_s=deadline_s):
+        for chunk in chunks:
             emit(redactor.feed(chunk))
         complete = True
     finally:

@@ -366,7 +366,8 @@ class LongLived:
     def follow(self, on_text) -> None:
         """The driver log (``driver_log.follow``: redacted, kept with the record) until the job ends."""
         source = self.driver_source()
-        driver_log.follow(source, self.record_data, on_text, deadline_s=self.options.job_timeout_s)
+        chunks = source.follow_logs(self.record_data["job_id"], deadline_s=self.options.job_timeout_s)
+        driver_log.follow(chunks, self.record_data, on_text)
         job = source.get_job(self.plan.run_id)
         self.result.ended(job.status if job else None, self.record_data)
 

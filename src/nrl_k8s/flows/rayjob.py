@@ -342,7 +342,10 @@ class RayJobRun:
         logged = False
         try:
             with self.dashboard() as dash:
-                driver_log.follow(dash, self.record_data, on_log, deadline_s=self.options.job_timeout_s)
+                # the RayJob tells when the job is over: its dashboard may go with its cluster
+                chunks = dash.follow_logs(self.record_data["job_id"], deadline_s=self.options.job_timeout_s,
+                                          over=self._job_over)
+                driver_log.follow(chunks, self.record_data, on_log)
                 logged = True
         except DashboardError as err:
             self.emit(Warning(f"the driver log cannot be streamed ({err.message}); "

@@ -256,9 +256,8 @@ class Dashboard(Closing):
         operation = f"read the logs of job {submission_id}"
         return _json(self._call("GET", f"/api/jobs/{submission_id}/logs", operation)).get("logs") or ""
 
-    def follow_logs(
-        self, submission_id: str, *, deadline_s: float | None = None, idle_s: float = 20.0
-    ) -> Iterator[str]:
+    def follow_logs(self, submission_id: str, *, deadline_s: float | None = None, idle_s: float = 20.0,
+                    over: Callable[[], bool] | None = None) -> Iterator[str]:
         """Yield the job's log from its start as Ray writes it; stop once the job has ended and
         all of it was yielded.
 
@@ -269,7 +268,10 @@ class Dashboard(Closing):
         are skipped, so nothing is repeated or lost. A clean close when the job can no longer be
         asked about (KubeRay deleted the cluster of a job that ended) is the end too. After
         ``idle_s`` seconds without a frame the job's status is read; a stream still silent
-        ``idle_s`` after the job ended is dropped.
+        ``idle_s`` after the job ended is dropped. ``over``, when given, tells from elsewhere
+        whether the job has ended (its RayJob's status): when the stream of an ended job broke or
+        went silent and the dashboard does not answer at once, its head is taken to be gone with
+        the job's cluster (JobGone) instead of being retried for a minute.
         Raises WaitTimeout (with the last status) once ``deadline_s`` seconds have passed,
         DashboardError when the job is unknown or the dashboard stays unreachable, and JobGone
         when the dashboard no longer knows a job whose log it had opened once the stream broke
@@ -281,13 +283,13 @@ class Dashboard(Closing):
         opened = False  # a connection to the job's log was accepted
         while True:
             try:
-                for text in self._tail(submission_id, yielded, deadline, idle_s):
+                for text in self._tail(submission_id, yielded, deadline, idle_s, over):
                     yielded, attempt = yielded + len(text), 0
                     yield text
                 return
             except _Broken as broken:
                 opened = opened or broken.opened
-                self._unless_late(submission_id, deadline, opened=opened)
+                self._unless_late(submission_id, deadline, opened=opened, over=over)
                 if attempt >= self.retries:
                     raise DashboardError(
                         f"could not follow the log of job {submission_id}: the stream from {self.base_url} failed "
@@ -296,7 +298,8 @@ class Dashboard(Closing):
             time.sleep(self.backoff_s * 2**attempt)
             attempt += 1
 
-    def _tail(self, submission_id: str, skip: int, deadline: _Deadline, idle_s: float) -> Iterator[str]:
+    def _tail(self, submission_id: str, skip: int, deadline: _Deadline, idle_s: float,
+              over: Callable[[], bool] | None) -> Iterator[str]:
         """One connection to the log tail: the text past the first ``skip`` characters, until Ray
         closes it at the job's end; _Broken when it breaks in a way worth reconnecting."""
         operation = f"follow the log of job {submission_id}"
@@ -308,11 +311,11 @@ class Dashboard(Closing):
                 ended_before = False  # the job was over at the previous silent check
                 while True:
                     if deadline.passed():
-                        self._unless_late(submission_id, deadline, opened=True)
+                        self._unless_late(submission_id, deadline, opened=True, over=over)
                         deadline.at = None  # the job ended in time: read the rest
                     text = ws.receive(deadline.wait(idle_s))
                     if text is None:
-                        if self._unless_late(submission_id, deadline, opened=True).terminal:
+                        if self._unless_late(submission_id, deadline, opened=True, over=over).terminal:
                             if ended_before:
                                 raise _Broken(f"silent for {idle_s:g}s after the job ended", opened=True)
                             ended_before = True
@@ -354,10 +357,13 @@ class Dashboard(Closing):
         except DashboardError:
             return None
 
-    def _unless_late(self, submission_id: str, deadline: _Deadline, *, opened: bool) -> JobInfo:
+    def _unless_late(self, submission_id: str, deadline: _Deadline, *, opened: bool,
+                     over: Callable[[], bool] | None) -> JobInfo:
         """The job; WaitTimeout (with its status) when it still runs past ``deadline``. A job
-        the dashboard does not know is JobGone when its log was ``opened`` before."""
-        job = self.get_job(submission_id)
+        the dashboard does not know is JobGone when its log was ``opened`` before; so is one that
+        is ``over`` when the dashboard does not answer at once (its head went with its cluster)."""
+        ended = opened and over is not None and over()
+        job = self._status_now(submission_id) if ended else self.get_job(submission_id)
         if job is None:
             if opened:
                 raise self._gone(submission_id)
