@@ -81,7 +81,8 @@ def run(
             min=0,
             metavar="SECONDS",
             help="[rayjob] Keep the finished job's RayCluster (and the DGDs it owns) this long before KubeRay "
-            "deletes it (ttlSecondsAfterFinished; --ttl is upstream's name; default 0: no GPU waits).",
+            "deletes it (ttlSecondsAfterFinished; --ttl is upstream's name; default 0: no GPU waits; with --wait, "
+            "30, cut short by the run once the driver's log is in).",
         ),
     ] = None,
     active_deadline: Annotated[
@@ -202,8 +203,12 @@ def run(
         return
 
     from nrl_k8s.flows.plan import RunOptions, parallel_bringup, plan_run
+    from nrl_k8s.kinds.rayjob import LOG_GRACE_S
 
     parallel = parallel_bringup(cfg.infra, parallel)
+    frees_cluster = wait and shutdown and ttl_seconds is None  # the run deletes it once the log is in
+    if frees_cluster:
+        ttl_seconds = LOG_GRACE_S
     ttl = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
     plan = plan_run(cfg, RunOptions(shutdown=shutdown, **ttl, active_deadline_seconds=active_deadline,
                                     parallel=parallel))
@@ -222,7 +227,7 @@ def run(
 
     kube = connect(ctx, cfg.infra["namespace"])
     options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url, job_timeout_s=timeout,
-                          context=global_options(ctx).context, adopt=adopt)
+                          context=global_options(ctx).context, adopt=adopt, frees_cluster=frees_cluster)
     with Progress() as progress:
         result = run_rayjob(kube, plan, options, progress, on_log=progress.log,
                             bring_up=parallel_flow.bring_up if parallel else serial)

@@ -65,10 +65,11 @@ def refused(result: subprocess.CompletedProcess, *words: str) -> None:
                "DynamoGraphDeployment"]),
 ], ids=["rayjob flow", "long-lived flow"])
 def test_manifests_only_prints_what_run_applies(nrl, pair, kinds):
-    """The stream is `run --dry-run`'s, for the flow `run` takes: no summary, no cluster section."""
+    """The stream is `run --dry-run --no-wait`'s (nothing follows the job of an applied stream), for the
+    flow `run` takes: no summary, no cluster section."""
     streamed = nrl("check", *pair, "--manifests-only")
     assert streamed.returncode == 0, streamed.stderr
-    assert streamed.stdout == nrl("run", "--dry-run", *pair).stdout
+    assert streamed.stdout == nrl("run", "--dry-run", "--no-wait", *pair).stdout
     docs = list(yaml.safe_load_all(streamed.stdout))
     assert [d["kind"] for d in docs] == kinds
     assert all(d["apiVersion"] and d["metadata"]["name"] for d in docs)
@@ -159,7 +160,14 @@ def _ttl(result: subprocess.CompletedProcess):
 def test_ttl_is_ttl_seconds(nrl):
     assert _ttl(nrl("run", "--dry-run", *KIND, "--ttl", "120")) == 120
     assert _ttl(nrl("run", "--dry-run", *KIND, "--ttl-seconds", "120")) == 120
-    assert _ttl(nrl("run", "--dry-run", *KIND)) == 0  # the default: KubeRay frees the GPUs as the job ends
+    assert _ttl(nrl("run", "--dry-run", "--wait", *KIND, "--ttl", "0")) == 0
+
+
+def test_the_default_ttl_frees_the_gpus_as_the_job_ends_or_once_run_wait_has_its_log(nrl):
+    assert _ttl(nrl("run", "--dry-run", "--no-wait", *KIND)) == 0  # KubeRay frees the GPUs as the job ends
+    # run --wait deletes the cluster itself once the driver's log is in; the TTL is for a run that died
+    assert _ttl(nrl("run", "--dry-run", *KIND)) == 30
+    assert _ttl(nrl("run", "--dry-run", "--no-shutdown", *KIND)) is None  # KubeRay keeps the cluster
 
 
 @pytest.mark.parametrize("flags, words", [

@@ -157,7 +157,7 @@ def test_a_k8sjobmode_submitter_pod_logs_its_driver(session):
     driver = f"echo step-1 HF_TOKEN={SECRET}"
     overrides = [f"infra.namespace={session.ns}", f"infra.kuberay.training.name={job}",
                  f"infra.dynamo.serving.name={job}-dgd", "infra.launch.entrypoint=" + json.dumps(driver)]
-    dry = yaml.safe_load_all(session.cli("run", "--rayjob", "--dry-run", *PAIR, *overrides).stdout)
+    dry = yaml.safe_load_all(session.cli("run", "--rayjob", "--dry-run", "--no-wait", *PAIR, *overrides).stdout)
     manifest = next(doc for doc in dry if doc["kind"] == "RayJob")
     manifest["spec"].pop("suspend")  # applied alone: no run of nrl-k8s resumes it
     manifest["spec"].update(submissionMode="K8sJobMode", entrypoint=driver)
@@ -188,7 +188,9 @@ def test_a_k8sjobmode_submitter_pod_logs_its_driver(session):
 @kubectl_only
 def test_kubectl_logs_create_ns_and_auth_can_i(session):
     kubectl = session.sandbox.kubectl
-    (head,) = session.pods("ray.io/node-type=head")
+    job = client.CustomObjectsApi(session.api).get_namespaced_custom_object("ray.io", "v1", session.ns, "rayjobs",
+                                                                             session.job)
+    (head,) = session.pods(f"ray.io/node-type=head,ray.io/cluster={job['status']['rayClusterName']}")
     assert "Ray runtime started" in kubectl("-n", session.ns, "logs", head).stdout
     assert len(kubectl("-n", session.ns, "logs", head, "--tail=2").stdout.splitlines()) == 2
     namespace = f"made-{uuid.uuid4().hex[:6]}"

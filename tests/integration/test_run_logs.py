@@ -138,20 +138,16 @@ def test_logs_follow_streams_the_whole_output_of_a_running_job(user, tmp_path):
     assert printed.endswith("after the gate\n") and "WANDB_API_KEY=<redacted>" in printed
 
 
-def test_job_logs_after_the_cluster_is_gone_prints_the_copy_run_wait_saved(user, tmp_path):
-    # The driver waits until `run --wait` streams its log: one that ends at once is gone with its
-    # cluster (ttlSecondsAfterFinished 0) before `run --wait` attaches, and there is no copy to save.
-    gate, last, entrypoint = _two_gates(tmp_path, PRINTER.format(n=LINES), "echo done")
-    with user.started(*user.run_args("--wait", entrypoint=entrypoint)) as run:
-        run.until(f"line {LINES - 1:05d} ")
-        gate.open()
-        run.until("done\n")
-        last.open()
-        code, stdout, errors = run.end()
+def test_run_wait_keeps_the_whole_log_of_a_driver_that_ends_at_once_and_job_logs_prints_it(user):
+    # Ray writes a short job's log as the job ends: run --wait keeps the cluster (its TTL) until the
+    # log is in, then deletes it, and job logs prints the copy it saved once the cluster is gone.
+    result = user.run("--wait", entrypoint=PRINTER.format(n=LINES) + "echo done")
+    code, stdout, errors = result.returncode, result.stdout, result.stderr
     assert code == 0, errors
     job = user.get("rayjobs", user.job)
-    assert job["status"]["jobStatus"] == "SUCCEEDED"
-    user.wait_for("rayclusters", job["status"]["rayClusterName"], lambda obj: obj is None)  # KubeRay deleted it
+    assert job["status"]["jobStatus"] == "SUCCEEDED" and job["spec"]["ttlSecondsAfterFinished"] == 30
+    assert "deleted: the job is over and its log kept" in errors
+    user.wait_for("rayclusters", job["status"]["rayClusterName"], lambda obj: obj is None)
 
     streamed = stdout[:stdout.index("\nrun ")]  # the driver log, then the run's summary
     assert "line 00000" in streamed and streamed.endswith("done\n") and "wk-s3cr3t-value" not in streamed

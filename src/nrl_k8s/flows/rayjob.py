@@ -365,6 +365,24 @@ class RayJobRun:
                              timeout_s=max(left, _STATUS_GRACE_S) if logged else left,
                              on_progress=lambda r: self.emit(Waiting("rayjob", r)), what=f"RayJob {self.result.rayjob}")
         self.result.ended(((job or {}).get("status") or {}).get("jobStatus"), self.record_data)
+        if self.options.frees_cluster and job is not None:
+            self.free_cluster(job)
+
+    def free_cluster(self, job: dict) -> None:
+        """The job is over and its log followed: its cluster (with the DGDs and DRA objects it owns)
+        deleted now rather than at its TTL (``rayjob.LOG_GRACE_S``), if KubeRay made it for this job."""
+        name = self.result.raycluster
+        cluster = self.kube.find(raycluster.KIND, name, self.ns) if name else None
+        owners = (cluster or {}).get("metadata", {}).get("ownerReferences") or []
+        if name is None or job["metadata"]["uid"] not in {o.get("uid") for o in owners}:
+            return
+        try:
+            self.kube.delete(raycluster.KIND, name, self.ns)
+        except ApiError as err:
+            self.emit(Warning(f"could not delete RayCluster {name} ({err.message}): KubeRay deletes it "
+                              f"{rayjob.LOG_GRACE_S}s after its job ended"))
+            return
+        self.emit(Became("raycluster", "deleted: the job is over and its log kept"))
 
     def running_hint(self) -> str:
         job = self.result.rayjob

@@ -26,6 +26,10 @@ RUN_ID_LABEL = "nrl-k8s.io/run-id"
 # 0: KubeRay frees the cluster (and the DGDs and DRA objects it owns) as the job ends; no GPU waits
 # (upstream keeps it 3600 s). `run --wait` keeps the driver's log beside the run record.
 DEFAULT_TTL_SECONDS = 0
+# ... but a run that follows its job (`run --wait`) sets this TTL and deletes the cluster itself once
+# the driver's log is in: Ray writes a short job's log as it ends, and a cluster deleted at once takes
+# the log's end with its head. The TTL frees the GPUs should the run die first.
+LOG_GRACE_S = 30
 TERMINAL_DEPLOYMENT_STATUSES = frozenset({"Complete", "Failed", "ValidationFailed"})
 SUSPENDED = "Suspended"
 RUN_VOLUME = "nrl-k8s-run"
