@@ -18,6 +18,8 @@ from kubernetes import client
 from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, run_cli, status_is, status_of
 from test_run_rayjob import EXAMPLE_ENTRYPOINT, NVIDIA, PAIR, RAY, Run
 
+from nrl_k8s.flows.plan import START_MARGIN_S
+
 APPS = ("apps", "v1")
 
 
@@ -122,7 +124,7 @@ def test_kill_9_in_the_parallel_order_leaves_nothing_once_the_deadline_passes(ru
     names = {point: f"par-{point}-{uuid.uuid4().hex[:4]}" for point in ("rayjob", "dgd", "cluster")}
     killed = Killed(run, tmp_path)
     # readyTimeoutS 30: each CLI waits that long (the delays keep every wait open) before it
-    # would give up and roll back, and the pre-running deadline is 30 + 120 s
+    # would give up and roll back, and the pre-running deadline is 30 + START_MARGIN_S
     with run.history(RAY, "rayjobs") as jobs, run.history(NVIDIA, "dynamographdeployments") as dgds, \
             run.history(RAY, "rayclusters") as clusters, run.sandbox.fault("delay", "dgd:600;raycluster:600"):
         for name in names.values():
@@ -132,6 +134,12 @@ def test_kill_9_in_the_parallel_order_leaves_nothing_once_the_deadline_passes(ru
         jobs.wait(lambda h: _cluster_of(h, names["cluster"]), what="the third run's cluster named")
         killed.kill_when(clusters, names["cluster"], _cluster_of(jobs, names["cluster"]))  # during the cluster wait
 
+        # The deadline each run set, then brought forward: the test does not wait out KubeRay's clock
+        jobs.wait(lambda h: all(h.events(n) for n in names.values()), what="every RayJob seen")
+        for name in names.values():
+            assert _first(jobs, name)["spec"]["preRunningDeadlineSeconds"] == 30 + START_MARGIN_S
+            run.custom.patch_namespaced_custom_object(*RAY, run.ns, "rayjobs", name,
+                                                      {"spec": {"preRunningDeadlineSeconds": 1}})
         for name in names.values():
             failed = run.wait_for(
                 RAY, "rayjobs", name, status_is("jobDeploymentStatus", "Failed")
@@ -149,7 +157,7 @@ def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_
     names = {point: f"ser-{point}-{uuid.uuid4().hex[:4]}" for point in ("rayjob", "dgd", "cluster")}
     killed = Killed(run, tmp_path)
     batch = client.BatchV1Api(run.api)
-    # readyTimeoutS 30: the lease ends 30 + 120 s after it is created. The DGD delay keeps the
+    # readyTimeoutS 30: the lease ends 30 + START_MARGIN_S after it is created. The DGD delay keeps the
     # second run's DGD wait open; the failing DGD patches hold the third run where it moves its DGD
     # from the resumed RayJob to the new cluster, before it releases the lease.
     with run.history(RAY, "rayjobs") as jobs, run.history(NVIDIA, "dynamographdeployments") as dgds, \
@@ -167,9 +175,14 @@ def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_
             clusters, names["cluster"], _cluster_of(jobs, names["cluster"])
         )  # moving its DGD to the cluster
 
+        # The deadline each run set, then brought forward: the test does not wait out the Job controller's clock
+        leases.wait(lambda h: all(h.events(f"{n}-lease") for n in names.values()), what="every lease seen")
+        for name in names.values():
+            assert _first(leases, f"{name}-lease")["spec"]["activeDeadlineSeconds"] == 30 + START_MARGIN_S
+            batch.patch_namespaced_job(f"{name}-lease", run.ns, {"spec": {"activeDeadlineSeconds": 1}})
         # No one runs gc: each lease fails at its deadline, the TTL controller deletes it, and GC
         # takes its RayJob and everything that hangs off it.
-        leases.wait(lambda h: h.events() and not h.objects(), what="every lease ended", timeout_s=2 * DEADLINE_S)
+        leases.wait(lambda h: h.events() and not h.objects(), what="every lease ended")
         jobs.wait(lambda h: not h.objects(), what="every RayJob deleted")
         clusters.wait(lambda h: not h.objects(), what="every cluster deleted")
         dgds.wait(lambda h: h.events() and not h.objects(), what="every DGD collected")
@@ -209,9 +222,10 @@ def test_ctrl_c_during_the_parallel_waits_rolls_back(run):
 
 def test_a_failure_after_the_driver_is_submitted_rolls_nothing_back(run, tmp_path):
     """The RayJob's spec.jobId patch fails after the dashboard took the driver: nothing is deleted,
-    exit 1 says what still runs and how to stop it (it once rolled back a job that then SUCCEEDED)."""
+    exit 1 says what still runs and how to stop it (it once rolled back a job that then SUCCEEDED).
+    The API server refuses the patch (422), so the run fails at once instead of retrying a 500 for a minute."""
     gate = Gate(tmp_path)
-    with run.sandbox.fault("api-errors", "patch:rayjobs:500:100000"):
+    with run.sandbox.fault("api-errors", "patch:rayjobs:422:100000"):
         result = run.run("--parallel", "--no-wait", extra=(gate.override(EXAMPLE_ENTRYPOINT),))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert "rolled back" not in result.stderr and "nothing was deleted" in result.stderr, result.stderr
