@@ -269,6 +269,16 @@ def operators(plane: Plane) -> None:
         plane.keep(Dynamo(plane.api, plane.faults))
     plane.keep(ComputeDomains(plane.api, plane.faults))
     plane.wait("the KubeRay operator ready", lambda: _answers(f"http://127.0.0.1:{probe}/readyz"))
+    # the node lifecycle controller taints a node until kwok reports it Ready: a pod made before then
+    # is told "untolerated taint" by the scheduler, and then, once it retries, something else
+    plane.wait("every node Ready and untainted", lambda: _schedulable(kubernetes.client.CoreV1Api(plane.api)))
+
+
+def _schedulable(core: kubernetes.client.CoreV1Api) -> bool:
+    nodes = core.list_node().items
+    return len(nodes) == sum(count for _, count, _, _ in NODES) and all(
+        not node.spec.taints and any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+        for node in nodes)
 
 
 def front_door(plane: Plane) -> None:

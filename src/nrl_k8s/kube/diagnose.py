@@ -75,19 +75,19 @@ def reasons(item: dict) -> list[str]:
 
 
 def warnings(kube: Kube, namespace: str, name: str, kind: str) -> list[str]:
-    """The most recent Warning Events about the object ``kind``/``name``, oldest first."""
+    """The most recent Warning Events about the object ``kind``/``name``, oldest first; Events of
+    the same reason and message (a scheduler retrying writes a new one) are one line, their counts summed."""
     events = [e for e in kube.list(EVENT, namespace, field_selector=f"involvedObject.name={name}")
               if e.get("type") == "Warning" and (e.get("involvedObject") or {}).get("kind") in (kind, None)]
     events.sort(
         key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or ""
     )
-    return [_event(e) for e in events[-MAX_EVENTS:]]
-
-
-def _event(event: dict) -> str:
-    count = event.get("count") or 1
-    repeated = f" (x{count})" if count > 1 else ""
-    return f"Warning {event.get('reason') or '?'}{repeated}: {(event.get('message') or '').strip()}"
+    counts: dict[tuple[str, str], int] = {}
+    for event in events:  # popped and put back: the order is that of each one's latest Event
+        key = (event.get("reason") or "?", (event.get("message") or "").strip())
+        counts[key] = counts.pop(key, 0) + (event.get("count") or 1)
+    return [f"Warning {reason}{f' (x{count})' if count > 1 else ''}: {message}"
+            for (reason, message), count in list(counts.items())[-MAX_EVENTS:]]
 
 
 def _detail(state: dict) -> str:
