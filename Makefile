@@ -26,7 +26,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint setup
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=25
+	$(BIN)/pytest -q -n 3 --dist loadfile --durations=25
 
 # For the edit loop: lint, then the tests that need no sandbox.
 test-fast: lint
