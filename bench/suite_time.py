@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUMMARY = re.compile(r"=+ (.*) in [0-9.]+s")
+# pytest's last line, "=== 2 failed, 10 passed in 3.1s ===" (or bare with -q)
+SUMMARY = re.compile(r"^=* *(\d+ \w+(?:, \d+ \w+)*) in [0-9.]+s", re.MULTILINE)
+TAIL_LINES = 40
 
 
 def run_suite(rev: str, scratch: Path) -> tuple[float, str]:
@@ -33,6 +35,9 @@ def run_suite(rev: str, scratch: Path) -> tuple[float, str]:
     done = subprocess.run(["make", "-C", str(tree), "test"], capture_output=True, text=True)
     seconds = time.monotonic() - began
     found = SUMMARY.findall(done.stdout)
+    if done.returncode:  # what failed, before the clone is removed
+        print(f"--- {rev}: make test exited {done.returncode}; its output ends:")
+        print("\n".join((done.stdout + done.stderr).splitlines()[-TAIL_LINES:]), flush=True)
     return seconds, found[-1] if found else f"no pytest summary (make exited {done.returncode})"
 
 

@@ -234,9 +234,10 @@ def test_third_ctrl_c_aborts_and_says_what_is_left(env):
 # -- watch failures and a job that finishes unseen -----------------------------------------------
 def test_job_that_finished_unseen_is_not_rolled_back(env):
     """Watch denied, and the run frozen from just after it created the RayJob until the job has
-    succeeded and its cluster is gone: nothing it polls afterwards shows the cluster."""
+    succeeded and its cluster is gone: nothing it polls afterwards shows the cluster. (--ttl 0: KubeRay
+    deletes the cluster as the job ends, instead of the frozen run once it has the log.)"""
     with env.sandbox.fault("rbac-deny", "watch:*"):
-        run = env.start("run", "--wait")
+        run = env.start("run", "--wait", "--ttl", "0")
         env.wait_for(RAY, env.job, lambda o: o is not None and o["spec"].get("suspend") is False)  # resumed
         run.proc.send_signal(signal.SIGSTOP)
         try:
