@@ -1,5 +1,6 @@
-"""Signal handling, in one place: SIGTERM turned into Ctrl-C during a bring-up or a relay, and the
-Ctrl-C policy of a rollback (the first warns, the next aborts)."""
+"""Signal handling, in one place: SIGTERM turned into Ctrl-C during a bring-up or a relay, the
+Ctrl-C policy of a rollback (the first warns, the next aborts), and Ctrl-C held back from code it
+cannot safely interrupt."""
 
 from __future__ import annotations
 
@@ -32,6 +33,30 @@ def interrupts_raise():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def held_back():
+    """Hold Ctrl-C and SIGTERM back until the block ends, then deliver them to the handlers of the
+    moment. For httpx's connection pool: httpcore takes its locks in Python code, so a Ctrl-C
+    raised just after one is taken leaves it held, and httpcore's own clean-up, the next request
+    and closing the client all wait on it forever. A held-back Ctrl-C acts once the request in
+    flight ends: at once, or at worst after its timeout."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers run in the main thread
+        yield
+        return
+    held: list[int] = []
+    previous = [(s, signal.signal(s, lambda signum, frame: held.append(signum))) for s in _HELD]
+    try:
+        yield
+    finally:
+        for signum, handler in previous:
+            signal.signal(signum, handler)
+        for pending in dict.fromkeys(held):
+            signal.raise_signal(pending)
 
 
 class RollbackInterrupts:

@@ -9,6 +9,7 @@ import uuid
 
 import httpx
 import pytest
+from interrupts import at_every_point, in_thread
 from sandbox_harness import DEADLINE_S, Gate
 
 from nrl_k8s.errors import DashboardError, SubmissionExists
@@ -194,3 +195,28 @@ def test_list_jobs_contains_them(dash, run_id):
     listed = {job.submission_id: job.status for job in dash.list_jobs()}
     expected = {f"hello-{run_id}": "SUCCEEDED", f"fail-{run_id}": "FAILED", f"sleep-{run_id}": "STOPPED"}
     assert {key: listed.get(key) for key in expected} == expected
+
+
+def test_a_ctrl_c_anywhere_in_a_request_leaves_the_client_usable(ray_dashboard_url):
+    """A Ctrl-C raised inside httpx's connection pool can leave its lock held (httpcore takes it in
+    Python code): httpcore's clean-up, the next request and closing the client would wait on it
+    forever. Here a Ctrl-C comes at every point of a request in turn: it is held back until the
+    request ends, then raised; after each, the client still reads jobs and logs from another
+    thread, and closing it ends."""
+    files = ("/threading.py",) + tuple(f"/httpcore/{name}" for name in (
+        "_synchronization.py", "_sync/connection_pool.py", "_sync/connection.py", "_sync/http11.py"))
+    dash = Dashboard(ray_dashboard_url, timeout_s=30)
+    job = dash.submit("echo one line")
+    log = wait_terminal(dash, job)[0]
+    assert "one line\n" in log
+
+    def usable() -> None:
+        assert dash.get_job(job).status == "SUCCEEDED"
+        assert dash.logs(job) == log
+
+    points = 0
+    for points in at_every_point(lambda: dash.get_job(job), files):
+        in_thread(usable, f"the client after a Ctrl-C at point {points}")
+    assert points > 20  # the trace saw the HTTP stack
+    in_thread(dash.close, "closing the client")
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import delete_namespace, make_namespace
+from interrupts import at_every_point, in_thread
 from sandbox_harness import DEADLINE_S
 
 from nrl_k8s.errors import ConflictError, NotFoundError
@@ -190,3 +191,19 @@ def test_missing_crd_is_not_an_absent_object(kube, call):
         call(kube)
     assert "widgets.example.com" in caught.value.message
     assert "kubectl get crd widgets.example.com" in caught.value.hint
+
+
+
+
+def test_a_ctrl_c_anywhere_in_a_request_leaves_the_client_usable_from_every_thread(kube):
+    """A Ctrl-C that landed inside urllib3's connection queue once left its lock held, and the
+    rollback's next request waited on it forever. Here a Ctrl-C lands at every point of a request
+    in turn; after each, requests from this thread and from another still answer."""
+    kube.create(CONFIGMAP, configmap("before"))
+    files = ("/queue.py", "/threading.py") + tuple(f"/urllib3/{name}" for name in (
+        "poolmanager.py", "connectionpool.py", "_collections.py", "response.py", "connection.py"))
+    points = 0
+    for points in at_every_point(lambda: kube.find(CONFIGMAP, "before"), files):
+        in_thread(lambda: kube.find(CONFIGMAP, "before")["metadata"], f"a request after a Ctrl-C at point {points}")
+        assert kube.find(CONFIGMAP, "before")["metadata"]["name"] == "before"
+    assert points > 100  # the trace saw the HTTP stack

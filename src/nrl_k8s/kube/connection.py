@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import http.client
 import os
+import queue
 import socket
 import ssl
 from collections.abc import Mapping
@@ -29,6 +30,40 @@ from nrl_k8s.redact import redact_text
 __all__ = ["Connection", "TLSContext", "from_kubeconfig", "in_cluster", "tls_context"]
 
 _VIEW = "check it with `kubectl config view`"
+
+
+class _IdleConnections(queue.SimpleQueue):
+    """A connection pool's idle connections in a queue with no lock written in Python.
+
+    urllib3's default, ``queue.LifoQueue``, takes its lock in ``threading.Condition.__enter__``,
+    a Python function: a Ctrl-C raised in the main thread just after that lock is taken leaves it
+    held, and the next request of any thread (a rollback's) waits for it forever.
+    ``SimpleQueue.get``/``put`` are single C calls, which a signal cannot split. urllib3 fills a new
+    pool with ``None`` (an empty slot, a new connection) and reads an empty queue the same way, so
+    ``None`` is not kept; ``Full`` past ``maxsize`` tells urllib3 to close the extra connection."""
+
+    def __init__(self, maxsize: int):
+        super().__init__()
+        self.maxsize = maxsize
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        if item is None:
+            return
+        if self.qsize() >= self.maxsize:
+            raise queue.Full
+        super().put(item)
+
+
+# urllib3 types QueueCls as LifoQueue; it calls only get, put and qsize on it.
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    QueueCls = _IdleConnections  # type: ignore[assignment]
+
+
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    QueueCls = _IdleConnections  # type: ignore[assignment]
+
+
+_POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
 
 
 class Connection:
@@ -54,9 +89,10 @@ class Connection:
             "maxsize": maxsize,
             **({"ssl_context": self.ssl_context} if self.ssl_context else {}),
         }
-        if not self.proxy:
-            return urllib3.PoolManager(**options)
-        return urllib3.ProxyManager(self.proxy, proxy_headers=self._proxy_headers(), **options)
+        manager = (urllib3.ProxyManager(self.proxy, proxy_headers=self._proxy_headers(), **options) if self.proxy
+                   else urllib3.PoolManager(**options))
+        manager.pool_classes_by_scheme = _POOLS
+        return manager
 
     def open_socket(self, timeout_s: float) -> socket.socket:
         """A blocking socket connected to the API server (TLS on https; through an http:// proxy-url by

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 
 import httpcore
 
+from nrl_k8s.signals import held_back
+
 from ._httpx import httpx
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -150,9 +152,13 @@ def connect(client: httpx.Client, path: str, protocols: tuple[str, ...] = ()) ->
     headers = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": key}
     if protocols:
         headers["Sec-WebSocket-Protocol"] = ", ".join(protocols)
-    with client.stream("GET", path, headers=headers) as response:
+    response = None
+    try:
+        with held_back():  # httpx's pool (see signals.held_back); the frames are read past it
+            response = client.send(client.build_request("GET", path, headers=headers), stream=True)
         if response.status_code != 101:
-            response.read()
+            with held_back():
+                response.read()
             raise Refused(response)
         expected = base64.b64encode(hashlib.sha1(key.encode() + _GUID).digest()).decode()
         if response.headers.get("sec-websocket-accept") != expected:
@@ -162,3 +168,7 @@ def connect(client: httpx.Client, path: str, protocols: tuple[str, ...] = ()) ->
             yield WebSocket(stream, response.headers.get("sec-websocket-protocol"))
         finally:
             stream.close()
+    finally:
+        if response is not None:  # set inside held_back: a Ctrl-C held back is raised after it
+            with held_back():
+                response.close()

@@ -32,6 +32,7 @@ from nrl_k8s.kube import websocket as _websocket
 from nrl_k8s.kube._httpx import ApiServerAuth, httpx
 from nrl_k8s.kube.closing import Closing
 from nrl_k8s.ray.package import Package
+from nrl_k8s.signals import held_back
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
@@ -406,7 +407,8 @@ class Dashboard(Closing):
         return len(package.zip_bytes())
 
     def close(self) -> None:
-        self._client.close()
+        with held_back():
+            self._client.close()
 
     # -- transport: retries and error mapping (the only place) ---------------------------------
 
@@ -421,7 +423,8 @@ class Dashboard(Closing):
         attempt = 0
         while True:
             try:
-                response = self._client.request(method, path, **kwargs)
+                with held_back():
+                    response = self._client.request(method, path, **kwargs)
             except RETRY_ERRORS as exc:
                 if attempt >= retries or _tls_failure(exc):
                     raise DashboardError(
