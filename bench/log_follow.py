@@ -10,6 +10,8 @@ counted: TLS, HTTP headers, JSON or websocket framing):
 - old: what `logs -f` did before — every second the job's status and the WHOLE log (`/logs`);
 - new: `Dashboard.follow_logs`, the dashboard's log tail websocket.
 Each must return exactly the final log. Target: new <= 1.1 bytes per byte of log.
+Then the whole log of the job, now over, is read twice: through Ray's log tail (~5 s: Ray polls
+an ended log before it closes the stream) and by ``follow_logs`` (one read), timed.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def start_cluster(kubeconfig: Path, namespace: str, cluster: str) -> None:
     """Create the RayCluster and wait (a watch) until KubeRay reports it ready: its real Ray head
     runs and its dashboard serves."""
     from nrl_k8s.kinds import raycluster
-    from nrl_k8s.kinds.base import Pending
+    from nrl_k8s.kinds.readiness import Pending
     from nrl_k8s.kinds.core import NAMESPACE
     from nrl_k8s.kube.client import Kube
 
@@ -121,6 +123,21 @@ def printer(mb: int, seconds: int) -> str:
             f"    sys.stdout.write('line %08d ' % i + 'x' * {LINE - 15} + '\\n')\n"
             f"    if i % {burst} == {burst - 1}:\n        sys.stdout.flush(); time.sleep(1)\n")
     return f"python3 -c {shlex.quote(code)}"
+
+
+def follow_ended(dash, submission_id: str, final: str) -> dict[str, float]:
+    """Seconds to read the whole log of the job now over: through Ray's log tail (what follow_logs
+    did for any job before), and follow_logs (one read of the log once the job is over)."""
+    from nrl_k8s.ray.dashboard import _Deadline
+
+    took = {}
+    for name, read in (("tail", lambda: "".join(dash._tail(submission_id, 0, _Deadline(None), 20.0, None))),
+                       ("new", lambda: follow_new(dash, submission_id))):
+        start = time.perf_counter()
+        if read() != final:
+            sys.exit(f"{name}: not the whole log of the ended job")
+        took[name] = time.perf_counter() - start
+    return took
 
 
 def main() -> None:
@@ -156,6 +173,7 @@ def main() -> None:
                 thread.join()
             fetched = {name: relay.received for name, relay in relays.items()}
             final = dashes["new"].logs(submission_id)
+            ended = follow_ended(dashes["new"], submission_id, final)
         finally:
             subprocess.run([NRL_K8S, "sandbox", "down", "--dir", str(sandbox)], capture_output=True)
     size = len(final.encode())
@@ -169,6 +187,9 @@ def main() -> None:
               f"{took[name]:5.1f} s  {'complete' if complete else 'INCOMPLETE'}{verdict}")
         report[name] = {"fetched_bytes": fetched[name], "ratio": round(ratio, 3), "complete": complete,
                         "seconds": round(took[name], 1)}
+    tail_s, new_s = ended["tail"], ended["new"]
+    print(f"the job over: Ray's log tail {tail_s:.2f} s, follow_logs {new_s:.2f} s  ratio {new_s / tail_s:.3f}")
+    report["ended_job"] = {"tail_s": round(tail_s, 3), "follow_s": round(new_s, 3)}
     print(json.dumps(report))
 
 

@@ -381,8 +381,8 @@ class Head:
     """A Ray dashboard: ``GET /api/jobs/run-1`` answers the next status (the last one repeats);
     each log tail request gets the next answer: a Wire (the upgrade succeeds) or a Response."""
 
-    def __init__(self, statuses: list[str], *tails: Wire | httpx.Response):
-        self.statuses, self.tails = list(statuses), list(tails)
+    def __init__(self, statuses: list[str], *tails: Wire | httpx.Response, log: str = ""):
+        self.statuses, self.tails, self.log = list(statuses), list(tails), log
         self.upgrades: list[httpx.Request] = []
         self.asked = 0  # status requests
 
@@ -396,6 +396,8 @@ class Head:
                                                    + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()).decode()
             return httpx.Response(101, headers={"Upgrade": "websocket", "Connection": "Upgrade",
                                                 "Sec-WebSocket-Accept": accept}, extensions={"network_stream": answer})
+        if request.url.path.endswith("/logs"):
+            return ok({"logs": self.log})
         self.asked += 1
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
         return status if isinstance(status, httpx.Response) else ok({"submission_id": "run-1", "status": status})
@@ -409,7 +411,7 @@ def test_follow_reads_frames_split_fragmented_and_long_and_answers_pings():
     first = frame("a\n")
     wire = Wire(first[:1], first[1:] + frame("b", fin=False), frame("\n", opcode=0x0),
                 frame(b"hi", opcode=0x9), frame("y" * 300), frame(long), CLOSE)
-    head = Head(["SUCCEEDED"], wire)
+    head = Head(["RUNNING", "SUCCEEDED"], wire)
     assert list(head.dashboard().follow_logs("run-1")) == ["a\n", "b\n", "y" * 300, long]
     assert [unmasked(sent) for sent in wire.written] == [(0xA, b"hi"), (0x8, struct.pack("!H", 1000))]
     assert wire.closed
@@ -425,7 +427,7 @@ RESUME_CASES = {
     "closed-while-running": ([Wire(frame("a\n"), CLOSE), Wire(frame("a\nb\n"), CLOSE)],
                              ["RUNNING", "RUNNING", "SUCCEEDED"], ["a\n", "b\n"]),
     "silent-after-the-job-ended": ([Wire(frame("a\n"), TIMEOUT, TIMEOUT), Wire(frame("a\nb\n"), CLOSE)],
-                                   ["SUCCEEDED"], ["a\n", "b\n"]),
+                                   ["RUNNING", "SUCCEEDED"], ["a\n", "b\n"]),
     "quiet-while-running": ([Wire(frame("a\n"), TIMEOUT, TIMEOUT, TIMEOUT, frame("b\n"), CLOSE)],
                             ["RUNNING", "RUNNING", "RUNNING", "SUCCEEDED"], ["a\n", "b\n"]),
     "closed-and-the-cluster-gone": ([Wire(frame("a\n"), CLOSE)], [text(404, "services not found")], ["a\n"]),
@@ -465,7 +467,7 @@ def test_follow_of_a_job_its_rayjob_says_is_over_asks_the_gone_dashboard_once(wi
     assert next(follow) == "a\n"
     with pytest.raises(JobGone):
         next(follow)
-    assert head.asked == 1  # not retried: the job is over, its head went with its cluster
+    assert head.asked == 2  # once before the tail, once after: not retried, the head went with its cluster
 
 
 def test_follow_of_a_job_not_yet_over_retries_an_unreachable_dashboard():
@@ -474,11 +476,17 @@ def test_follow_of_a_job_not_yet_over_retries_an_unreachable_dashboard():
     assert next(follow) == "a\n"
     with pytest.raises(DashboardError, match="unreachable|503"):
         next(follow)
-    assert head.asked == 9
+    assert head.asked == 10  # once before the tail, then 1 + 8 retries
+
+
+def test_follow_of_a_job_already_over_reads_its_whole_log_at_once():
+    head = Head(["SUCCEEDED"], log="a\nb\n")  # no tail: Ray's would poll the ended log for seconds
+    assert list(head.dashboard().follow_logs("run-1")) == ["a\nb\n"]
+    assert (head.asked, head.upgrades) == (1, [])
 
 
 def test_follow_of_an_ended_job_whose_dashboard_answers_reads_on():
-    head = Head(["SUCCEEDED"], Wire(frame("a\n")), Wire(frame("a\nb\n"), CLOSE))  # dropped, then reopened
+    head = Head(["RUNNING", "SUCCEEDED"], Wire(frame("a\n")), Wire(frame("a\nb\n"), CLOSE))  # dropped, reopened
     assert list(head.dashboard(retries=8).follow_logs("run-1", idle_s=0, over=lambda: True)) == ["a\n", "b\n"]
 
 
@@ -495,7 +503,7 @@ def test_follow_deadline_raises_wait_timeout_with_status():
 
 
 def test_follow_past_the_deadline_reads_the_rest_of_an_ended_job():
-    head = Head(["SUCCEEDED"], Wire(frame("x\n"), CLOSE))
+    head = Head(["RUNNING", "SUCCEEDED"], Wire(frame("x\n"), CLOSE))
     assert list(head.dashboard().follow_logs("run-1", deadline_s=0)) == ["x\n"]
 
 

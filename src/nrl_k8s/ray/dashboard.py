@@ -260,7 +260,7 @@ class Dashboard(Closing):
     def follow_logs(self, submission_id: str, *, deadline_s: float | None = None, idle_s: float = 20.0,
                     over: Callable[[], bool] | None = None) -> Iterator[str]:
         """Yield the job's log from its start as Ray writes it; stop once the job has ended and
-        all of it was yielded.
+        all of it was yielded. A job already over has its whole log read with one request.
 
         Reads the dashboard's log tail websocket (``/api/jobs/ID/logs/tail``): Ray sends the log
         from the start, then new lines as they are written, and closes once the job is over and
@@ -279,6 +279,10 @@ class Dashboard(Closing):
         or closed uncleanly: its Ray head went away (KubeRay deletes a RayJob's cluster as the
         job ends, which can come before Ray closes the stream), so the log's last lines may be lost.
         """
+        if self._over_now(submission_id):  # its log is whole: Ray's tail would poll it for ~5 s more
+            if text := self.logs(submission_id):
+                yield text
+            return
         deadline = _Deadline(deadline_s)
         yielded = attempt = 0
         opened = False  # a connection to the job's log was accepted
@@ -298,6 +302,16 @@ class Dashboard(Closing):
                         hint="is the Ray head running? `nrl-k8s job logs` reads the log so far") from None
             time.sleep(self.backoff_s * 2**attempt)
             attempt += 1
+
+    def _over_now(self, submission_id: str) -> bool:
+        """Whether the job is over, from one status read; False when that read fails (the tail,
+        which needs only the log, is then tried as before)."""
+        try:
+            response = self._send("GET", f"/api/jobs/{submission_id}", f"get job {submission_id}", retries=0)
+            data = None if response.is_error else _json(response)
+        except DashboardError:
+            return False
+        return isinstance(data, dict) and JobInfo.from_json(data).terminal
 
     def _tail(self, submission_id: str, skip: int, deadline: _Deadline, idle_s: float,
               over: Callable[[], bool] | None) -> Iterator[str]:
