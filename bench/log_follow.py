@@ -101,8 +101,8 @@ def start_cluster(kubeconfig: Path, namespace: str, cluster: str) -> None:
     """Create the RayCluster and wait (a watch) until KubeRay reports it ready: its real Ray head
     runs and its dashboard serves."""
     from nrl_k8s.kinds import raycluster
-    from nrl_k8s.kinds.readiness import Pending
     from nrl_k8s.kinds.core import NAMESPACE
+    from nrl_k8s.kinds.readiness import Pending
     from nrl_k8s.kube.client import Kube
 
     with Kube.connect(kubeconfig=str(kubeconfig), namespace=namespace) as kube:
