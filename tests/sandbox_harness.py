@@ -150,14 +150,38 @@ class Sandbox:
         return result
 
 
+_WATCHER = """import select, subprocess, sys
+select.select([int(sys.argv[1])], [], [])
+subprocess.run(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
+def when_this_process_ends(command: list[str]) -> None:
+    """Run ``command`` once this test process is gone, however it ended. A test run that is
+    killed (Ctrl-C twice, kill -9, a timeout) otherwise leaves its sandboxes and Ray heads
+    running, and every run after it is slowed by them, or fails. A detached watcher waits on a
+    pidfd of this process, opened here so that it is valid however soon this process dies (no
+    polling); after a clean end the command finds nothing to stop."""
+    if not hasattr(os, "pidfd_open"):  # Linux only; elsewhere a killed run is cleaned up by hand
+        return
+    pidfd = os.pidfd_open(os.getpid())
+    try:
+        subprocess.Popen([sys.executable, "-c", _WATCHER, str(pidfd), *command], pass_fds=(pidfd,),
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    finally:
+        os.close(pidfd)
+
+
 def start_sandbox(
     directory: Path, *faults: str, env: dict[str, str] | None = None, flags: tuple[str, ...] = ()
 ) -> Sandbox:
     """``sandbox up`` with ``--fault`` per fault and ``flags`` as they are (``Sandbox.faults``
-    lists the ``faults`` only)."""
+    lists the ``faults`` only); stopped when this process ends, if nothing stopped it before."""
     args = ["sandbox", "up", "--dir", str(directory), *flags]
     for fault in faults:
         args += ["--fault", fault]
+    when_this_process_ends([NRL_K8S, "sandbox", "down", "--dir", str(directory)])
     result = nrl_k8s(*args, env=env)
     assert result.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}", result.stdout
     info = json.loads((directory / "sandbox.json").read_text())

@@ -13,12 +13,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_harness import DEADLINE_S
+from sandbox_harness import DEADLINE_S, when_this_process_ends
 
 from nrl_k8s.errors import SandboxError
 from nrl_k8s_sandbox.ray_head import RayHead, temp_dir_for
 
 START_ATTEMPTS = 3  # Ray aborts a head whose agents are slow to come up (a loaded machine): start it again
+#: Stops the head's process group (argv: its id, the head's temp dir) should this test process die
+#: first: only while that group's leader is still this head (a group id can be reused).
+STOP_GROUP = """import os, signal, sys
+try:
+    if sys.argv[2].encode() in open(f"/proc/{sys.argv[1]}/cmdline", "rb").read():
+        os.killpg(int(sys.argv[1]), signal.SIGTERM)
+except OSError:
+    pass
+"""
 
 
 def _environment() -> dict[str, str]:
@@ -34,7 +43,7 @@ def ray_dashboard_url(tmp_path_factory) -> Iterator[str]:
     head = RayHead(temp_dir=temp_dir_for(directory), log_path=directory / "ray.log", env=_environment())
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
-            head.start()
+            when_this_process_ends([sys.executable, "-c", STOP_GROUP, str(head.start()), str(head.temp_dir)])
             try:
                 head.wait_ready(DEADLINE_S)
                 break
