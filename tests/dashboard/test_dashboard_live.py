@@ -219,4 +219,3 @@ def test_a_ctrl_c_anywhere_in_a_request_leaves_the_client_usable(ray_dashboard_u
         in_thread(usable, f"the client after a Ctrl-C at point {points}")
     assert points > 20  # the trace saw the HTTP stack
     in_thread(dash.close, "closing the client")
-
