@@ -176,11 +176,12 @@ def _serve(kube: Kube, namespace: str, entrypoint: str) -> None:
     eventually(answering, what="the backend answering through the service proxy")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def backend(sandbox, tmp_path_factory) -> Iterator[Backend]:
     """A Ray head pod (the sandbox's local kubelet runs a real ``ray start --head`` for it) whose
     container port 8000 is served by a Ray job running ``proxied_backend.py``, behind Service
-    ``backend``: the API server proxies to the pod's IP, its egress to the job's loopback port."""
+    ``backend``: the API server proxies to the pod's IP, its egress to the job's loopback port.
+    One per module: an idle Ray head costs ~5 % of a CPU, so none outlives the tests that use it."""
     box = sandbox
     namespace = make_namespace(box, "backend")
     record = tmp_path_factory.mktemp("backend") / "requests.jsonl"
