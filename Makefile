@@ -19,14 +19,17 @@ setup: $(STAMP)
 	$(BIN)/nrl-k8s sandbox build
 
 # The checks that keep the code's shape (STYLE.md 11), settings in pyproject.toml: ruff, the
-# import-linter layer contracts, mypy on nrl_k8s. make test runs them before the suite.
+# import-linter layer contracts, mypy on nrl_k8s. make test runs them as a test of the suite
+# (tests/test_lint.py), on one worker beside the others.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-test: lint setup
-	$(BIN)/pytest -q -n 3 --dist loadfile --durations=25
+# Four workers: the suite is CPU-bound on two cores (Ray heads are ~45 % of it), and a fourth fills
+# the gaps while the others wait on a head or a controller (11:22 against 12:17 with three).
+test: setup
+	$(BIN)/pytest -q -n 4 --dist loadfile --durations=25
 
 # For the edit loop: lint, then the tests that need no sandbox.
 test-fast: lint
