@@ -2,7 +2,7 @@
 etcd and kube-apiserver alone started the same way (the baseline, measured in the same run),
 `down` leaving no process behind, and the control plane's cold build.
 
-    .venv/bin/python bench/sandbox_up.py [--runs N] [--cold]
+    .venv/bin/python bench/sandbox_up.py [--runs N] [--cold] [--suite [--baseline REV]]
 
 Each run starts a sandbox in a fresh temporary directory through the installed CLI, times
 until `up` returns (it returns only once everything answers), runs `down`, and checks that no
@@ -11,6 +11,9 @@ daemon's first two steps (certificates, etcd and kube-apiserver until /readyz) i
 Prints each run, the medians and their ratio. The cold build is
 the one `sandbox build` recorded on this machine; `--cold` measures it again from nothing (empty
 Go module and build caches in a temporary folder: about a quarter of an hour on 2 cores).
+`--suite` then times the whole test suite before (``--baseline``, the simulator's last commit by
+default) and after (HEAD) on this machine, as `bench/suite_time.py` does (both suites, one after
+the other: about half an hour).
 Exits 1 if the real median is over budget or anything was left behind.
 """
 
@@ -25,6 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import suite_time
 
 from nrl_k8s_sandbox.controlplane import binaries
 from nrl_k8s_sandbox.pids import alive, marked, start_time
@@ -78,6 +83,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cold", action="store_true", help="measure a cold build of the control plane again")
+    parser.add_argument("--suite", action="store_true", help="time the whole test suite at --baseline and at HEAD")
+    parser.add_argument("--baseline", default=suite_time.BASELINE)
     args = parser.parse_args()
     if args.cold:
         seconds, size = cold_build()
@@ -100,6 +107,8 @@ def main() -> int:
     verdict = "OK" if up <= BUDGET_S and not leaks else "FAIL"
     print(f"median to ready: sandbox up {up:.2f}s (budget {BUDGET_S:.0f}s), etcd + kube-apiserver alone {floor:.2f}s, "
           f"ratio {up / floor:.2f}; leftover processes: {leaks or 'none'} -> {verdict}")
+    if args.suite:
+        suite_time.compare(args.baseline)
     return 0 if verdict == "OK" else 1
 
 

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # pytest's last line, "=== 2 failed, 10 passed in 3.1s ===" (or bare with -q)
 SUMMARY = re.compile(r"^=* *(\d+ \w+(?:, \d+ \w+)*) in [0-9.]+s", re.MULTILINE)
 TAIL_LINES = 40
+#: the last commit whose suite ran on the Python simulator
+BASELINE = "ef94ef7"
 
 
 def run_suite(rev: str, scratch: Path) -> tuple[float, str]:
@@ -41,17 +43,21 @@ def run_suite(rev: str, scratch: Path) -> tuple[float, str]:
     return seconds, found[-1] if found else f"no pytest summary (make exited {done.returncode})"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="ef94ef7")
-    args = parser.parse_args()
+def compare(baseline: str) -> None:
+    """Run the suite at ``baseline`` and at HEAD, one after the other; print both and their ratio."""
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], check=True,
                           capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="nrl-suite-bench-") as scratch:
-        results = {rev: run_suite(rev, Path(scratch)) for rev in (args.baseline, head)}
+        results = {rev: run_suite(rev, Path(scratch)) for rev in (baseline, head)}
     for rev, (seconds, summary) in results.items():
-        print(f"{rev}: {seconds / 60:.1f} min ({summary})")
-    print(f"ratio HEAD/baseline: {results[head][0] / results[args.baseline][0]:.2f}")
+        print(f"suite at {rev}: {seconds / 60:.1f} min ({summary})")
+    print(f"suite ratio HEAD/baseline: {results[head][0] / results[baseline][0]:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default=BASELINE)
+    compare(parser.parse_args().baseline)
 
 
 if __name__ == "__main__":
