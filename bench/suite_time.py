@@ -6,7 +6,7 @@ measured in the same run, on the same machine).
 Each side is a fresh `git clone` of this repository at its commit, set up the way `make setup`
 does it (a venv from that commit's own requirements, the control plane from the user cache, so
 the one-time Go build is not counted) and run with that commit's own pytest options. Prints
-each side's wall time, pass/fail counts and the ratio. The default baseline, ef94ef7, is the
+each side's wall time, pass/fail counts and the ratio. The default baseline, ``BASELINE``, is the
 last commit whose suite ran on the Python simulator. Takes as long as both suites together.
 """
 
