@@ -142,7 +142,7 @@ def test_a_run_id_is_used_once(drivers, tmp_path):
 
 def test_stop_terms_the_process_group_and_force_kills_it(drivers, tmp_path):
     # The driver's child ignores TERM (as a busy trainer may): TERM leaves it running, KILL does not.
-    _start(drivers, tmp_path, "r2", f"trap '' TERM; echo armed; {sys.executable} -c 'import time; time.sleep(600)'")
+    _start(drivers, tmp_path, "r2", f"trap '' TERM; echo armed; {sys.executable} -c 'import signal; signal.pause()'")
     eventually(lambda: "armed" in drivers.logs("r2"), what="the driver ignoring TERM")  # not before its trap
     assert drivers.stop("r2") is True
     directory = run_dir(str(tmp_path / "exec"), "r2")
