@@ -279,7 +279,8 @@ class Dashboard(Closing):
         or closed uncleanly: its Ray head went away (KubeRay deletes a RayJob's cluster as the
         job ends, which can come before Ray closes the stream), so the log's last lines may be lost.
         """
-        if self._over_now(submission_id):  # its log is whole: Ray's tail would poll it for ~5 s more
+        if (job := self._status_now(submission_id)) is not None and job.terminal:
+            # its log is whole: Ray's tail would poll it for ~5 s more; a failed read tries the tail
             if text := self.logs(submission_id):
                 yield text
             return
@@ -302,16 +303,6 @@ class Dashboard(Closing):
                         hint="is the Ray head running? `nrl-k8s job logs` reads the log so far") from None
             time.sleep(self.backoff_s * 2**attempt)
             attempt += 1
-
-    def _over_now(self, submission_id: str) -> bool:
-        """Whether the job is over, from one status read; False when that read fails (the tail,
-        which needs only the log, is then tried as before)."""
-        try:
-            response = self._send("GET", f"/api/jobs/{submission_id}", f"get job {submission_id}", retries=0)
-            data = None if response.is_error else _json(response)
-        except DashboardError:
-            return False
-        return isinstance(data, dict) and JobInfo.from_json(data).terminal
 
     def _tail(self, submission_id: str, skip: int, deadline: _Deadline, idle_s: float,
               over: Callable[[], bool] | None) -> Iterator[str]:
