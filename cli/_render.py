@@ -126,6 +126,8 @@ def render_status(s: dict) -> None:
             f = d["frontend"]
             verdict = "reachable" if f["reachable"] else "not reachable"
             out.print(f"    frontend  {escape(f['address'])}  {verdict} ({escape(f['detail'])})")
+            if f["reachable"]:
+                _render_fleet(f, d["rl"])
         if d["state"] != "not found":
             owners = ", ".join(d["owners"]) or "no owner: will not be cleaned up automatically"
             out.print(f"    owner     {escape(owners)}")
@@ -135,6 +137,21 @@ def render_status(s: dict) -> None:
         for item in s["left"]:
             out.print(f"  {escape(item['what'])}: {escape(item['reason'])}")
             out.print(f"    remove: {escape(item['remove'])}")
+
+
+def _render_fleet(f: dict, rl: dict) -> None:
+    """What a trainer binds to: the frontend's health and models, then one line per RL worker."""
+    instances = f", rl instances: {', '.join(f['rl_instances'])}" if f["rl_instances"] else ""
+    out.print(f"    health    {escape(str(f['health']))}  models: {escape(', '.join(f['models']) or '-')}"
+              f"{escape(instances)}")
+    out.print(f"    rl fleet  {escape(rl['detail'])}")
+    for w in rl["workers"]:
+        if w["error"]:
+            out.print(f"      {escape(w['instance'])}  {escape(w['error'])}")
+            continue
+        version = w["weight_version"] if w["weight_version"] is not None else f"? ({w['detail']})"
+        out.print(f"      {escape(w['instance'])}  {escape(w['system_url'])}  world_size={w['world_size']}  "
+                  f"weight_version={escape(str(version))}  routes: {escape(', '.join(w['routes']) or '-')}")
 
 
 def _dgd_rows(r) -> list[tuple[str, str]]:

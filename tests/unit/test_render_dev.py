@@ -41,6 +41,7 @@ def test_the_role_grants_every_permission_a_run_is_checked_for():
     Permission("get", "pods/log"),  # logs --source head|worker|dgd
     Permission("create", "pods/exec"),  # the exec submitter, kubectl exec
     Permission("update", "services/proxy"),  # package upload through the dashboard (PUT)
+    Permission("get", "pods/proxy"), Permission("create", "pods/proxy"),  # status: the RL fleet of a DGD
     Permission("delete", "configmaps"),  # the endpoint registry --replace resets
     Permission("create", "resourceclaimtemplates", "resource.k8s.io"),
     Permission("create", "computedomains", "resource.nvidia.com"),

@@ -36,7 +36,6 @@ from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW, SELF_SUBJECT_RULES_RE
 from nrl_k8s.kinds.pod import KIND as POD
 from nrl_k8s.kinds.readiness import Pending, Readiness, Ready
 from nrl_k8s.kinds.service import KIND as SERVICE
-from nrl_k8s.kinds.service import proxy_path
 from nrl_k8s.kube import wait as waiting
 from nrl_k8s.kube.closing import Closing
 from nrl_k8s.kube.connection import Connection, from_kubeconfig, in_cluster
@@ -451,22 +450,28 @@ class Kube(Closing):
     def proxy(
         self,
         method: str,
-        service: str,
+        name: str,
         port: int | str,
         path: str,
         namespace: str | None = None,
         *,
         json: object = None,
         timeout_s: float = 5,
+        kind: Kind = SERVICE,
     ) -> tuple[int, bytes]:
-        """Send one request through the API server's service proxy; (status, body) of the upstream.
+        """Send one request through the API server's proxy to a Service (``kind`` SERVICE) or a
+        Pod (``kind`` POD) port; (status, body) of the upstream.
 
-        Upstream error codes are returned, not raised; 401/403 from the API server itself raise.
-        Not retried: a 5xx here is usually the upstream's answer.
+        ``name`` may carry a scheme (``https:NAME``). Upstream error codes are returned, not
+        raised, and so is the API server's own Status when it cannot reach the upstream (503:
+        no endpoints, connection refused); 401/403 from the API server itself raise. Not retried:
+        a 5xx here is usually the upstream's answer.
         """
-        ns = namespace or self.namespace  # Services are namespaced
-        op = Op(_PROXY_VERBS[method.upper()], SERVICE, ns, service, "proxy")
-        target = proxy_path(service, ns, port) + "/" + path.lstrip("/")
+        if kind not in (SERVICE, POD):
+            raise ValueError(f"the API server proxies Services and Pods, not {kind.kind}")
+        ns = namespace or self.namespace  # Services and Pods are namespaced
+        op = Op(_PROXY_VERBS[method.upper()], kind, ns, name, "proxy")
+        target = kind_path(kind, ns, f"{name}:{port}", "proxy") + "/" + path.lstrip("/")
         response = self._call(
             method.upper(), target, op, body=json, accept="*/*", timeout=timeout_s, retry=False, raise_for_status=False
         )

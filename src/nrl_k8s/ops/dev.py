@@ -76,6 +76,7 @@ _SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pods/log", ("get",)),  # logs --source head|worker|dgd
     ("pods/exec", ("create", "get")),  # the exec submitter and `kubectl exec` (websocket: get; SPDY and 1.31+: create)
     ("services/proxy", ("get", "create", "update", "patch", "delete")),  # dashboard, frontends, the relay (any method)
+    ("pods/proxy", ("get", "create")),  # status: a DGD's RL listener and its workers' weight versions (GET, POST)
 )
 
 

@@ -7,6 +7,10 @@ record's, else the newest on the training cluster's head pod.
 remove it, each with the command that does: among them this user's objects of a long-lived
 bring-up that has not finished (``unfinished``), before their deadline too (a killed run's, or a
 live one's: the row says which to expect by when).
+
+Per DGD, ``frontend`` and ``rl`` are what a trainer binds to (``fleet``: the frontend's health and
+models, the RL workers with their weight versions), asked through the API server's proxies
+within one bounded wait for the whole DYNAMO section.
 """
 
 from __future__ import annotations
@@ -15,14 +19,13 @@ import os
 from typing import TYPE_CHECKING
 
 from nrl_k8s.config.interpolate import user_name
-from nrl_k8s.errors import ApiError, NotFoundError, NrlK8sError
+from nrl_k8s.errors import NotFoundError, NrlK8sError
 from nrl_k8s.flows import unfinished
-from nrl_k8s.flows.serving import probe_frontend
-from nrl_k8s.kinds import dgd, lease, pod, raycluster, rayjob, service
+from nrl_k8s.kinds import dgd, lease, pod, raycluster, rayjob
 from nrl_k8s.kinds.base import OWNER_LABEL, delete_command
 from nrl_k8s.kinds.readiness import condition_true
 from nrl_k8s.kube import dgd_users as usage
-from nrl_k8s.ops import gc
+from nrl_k8s.ops import fleet, gc
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
@@ -100,23 +103,16 @@ def _held_until(kube: Kube, job: dict, ns: str) -> str | None:
     return None if found is None else lease.ends(found) or ""
 
 
-def _frontend(kube: Kube, name: str, ns: str) -> dict:
-    address = service.cluster_address(dgd.frontend_service(name), ns, dgd.FRONTEND_PORT)
-    try:
-        code = probe_frontend(kube, name, ns)
-    except ApiError as err:
-        return {"address": address, "reachable": False, "detail": err.message}
-    return {"address": address, "reachable": code in (200, 404), "detail": f"HTTP {code}" if code else "no answer"}
-
-
-def _dynamo(kube: Kube, key: str, manifest: dict) -> dict:
+def _dynamo(kube: Kube, key: str, manifest: dict, budget: fleet.Budget) -> dict:
     name, ns = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
     row = {"key": key, "name": name, "namespace": ns, "state": "not found", "ready": False, "services": [],
-           "frontend": None, "owners": [], "users": []}
+           "frontend": None, "rl": None, "owners": [], "users": []}
     live = kube.find(dgd.kind_of(manifest), name, ns)
     if live is None:
         return row
     ready = dgd.ready_replicas(live)
+    frontend, rl = fleet.observe(kube, name, ns, kube.list(pod.KIND, ns, label_selector=dgd.pod_selector(name)),
+                                 budget)
     row.update(
         state=(live.get("status") or {}).get("state") or "unknown",
         ready=condition_true(live, "Ready"),
@@ -124,7 +120,8 @@ def _dynamo(kube: Kube, key: str, manifest: dict) -> dict:
             {"name": s.name, "type": s.component_type, "desired": s.replicas, "ready": ready.get(s.name, 0)}
             for s in dgd.services(live)
         ],
-        frontend=_frontend(kube, name, ns),
+        frontend=frontend,
+        rl=rl,
         owners=[f"{o['kind']} {o['name']}" for o in live["metadata"].get("ownerReferences") or []],
         users=dgd.users(live),
     )
@@ -188,10 +185,12 @@ def _exec_driver(kube: Kube, infra: dict, record: dict | None) -> dict | None:
     return None if job is None else {"run_id": job.submission_id, "status": job.status, "detail": job.message}
 
 
-def collect(kube: Kube, infra: dict, record: dict | None = None) -> dict:
+def collect(kube: Kube, infra: dict, record: dict | None = None, *, bounds: fleet.Bounds = fleet.BOUNDS) -> dict:
+    """Everything `status` shows; ``bounds``: the waits of the DYNAMO section's proxied requests."""
     ns = infra["namespace"]
     job = _rayjob(kube, infra, ns)
-    dynamo = [_dynamo(kube, key, dgd.render(infra, key)) for key in sorted(infra.get("dynamo") or {})]
+    budget = fleet.Budget(bounds)
+    dynamo = [_dynamo(kube, key, dgd.render(infra, key), budget) for key in sorted(infra.get("dynamo") or {})]
     return {
         "namespace": ns,
         "roles": [_role(kube, infra, role, ns) for role in sorted(infra.get("kuberay") or {})],
