@@ -42,7 +42,8 @@ def egress_config(socket_path: Path) -> str:
 
 
 class Head:
-    """An HTTP/1.1 request head read off a socket, and the bytes that came after it."""
+    """An HTTP/1.1 head read off a socket, and the bytes that came after it: a request's, or a
+    response's (whose ``method`` and ``target`` are then its version and status)."""
 
     def __init__(self, lines: list[str], rest: bytes):
         self.lines = lines
@@ -51,8 +52,9 @@ class Head:
         self.headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
 
     @classmethod
-    def read(cls, sock: socket.socket, received: bytes = b"") -> Head | None:
-        """The head (None when the peer closed first or it is over 64 KiB)."""
+    def read(cls, sock: socket.socket, received: bytes = b"", *, body: bool = True) -> Head | None:
+        """The head (None when the peer closed first or it is over 64 KiB); with ``body``, ``rest``
+        holds the whole ``Content-Length`` body, else only what came with the head."""
         while b"\r\n\r\n" not in received:
             chunk = sock.recv(65536)
             if not chunk or len(received) > _HEAD_LIMIT:
@@ -61,14 +63,14 @@ class Head:
         head, _, rest = received.partition(b"\r\n\r\n")
         request = cls(head.decode("latin-1").split("\r\n"), rest)
         length = request.headers.get("content-length", "")
-        if length.isdigit() and len(rest) < int(length):  # the whole body, before it is forwarded
-            body = bytearray(rest)  # grown in place: a bytes += per chunk made a 100 MiB body take minutes
-            while len(body) < int(length):
+        if body and length.isdigit() and len(rest) < int(length):  # the whole body, before it is forwarded
+            whole = bytearray(rest)  # grown in place: a bytes += per chunk made a 100 MiB body take minutes
+            while len(whole) < int(length):
                 chunk = sock.recv(_CHUNK)
                 if not chunk:
                     return None
-                body += chunk
-            request.rest = bytes(body)
+                whole += chunk
+            request.rest = bytes(whole)
         return request
 
     def closing(self) -> bytes:
@@ -81,7 +83,9 @@ class Head:
         return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + self.rest
 
 
-def _pipe(source: socket.socket, sink: socket.socket) -> None:
+def pipe(source: socket.socket, sink: socket.socket) -> None:
+    """Copy ``source`` to ``sink`` until either end closes; then shut both down, which ends the
+    other direction's ``pipe`` too."""
     try:
         while data := source.recv(65536):
             sink.sendall(data)
@@ -93,6 +97,14 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+def splice(a: socket.socket, b: socket.socket) -> None:
+    """Copy bytes both ways between ``a`` and ``b`` until one of them closes."""
+    back = threading.Thread(target=pipe, args=(b, a), daemon=True)
+    back.start()
+    pipe(a, b)
+    back.join()
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -124,10 +136,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 return
         if rest:
             upstream.sendall(rest)
-        back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
-        back.start()
-        _pipe(client, upstream)
-        back.join()
+        splice(client, upstream)
         upstream.close()
 
 
