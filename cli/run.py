@@ -294,11 +294,14 @@ def _refuse_unused_code_flags(infra: dict, raycluster: bool, code_source: str | 
 
 
 def _print_notes(plan) -> None:
-    """What the run did to the recipe and to the driver's command (e.g. each --config it rewrote), one line each."""
-    from ._console import err
+    """What the run did to the recipe and to the driver's command (e.g. each --config it rewrote), one line each,
+    then what the recipe leaves open against its DGD (``plan.warnings``)."""
+    from ._console import err, print_warning
 
     for note in plan.notes:
         err.print(f"recipe: {note}", markup=False, highlight=False)
+    for message, fix in plan.warnings:
+        print_warning(message, fix)
 
 
 def _print_dry_run(plan, show_secrets: bool) -> None:

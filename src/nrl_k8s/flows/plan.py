@@ -10,7 +10,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from nrl_k8s.config import LoadedConfig, workflow
+from nrl_k8s.config import LoadedConfig, dynamo_contract, workflow
 from nrl_k8s.config import recipe as recipe_mod
 from nrl_k8s.errors import ConfigError, InfraError
 from nrl_k8s.flows import head_services
@@ -54,6 +54,7 @@ class RunPlan:
     dra: list[dict]  # DRA objects the RayJob's pods claim (named after the RayJob; owned by its cluster later)
     infra: dict  # resolved (kept, secrets redacted, in the run record)
     lease: dict | None = None  # the serial run's start lease, owning the suspended RayJob (``kinds.lease``)
+    warnings: tuple[tuple[str, str], ...] = ()  # (message, fix): the recipe against its DGD (``dynamo_contract``)
 
     def manifests(self) -> list[dict]:
         """Everything that would be applied, in apply order: Deployments (and their Services), the
@@ -98,10 +99,13 @@ def _dgd_names(dgds: dict[str, dict]) -> list[str]:
     return [m["metadata"]["name"] for m in dgds.values()]
 
 
-def _stamped_recipe(recipe: dict, dgds: dict[str, dict]) -> tuple[dict, list[str]]:
-    """(the recipe the driver reads, notes): the single DGD's name stamped in (``recipe.inject_dynamo``).
-    ``driver_notes`` stays apart: `run --rayjob` checks the RayJob's name before the driver's command."""
-    return recipe_mod.inject_dynamo(recipe, _dgd_names(dgds))
+def _stamped_recipe(infra: dict, recipe: dict, dgds: dict[str, dict]) -> tuple[dict, list[str], list[tuple[str, str]]]:
+    """(the recipe the driver reads, notes, warnings): the single DGD's name stamped in
+    (``recipe.inject_dynamo``), then refused if it breaks NeMo-RL's Dynamo contract with the DGD it
+    uses (``dynamo_contract``; the warnings are what upstream leaves open). ``driver_notes`` stays
+    apart: `run --rayjob` checks the RayJob's name before the driver's command."""
+    final, notes = recipe_mod.inject_dynamo(recipe, _dgd_names(dgds))
+    return final, notes, dynamo_contract.refuse(final, dgds, infra)
 
 
 def _used_by(dgds: dict[str, dict], training_dra: list[dict], owner: str) -> dict[str, dict]:
@@ -123,7 +127,7 @@ def plan_run(cfg: LoadedConfig, options: RunOptions = RunOptions()) -> RunPlan:
 
 def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     dgds = _rendered_dgds(cfg.infra)
-    final_recipe, notes = _stamped_recipe(cfg.recipe, dgds)
+    final_recipe, notes, warnings = _stamped_recipe(cfg.infra, cfg.recipe, dgds)
     run_id = recipe_mod.run_id(cfg.infra, final_recipe, list(dgds.values()))
     timeouts = _ready_timeouts(cfg.infra, dgds)
     pre_running = (int(max(timeouts.values(), default=DEFAULT_READY_TIMEOUT_S)) + START_MARGIN_S
@@ -146,7 +150,7 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     head_services.check_planned([job])
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
                    secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts,
-                   deployments=deployments, health=health, dra=dra, infra=cfg.infra,
+                   deployments=deployments, health=health, dra=dra, infra=cfg.infra, warnings=tuple(warnings),
                    lease=None if options.parallel else lease.render(
                        cfg.infra, job, int(max(timeouts.values(), default=0)) + START_MARGIN_S))
 
@@ -229,6 +233,7 @@ class LongLivedPlan:
     submitter: str = "dashboard"  # how the driver starts: through the dashboard, or exec on the head pod
     exec_dir: str | None = None  # exec: the run's directory on the head pod
     registry: str | None = None  # the gym's endpoint-registry ConfigMap (--replace deletes it)
+    warnings: tuple[tuple[str, str], ...] = ()  # (message, fix): the recipe against its DGD (``dynamo_contract``)
 
     def manifests(self) -> list[dict]:
         """Everything that would be applied, in apply order."""
@@ -250,7 +255,7 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
     infra, ns = cfg.infra, cfg.infra["namespace"]
     dgds = _rendered_dgds(infra)
     training = raycluster.cluster_name(infra, "training")
-    final_recipe, notes = _stamped_recipe(cfg.recipe, dgds)
+    final_recipe, notes, warnings = _stamped_recipe(infra, cfg.recipe, dgds)
     notes += driver_notes(infra, final_recipe, _dgd_names(dgds))
     run_id = recipe_mod.checked_run_id(run_id) if run_id else recipe_mod.new_run_id(training)
 
@@ -311,7 +316,8 @@ def _plan_longlived(cfg: LoadedConfig, run_id: str | None) -> LongLivedPlan:
     return LongLivedPlan(run_id=run_id, namespace=ns, infra=infra, recipe=final_recipe, notes=tuple(notes),
                          deployments=deployments, health=health, clusters=clusters, dra=dra,
                          env_secrets=env_secrets, dgds=dgds, ready_timeouts=timeouts, daemons=daemons, driver=driver,
-                         submitter=submitter, exec_dir=exec_dir, registry=registry_configmap(infra))
+                         submitter=submitter, exec_dir=exec_dir, registry=registry_configmap(infra),
+                         warnings=tuple(warnings))
 
 
 def registry_configmap(infra: dict) -> str | None:

@@ -53,7 +53,8 @@ KINDS = tuple(module.KIND for module in _VERSIONS.values())
 KIND = dgd_v1alpha1.KIND
 SUPPORTED_API_VERSIONS = tuple(_VERSIONS)
 POD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
-FRONTEND_PORT = 8000
+FRONTEND_PORT = 8000  # the operator's frontend Service, <dgd>-frontend (port name http)
+SYSTEM_PORT = 9090  # a worker's system server: the operator sets DYN_SYSTEM_PORT to it unless the env does
 
 # Metadata the API server assigns; a manifest exported from a cluster must not carry it back.
 _SERVER_METADATA = (
@@ -77,6 +78,17 @@ class ServiceInfo:
     component_type: str | None
     replicas: int
     gpus: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One service's (v1beta1: component's) main container: what it runs and with which env."""
+
+    name: str
+    role: str | None  # frontend, worker, prefill, decode... (v1alpha1: subComponentType, else componentType)
+    argv: tuple[str, ...]  # command + args
+    env: dict[str, str | None]  # graph < service < container; None: a valueFrom (not in the manifest)
+    env_from: bool  # more env comes from a Secret or ConfigMap (envFrom, envFromSecret)
 
 
 def _version(obj: dict):
@@ -246,6 +258,18 @@ def services(dgd: dict) -> list[ServiceInfo]:
     """Per service (v1beta1: component): name, type, replicas and GPUs per replica."""
     return [ServiceInfo(name, type_, replicas, gpus * nodes)
             for name, type_, replicas, nodes, gpus in _version(dgd).parts(dgd.get("spec") or {})]
+
+
+def workloads(dgd: dict) -> list[Workload]:
+    """Per service (v1beta1: component): its main container's command line and env."""
+    out = []
+    for name, role, container, outer_env, from_secret in _version(dgd).main_containers(dgd.get("spec") or {}):
+        entries = [e for e in [*outer_env, *(container.get("env") or [])] if isinstance(e, dict) and "name" in e]
+        env = {str(e["name"]): None if "valueFrom" in e else "" if e.get("value") is None else str(e["value"])
+               for e in entries}
+        argv = tuple(str(word) for word in [*(container.get("command") or []), *(container.get("args") or [])])
+        out.append(Workload(name, role, argv, env, from_secret or bool(container.get("envFrom"))))
+    return out
 
 
 def desired_pods(dgd: dict) -> int:

@@ -100,6 +100,16 @@ def pod_specs(spec: dict) -> list[dict]:
     return [service["extraPodSpec"] for service in spec["services"].values() if service.get("extraPodSpec")]
 
 
+def main_containers(spec: dict) -> list[tuple[str, str | None, dict, list, bool]]:
+    """Per service: (name, role: ``subComponentType`` else ``componentType``, ``mainContainer``, the
+    env the operator puts before the container's (the graph's ``envs``, then the service's), whether
+    more env comes from a Secret (``envFromSecret``))."""
+    return [(name, service.get("subComponentType") or service.get("componentType"),
+             (service.get("extraPodSpec") or {}).get("mainContainer") or {},
+             [*(spec.get("envs") or []), *(service.get("envs") or [])], bool(service.get("envFromSecret")))
+            for name, service in (spec.get("services") or {}).items()]
+
+
 def parts(spec: dict) -> list[tuple[str, str | None, int, int, int]]:
     """Per service: (name, component type, replicas, nodes per replica, GPUs per node)."""
     out = []

@@ -214,6 +214,17 @@ def pod_specs(spec: dict) -> list[dict]:
             if (component.get("podTemplate") or {}).get("spec")]
 
 
+def main_containers(spec: dict) -> list[tuple[str, str | None, dict, list, bool]]:
+    """Per component: (name, type, its ``main`` container, the graph's ``env`` (put before the
+    container's), False: no Secret adds env outside the container's own ``envFrom``)."""
+    out = []
+    for component in spec.get("components") or []:
+        containers = ((component.get("podTemplate") or {}).get("spec") or {}).get("containers") or []
+        main: dict = next((c for c in containers if c.get("name") == MAIN), {})
+        out.append((component["name"], component.get("type"), main, list(spec.get("env") or []), False))
+    return out
+
+
 def parts(spec: dict) -> list[tuple[str, str | None, int, int, int]]:
     """Per component: (name, type, replicas, nodes per replica, GPUs per node: every container's
     ``nvidia.com/gpu`` limit, else request)."""

@@ -166,6 +166,7 @@ def summarize(cfg: LoadedConfig, plan: RunPlan, *, show_secrets: bool = False) -
                 *unstaged_recipe_reads(infra),
                 *raycluster.foreign_images(infra),
                 *command_line_secrets(infra),
+                *plan.warnings,
             ]
         ],
     }
