@@ -7,9 +7,10 @@ as a local process with ``DriverEnv.container_env``:
 - each Secret volume mounted in the first container is written to
   ``ROOT/<namespace>/<owner>/<volume>/`` (directories 0700, files 0600), removed again with the
   pod's owner (``forget``);
-- the container's env (``value``, and ``valueFrom.secretKeyRef`` read from the stored Secret)
-  is returned. A value under a Secret volume's ``mountPath`` is rewritten to where that volume
-  was written: a sandbox limitation, the process sees a different path than the pod would.
+- the container's env (``value``, ``valueFrom.secretKeyRef`` read from the stored Secret, and
+  ``valueFrom.fieldRef`` from the pod's own fields) is returned. A value under a Secret volume's
+  ``mountPath`` is rewritten to where that volume was written: a sandbox limitation, the process
+  sees a different path than the pod would.
 
 Not emulated: other ``valueFrom`` sources, ``envFrom``, ``$(VAR)`` expansion, ``subPath``,
 item modes. A missing Secret or key leaves the variable or file out (a real pod would not
@@ -39,13 +40,15 @@ class DriverEnv:
     def __init__(self, root: Path):
         self.root = Path(root)
 
-    def container_env(self, meta: dict, pod: dict, read_secret: ReadSecret) -> dict[str, str]:
-        """The env of ``pod``'s first container, its Secret volumes written under ROOT/NAMESPACE/NAME."""
+    def container_env(self, meta: dict, pod: dict, read_secret: ReadSecret,
+                      fields: dict[str, str] | None = None) -> dict[str, str]:
+        """The env of ``pod``'s first container, its Secret volumes written under ROOT/NAMESPACE/NAME;
+        ``fields`` are the pod's values a ``fieldRef`` names (``metadata.name``, ``status.podIP``, ...)."""
         container = (pod.get("containers") or [{}])[0]
         mounts = self._write_volumes(meta, pod, container, read_secret)
         env = {}
         for item in container.get("env") or []:
-            value = _env_value(item, read_secret)
+            value = _env_value(item, read_secret, fields or {})
             if value is not None:
                 env[item["name"]] = _relocate(value, mounts)
         return env
@@ -82,9 +85,12 @@ class DriverEnv:
         return path
 
 
-def _env_value(item: dict, read_secret: ReadSecret) -> str | None:
+def _env_value(item: dict, read_secret: ReadSecret, fields: dict[str, str]) -> str | None:
     if "valueFrom" not in item:
         return str(item.get("value", ""))
+    field = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+    if field is not None:
+        return fields.get(field)
     ref = (item.get("valueFrom") or {}).get("secretKeyRef")
     if not ref:
         return None

@@ -1,14 +1,18 @@
-"""The sandbox's long-lived example driver: proves it runs from the uploaded working directory.
+"""The sandbox's long-lived example driver: runs from the uploaded working directory, then does
+one RL step against the run's Dynamo graph.
 
 It reads the final recipe nrl-k8s staged as ``nrl_k8s_run.yaml`` in its working directory and
 prints the DGD name injected into it, then prints ``examples/sandbox_code/message.txt`` (uploaded
-with ``launch.rayUploadPaths``). Exits 1 when either is missing. Standard library only.
+with ``launch.rayUploadPaths``), then runs ``rl_step.py`` on that recipe (generation, and on every
+worker pause, weight update from disk, resume). Exits 1 when any of it fails. Standard library only.
 """
 
 import os
 import re
 import sys
 from pathlib import Path
+
+import rl_step
 
 
 def main() -> int:
@@ -24,7 +28,7 @@ def main() -> int:
     print(f"dgd_name: {found.group(1)}")
     print(f"message: {message.read_text().strip()}")
     print(f"run={os.environ.get('NRL_K8S_RUN_ID', '-')}")
-    return 0
+    return rl_step.main(str(recipe))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,14 @@ It reconciles the storage version, ``nvidia.com/v1beta1`` (a DGD written in v1al
 converted by the webhook). Per component, an ``apps/v1`` Deployment ``<dgd>-<component>`` (lower
 case) with ``replicas × multinode.nodeCount`` pods from the component's ``podTemplate``, labelled
 as the real operator labels its pods, the graph's ``env`` before the ``main`` container's own and
-its ``labels``/``annotations`` under the template's; the frontend's pods carry the served model
-(``kubelet.MODEL_ANNOTATION``) for the local kubelet's stub, behind the ClusterIP Service
+its ``labels``/``annotations`` under the template's, and what the real operator gives every
+``main`` container where the manifest leaves it unset (``operator_defaults``): its env
+(``DYN_NAMESPACE=<namespace>-<dgd>``, the component, the parent DGD, the pod's name, namespace and
+uid, and for the other components the system server on port 9090 with its health gated on the
+``generate`` endpoint), the ports (``http`` 8000 for a frontend, ``system`` 9090 otherwise) and a
+readiness probe on ``/health`` of that port; a ``main`` container without a command runs the
+component's Dynamo process (``python3 -m dynamo.frontend``, or ``dynamo.<backendFramework>``, vLLM
+by default), as the image would. The frontend is behind the ClusterIP Service
 ``<dgd>-frontend`` (port 8000, ``http``). Every child is controller-owned by the DGD: the real
 kube-controller-manager makes the ReplicaSets and pods and garbage-collects them, the scheduler
 binds the pods, kwok (or the local kubelet) runs them.
@@ -28,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -39,15 +44,15 @@ from kubernetes.client.exceptions import ApiException
 from ..faults import Faults
 from .controller import Controller, Resource, controller_ref, json_body, now
 from .conversion import MAIN, _merge_env
-from .kubelet import MODEL_ANNOTATION
 
 DGD = Resource("nvidia.com", "v1beta1", "dynamographdeployments")
 COMPONENT = "dynamographdeployment"  # the operator's event recorder
 FRONTEND_PORT = 8000
+SYSTEM_PORT = 9090
+RL_PORT = 8001  # the frontend's RL listener unless DYN_RL_PORT says otherwise
 LABEL_DGD = "nvidia.com/dynamo-graph-deployment-name"
 LABEL_COMPONENT = "nvidia.com/dynamo-component"
 LABEL_TYPE = "nvidia.com/dynamo-component-type"
-MODEL_FLAGS = ("--served-model-name", "--model", "--model-path")
 DEFAULT_IMAGE = "nvcr.io/nvidia/ai-dynamo/runtime"
 READY, PODS_NOT_READY, NO_CAPACITY, MIXED = (
     "all_resources_are_ready", "pods_not_ready", "insufficient_capacity", "mixed_not_ready_reasons")
@@ -89,21 +94,42 @@ def components(spec: dict) -> list[Component]:
     return found
 
 
-def model_id(dgd_name: str, parts: list[Component]) -> str:
-    """The served model: ``--served-model-name``, ``--model`` or ``--model-path`` in any
-    container's command/args, else the DGD name."""
-    tokens: list[str] = []
-    for part in parts:
-        for container in part.pod_spec.get("containers") or []:
-            for word in [*(container.get("command") or []), *(container.get("args") or [])]:
-                tokens += shlex.split(str(word))
-    for flag in MODEL_FLAGS:
-        for i, token in enumerate(tokens):
-            if token == flag and i + 1 < len(tokens):
-                return tokens[i + 1]
-            if token.startswith(flag + "="):
-                return token.split("=", 1)[1]
-    return dgd_name
+def operator_defaults(dgd: dict, part: Component) -> tuple[list[dict], list[dict], dict]:
+    """(env, ports, readiness probe) the real operator gives ``part``'s ``main`` container."""
+    meta = dgd["metadata"]
+    field = lambda name, path: {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}  # noqa: E731
+    env = [{"name": "DYN_NAMESPACE", "value": f"{meta['namespace']}-{meta['name']}"},
+           {"name": "DYN_COMPONENT", "value": part.type},
+           {"name": "DYN_PARENT_DGD_K8S_NAME", "value": meta["name"]},
+           {"name": "DYN_PARENT_DGD_K8S_NAMESPACE", "value": meta["namespace"]},
+           field("POD_NAME", "metadata.name"), field("POD_NAMESPACE", "metadata.namespace"),
+           field("POD_UID", "metadata.uid")]
+    if part.type == "frontend":
+        port = {"name": "http", "containerPort": FRONTEND_PORT, "protocol": "TCP"}
+    else:
+        port = {"name": "system", "containerPort": SYSTEM_PORT, "protocol": "TCP"}
+        env += [{"name": "DYN_SYSTEM_ENABLED", "value": "true"},
+                {"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
+                {"name": "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "value": '["generate"]'}]
+    probe = {"httpGet": {"path": "/health", "port": port["name"]}, "periodSeconds": 10, "timeoutSeconds": 3,
+             "failureThreshold": 3}
+    return env, [port], probe
+
+
+def _with_defaults(container: dict, dgd: dict, part: Component) -> dict:
+    """``container`` (the ``main`` one) with the operator's defaults under what it sets; the graph's
+    ``env`` between the two."""
+    env, ports, probe = operator_defaults(dgd, part)
+    named = {p.get("name") for p in container.get("ports") or []}
+    numbers = {p.get("containerPort") for p in container.get("ports") or []}
+    extra = [p for p in ports if p["name"] not in named and p["containerPort"] not in numbers]
+    graph_env = (dgd.get("spec") or {}).get("env") or []
+    if not container.get("command"):  # the image's entrypoint: the component's Dynamo process
+        module = "frontend" if part.type == "frontend" else (dgd.get("spec") or {}).get("backendFramework") or "vllm"
+        container = {**container, "command": ["python3", "-m", f"dynamo.{module}"]}
+    return {**container, "env": _merge_env(_merge_env(env, graph_env), container.get("env") or []),
+            "ports": [*(container.get("ports") or []), *extra],
+            "readinessProbe": container.get("readinessProbe") or probe}
 
 
 def _ready_condition(status: str, reason: str, message: str) -> dict:
@@ -145,19 +171,16 @@ class Rollout:
     stuck: bool  # dgd-stuck-pending
 
 
-def deployment(dgd: dict, part: Component, model: str, *, stuck: bool = False) -> dict:
+def deployment(dgd: dict, part: Component, *, stuck: bool = False) -> dict:
     """The Deployment that runs ``part`` of ``dgd`` (its annotation ``SPEC_HASH`` hashes the rest)."""
     meta, spec = dgd["metadata"], dgd.get("spec") or {}
     own = {LABEL_DGD: meta["name"], LABEL_COMPONENT: part.name, LABEL_TYPE: part.type}
     template_meta = part.template.get("metadata") or {}
     labels = {**(spec.get("labels") or {}), **(template_meta.get("labels") or {}), **own}
     annotations = {**(spec.get("annotations") or {}), **(template_meta.get("annotations") or {})}
-    if part.type == "frontend":
-        annotations[MODEL_ANNOTATION] = model
     pod_spec = dict(part.pod_spec)
-    if spec.get("env"):
-        pod_spec["containers"] = [{**c, "env": _merge_env(spec["env"], c.get("env") or [])} if c.get("name") == MAIN
-                                  else c for c in pod_spec["containers"]]
+    pod_spec["containers"] = [_with_defaults(c, dgd, part) if c.get("name") == MAIN else c
+                              for c in pod_spec["containers"]]
     if stuck:
         pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **UNSCHEDULABLE}
     body = {
@@ -177,18 +200,37 @@ def deployment(dgd: dict, part: Component, model: str, *, stuck: bool = False) -
     return body
 
 
+def rl_port(dgd: dict, part: Component) -> int | None:
+    """The frontend's RL listener (``DYN_RL_PORT``, 8001) when its env sets ``DYN_ENABLE_RL``."""
+    main = next((c for c in part.pod_spec["containers"] if c.get("name") == MAIN), {})
+    env = {e.get("name"): e.get("value") for e in _merge_env((dgd.get("spec") or {}).get("env") or [],
+                                                            main.get("env") or [])}
+    if str(env.get("DYN_ENABLE_RL") or "").strip().lower() not in ("1", "true", "yes", "on"):
+        return None
+    return int(env.get("DYN_RL_PORT") or RL_PORT)
+
+
 def frontend_service(dgd: dict, part: Component) -> dict:
-    """The ClusterIP Service in front of the frontend component ``part``."""
+    """The ClusterIP Service in front of the frontend component ``part``: its HTTP port, and its
+    RL listener when it has one (``rl``, so a trainer reaches ``GET /v1/rl/workers`` by the
+    Service's name as it reaches the OpenAI API)."""
     meta = dgd["metadata"]
     selector = {LABEL_DGD: meta["name"], LABEL_COMPONENT: part.name}
+    ports = [{"name": "http", "port": FRONTEND_PORT, "targetPort": FRONTEND_PORT, "protocol": "TCP"}]
+    if (rl := rl_port(dgd, part)) is not None:
+        ports.append({"name": "rl", "port": rl, "targetPort": rl, "protocol": "TCP"})
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": f"{meta['name']}-frontend", "namespace": meta["namespace"], "labels": selector,
                      "ownerReferences": [controller_ref(dgd)]},
         "spec": {"type": "ClusterIP", "selector": selector,
-                 "ports": [{"name": "http", "port": FRONTEND_PORT, "targetPort": FRONTEND_PORT, "protocol": "TCP"}]},
+                 "ports": ports},
     }
+
+
+def _ports(service: dict) -> list[int]:
+    return [p["port"] for p in service["spec"].get("ports") or []]
 
 
 def _hash(obj: dict | None) -> str | None:
@@ -291,8 +333,7 @@ class Dynamo(Controller):
         if not (dgd.get("status") or {}).get("state"):
             self._write_status(dgd, {"state": INITIALIZING})
         parts = components(dgd.get("spec") or {})
-        model = model_id(name, parts)
-        wanted = {part.name: deployment(dgd, part, model, stuck=rollout.stuck) for part in parts}
+        wanted = {part.name: deployment(dgd, part, stuck=rollout.stuck) for part in parts}
         try:
             applied = self._apply(dgd, parts, wanted, found)
         except ApiException as err:
@@ -351,7 +392,8 @@ class Dynamo(Controller):
             apply = partial(self._server_side_apply, self.core.patch_namespaced_service, want)
             if existing is None:
                 self._create(dgd, "Service", apply)
-            elif existing["spec"].get("selector") != want["spec"]["selector"] or not self._owns(dgd, existing):
+            elif existing["spec"].get("selector") != want["spec"]["selector"] or not self._owns(dgd, existing) \
+                    or _ports(existing) != _ports(want):
                 apply()
         elif existing is not None and self._owns(dgd, existing):
             self._delete(self.core.delete_namespaced_service, meta["namespace"], name)

@@ -10,12 +10,17 @@ module's, once the scheduler has bound them to a node:
 * a **Job's pod** (KubeRay's submitter in K8sJobMode): the container's command, run as it is,
   cluster DNS names of Services (``SVC.NS.svc[.cluster.local][:PORT]``) in its args and env
   pointed at the process behind them; it ends Succeeded or Failed with the command's exit code;
-* a **Dynamo frontend** and the pods of an **nrl-k8s Deployment**: stub servers (``stub.py``).
+* a **DGD's pod**: Dynamo's own frontend or engine (Dynamo's mocker), wired on loopback
+  (``dynamo_pods.py``); Ready once its readiness probe (``/health``) answers, and not Ready again
+  while it fails; its process gone, the pod ends Failed and its instances leave discovery;
+* the pods of an **nrl-k8s Deployment**: HTTP stub servers (``stub.py``).
 
 Each gets a pod IP of its own (``10.250.x.y``); the egress proxy maps that IP and a container port
 to the process's loopback port (``resolve``). kwok's Logs, PortForward and Exec objects, owned by
 the pod, point ``kubectl logs``, ``port-forward`` and ``exec`` at the process, its ports and a
-shell in its folder. A deleted pod's process is stopped; so are all of them on ``stop``.
+shell in its folder. A deleted pod's process is stopped; so are all of them on ``stop``. Every
+process it starts (and every ``kubectl exec`` into its pods) resolves cluster names as in a pod,
+through the sandbox's cluster DNS proxy (``cluster_dns.py``: ``HTTP_PROXY`` in their env).
 """
 
 from __future__ import annotations
@@ -41,17 +46,23 @@ from pathlib import Path
 import kubernetes
 from kubernetes import watch
 
+from nrl_k8s.errors import SandboxError
+
 from ..driver_env import DriverEnv
+from ..dynamo_runtime.engines import NotDynamo
 from ..faults import Faults
 from ..pids import open_private, terminate
 from ..ray_head import RayHead, free_ports
+from .cluster_dns import ClusterDns
+from .dynamo_pods import ENGINE_ANNOTATION, DynamoPods, is_dynamo, main_container
 from .stages import LOCAL_PODS, delays_of, local_kind
 
 log = logging.getLogger("nrl_k8s_sandbox.kubelet")
 POD_CIDR = ipaddress.ip_network("10.250.0.0/16")
 RAY_READY_S = 120.0
 RAY_START_ATTEMPTS = 3
-MODEL_ANNOTATION = "sandbox.nrl-k8s.io/model"
+PROBE_S = 0.25  # how often a readiness probe asks until it first succeeds (then: the probe's periodSeconds)
+UNAVAILABLE = {"error": {"message": "frontend is starting (sandbox: not serving yet)"}}
 OPERATOR_AGENT = "kuberay-operator/"  # client-go's User-Agent: the binary's name
 #: Every pod shares this machine's network: a container port P of a Ray head is served on a free
 #: port that ``NRL_K8S_SANDBOX_PORT_P`` names to the head and the jobs it runs.
@@ -127,6 +138,20 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _http_reply(code: int, reason: str, body: bytes) -> bytes:
+    return (f"HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def _answers_http(port: int, path: str, timeout: float) -> bool:
+    """An HTTP probe: a status from 200 to 399 (what a kubelet's httpGet probe counts as success)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as response:
+            return 200 <= response.status < 400
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
 def _listening(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -149,6 +174,9 @@ class Local:
     owner: str = ""  # what its Secret volumes are filed under (_volume_owner)
     head: RayHead | None = None
     stopped: bool = False
+    started: float = field(default_factory=time.monotonic)
+    meta: dict = field(default_factory=dict)  # a DGD pod's metadata (what leaves discovery with it)
+    rpc_port: int | None = None  # a DGD pod's request plane port
 
 
 class LocalKubelet:
@@ -162,6 +190,8 @@ class LocalKubelet:
         self.node_port = node_port
         self.scratch = scratch  # short and private: Ray heads' temp dirs (socket paths are length-limited)
         self.drivers = DriverEnv(folder / "volumes")
+        self.dynamo = DynamoPods(folder)
+        self.cluster_dns = ClusterDns(self._service_port, self.resolve, POD_CIDR)
         self.pods: dict[str, Local] = {}  # uid -> process
         self._by_ip: dict[str, Local] = {}
         self._next_ip = 1
@@ -178,16 +208,29 @@ class LocalKubelet:
             local = self._by_ip.get(host)
             return None if local is None else local.ports.get(port)
 
-    def is_dashboard(self, host: str, port: int) -> bool:
+    def is_http(self, host: str, port: int) -> bool:
+        """Whether requests to ``host:port`` are read first (``inspect``): a Ray dashboard, a frontend's port."""
         with self._lock:
             local = self._by_ip.get(host)
-            return local is not None and local.head is not None and port == 8265
+            return local is not None and ((local.head is not None and port == 8265)
+                                          or port == local.meta.get("frontend", -1))
 
     def inspect(self, host: str, port: int, method: str, path: str, headers: dict[str, str]) -> bytes | None:
-        """``miss-driver-submission``: KubeRay (HTTPMode) submits a job when the dashboard answers
+        """Answers in a process's place while a fault says so.
+
+        ``frontend-unavailable=S``: a DGD frontend answers 503 for S seconds after it started (an
+        older frontend warming up), through every path from the cluster.
+        ``miss-driver-submission``: KubeRay (HTTPMode) submits a job when the dashboard answers
         404 for it. While the job does not exist, the operator's own look-ups answer 503, which it
         retries without submitting: the stall of a reconcile that missed the cluster's readiness.
         Everyone else (nrl-k8s's rescue included) reaches the dashboard as it is."""
+        with self._lock:
+            local = self._by_ip.get(host)
+        unavailable = self.faults.get("frontend-unavailable")
+        if local is not None and local.head is None:
+            if unavailable is None or time.monotonic() - local.started >= float(unavailable or 0):
+                return None
+            return _http_reply(503, "Service Unavailable", json.dumps(UNAVAILABLE).encode())
         job = re.fullmatch(r"/api/jobs/([^/?]+)", path)
         if job is None or method != "GET" or self.faults.get("miss-driver-submission") is None \
                 or not headers.get("user-agent", "").startswith(OPERATOR_AGENT):
@@ -202,12 +245,12 @@ class LocalKubelet:
                 return None
         except (urllib.error.URLError, OSError, AttributeError, KeyError):
             return None
-        body = b'{"error": "sandbox fault miss-driver-submission: the operator never submits"}'
-        return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        return _http_reply(503, "Service Unavailable",
+                           b'{"error": "sandbox fault miss-driver-submission: the operator never submits"}')
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
+        self.cluster_dns.start()
         self._thread.start()
 
     def stop(self) -> None:
@@ -217,6 +260,8 @@ class LocalKubelet:
             locals_ = list(self.pods.values())
         for local in locals_:
             self._kill(local)
+        self.dynamo.stop()
+        self.cluster_dns.stop()
 
     def _run(self) -> None:
         version = ""
@@ -281,6 +326,8 @@ class LocalKubelet:
                 self._ray_head(pod, local)
             elif any(o.get("kind") == "Job" for o in meta.get("ownerReferences") or []):
                 self._job(pod, local)
+            elif is_dynamo(pod):
+                self._dynamo(pod, local)
             else:
                 self._stub(pod, local)
         except kubernetes.client.ApiException as err:
@@ -304,16 +351,24 @@ class LocalKubelet:
                 return False
         return True
 
+    def _env(self, local: Local) -> dict[str, str]:
+        """What every process of a pod in ``local``'s namespace starts with: the sandbox's env and
+        its cluster DNS (``cluster_dns.py``)."""
+        return {**self.env, **self.cluster_dns.env(local.namespace)}
+
     def _log_file(self, local: Local) -> Path:
         return local.folder / "container.log"
 
-    def _container_env(self, pod: dict) -> dict[str, str]:
+    def _container_env(self, pod: dict, local: Local) -> dict[str, str]:
         """The first container's env; its Secret volumes written under DIR/volumes/NS/OWNER (the
         RayCluster's name for a Ray pod, else the pod's)."""
         meta = pod["metadata"]
         read = lambda name: self._read_secret(meta["namespace"], name)  # noqa: E731
+        fields = {"metadata.name": meta["name"], "metadata.namespace": meta["namespace"], "metadata.uid": meta["uid"],
+                  "spec.nodeName": (pod.get("spec") or {}).get("nodeName", ""), "status.podIP": local.ip,
+                  "status.hostIP": "127.0.0.1"}
         return self.drivers.container_env({"namespace": meta["namespace"], "name": _volume_owner(meta)},
-                                          pod.get("spec") or {}, read)
+                                          pod.get("spec") or {}, read, fields)
 
     def _read_secret(self, namespace: str, name: str) -> dict | None:
         try:
@@ -325,7 +380,8 @@ class LocalKubelet:
         declared = [p["containerPort"] for p in pod["spec"]["containers"][0].get("ports") or []
                     if p.get("containerPort") not in (8265, 6379, 10001)]
         extra = dict(zip(declared, free_ports(len(declared)), strict=True))
-        env = {**self.env, **self._container_env(pod), **{f"{PORT_ENV}{k}": str(v) for k, v in extra.items()}}
+        env = {**self._env(local), **self._container_env(pod, local),
+               **{f"{PORT_ENV}{k}": str(v) for k, v in extra.items()}}
         (self.scratch / local.uid[:8]).mkdir(mode=0o700, exist_ok=True)
         head = RayHead(temp_dir=self.scratch / local.uid[:8] / "ray",
                        log_path=self._log_file(local), env=env)
@@ -361,7 +417,8 @@ class LocalKubelet:
             log.info("fault miss-driver-submission: %s/%s is never started", local.namespace, local.name)
             return
         container = pod["spec"]["containers"][0]
-        env = {**self.env, **{k: self._in_cluster(v, local.namespace) for k, v in self._container_env(pod).items()}}
+        env = {**self._env(local), **{k: self._in_cluster(v, local.namespace)
+                              for k, v in self._container_env(pod, local).items()}}
         argv = [self._in_cluster(word, local.namespace) for word in
                 [*(container.get("command") or []), *(container.get("args") or [])]]
         self._running(pod, local, ready=True)
@@ -370,23 +427,14 @@ class LocalKubelet:
         self._await_exit(local)
 
     def _stub(self, pod: dict, local: Local) -> None:
-        meta = pod["metadata"]
-        labels = meta.get("labels") or {}
         container_ports = sorted({p["containerPort"] for c in pod["spec"].get("containers") or []
                                   for p in c.get("ports") or [] if p.get("containerPort")})
-        if labels.get("nvidia.com/dynamo-component-type") == "frontend":
-            container_ports = container_ports or [8000]
-            model = (meta.get("annotations") or {}).get(MODEL_ANNOTATION) or \
-                labels.get("nvidia.com/dynamo-graph-deployment-name", local.name)
-            unavailable = self.faults.get("frontend-unavailable") or "0"
-            argv = ["frontend", "--model", model, "--unavailable-for", unavailable]
-        else:
-            argv = ["http", "--label", f"{local.namespace}/{local.name}"]
         local.ports = dict(zip(container_ports, free_ports(len(container_ports)), strict=True))
-        argv += [f"--port={port}" for port in local.ports.values()]
+        argv = ["http", "--label", f"{local.namespace}/{local.name}",
+                *[f"--port={port}" for port in local.ports.values()]]
         self._running(pod, local, ready=False)
-        self._spawn(local, [sys.executable, "-m", "nrl_k8s_sandbox.controlplane.stub", *argv], self.env)
-        self._kwok_objects(pod, local, {})
+        self._spawn(local, [sys.executable, "-m", "nrl_k8s_sandbox.controlplane.stub", *argv], self._env(local))
+        self._kwok_objects(pod, local, self.cluster_dns.env(local.namespace))
         deadline = time.monotonic() + 60
         while not all(_listening(port) for port in local.ports.values()):
             if local.process.poll() is not None or time.monotonic() > deadline or self._stop.is_set():
@@ -395,6 +443,57 @@ class LocalKubelet:
             time.sleep(0.05)
         self._ready(local)
         self._await_exit(local)
+
+    def _dynamo(self, pod: dict, local: Local) -> None:
+        """A DGD pod: Dynamo's process (``dynamo_pods``), Ready while its readiness probe answers."""
+        local.meta = {"namespace": local.namespace, "uid": local.uid, "labels": pod["metadata"].get("labels") or {}}
+        env = {**self._env(local), **self._container_env(pod, local)}
+        try:
+            plan = self.dynamo.plan(pod, env, local.ip)
+        except (NotDynamo, SandboxError) as err:
+            with open_private(self._log_file(local), "a") as out:
+                out.write(f"{_now()} stdout F [sandbox] this pod cannot run here: {err}\n")
+            self._running(pod, local, ready=False)
+            self._kwok_objects(pod, local, {})
+            self._finished(local, 1)
+            return
+        local.ports, local.rpc_port = plan.ports, plan.rpc_port
+        if plan.launch.http_port is not None:
+            local.meta["frontend"] = plan.launch.http_port
+        with open_private(self._log_file(local), "a") as out:
+            out.write(f"{_now()} stdout F [sandbox] runs {plan.launch.description}\n")
+        self._annotate(local, {ENGINE_ANNOTATION: plan.launch.description})
+        self._running(pod, local, ready=False)
+        self._spawn(local, plan.argv, plan.env)
+        self._kwok_objects(pod, local, {})
+        probe = main_container(pod).get("readinessProbe") or {}
+        threading.Thread(target=self._probe, args=(local, probe, main_container(pod)), daemon=True).start()
+        self._await_exit(local)
+
+    def _probe(self, local: Local, probe: dict, container: dict) -> None:
+        """A kubelet's readiness probe (``httpGet`` on a container port; none: Ready once started):
+        every ``PROBE_S`` until it first succeeds, then every ``periodSeconds``; Ready after one
+        success, not Ready after ``failureThreshold`` failures in a row."""
+        get = probe.get("httpGet") or {}
+        port = get.get("port")
+        if isinstance(port, str) and not port.isdigit():
+            port = next((p["containerPort"] for p in container.get("ports") or [] if p.get("name") == port), None)
+        target = local.ports.get(int(port)) if port is not None else None
+        period = float(probe.get("periodSeconds") or 10)
+        threshold = int(probe.get("failureThreshold") or 3)
+        ready, failures = False, 0
+        while not local.stopped and local.process is not None and local.process.poll() is None:
+            timeout = float(probe.get("timeoutSeconds") or 1)
+            ok = target is None or _answers_http(target, get.get("path") or "/", timeout)
+            failures = 0 if ok else failures + 1
+            if ok and not ready:
+                ready = True
+                self._ready(local)
+            elif ready and failures >= threshold:
+                ready = False
+                self._ready(local, False)
+            if self._stop.wait(period if ready else PROBE_S):
+                return
 
     def _spawn(self, local: Local, argv: list[str], env: dict[str, str]) -> None:
         with self._container_log(local) as out:
@@ -467,14 +566,24 @@ class LocalKubelet:
         }
         self.core.patch_namespaced_pod_status(local.name, local.namespace, {"status": status})
 
-    def _ready(self, local: Local) -> None:
+    def _ready(self, local: Local, ready: bool = True) -> None:
+        if local.stopped:
+            return
         self._patch_status(local, lambda pod: {
-            "conditions": [{"type": t, "status": "True", "lastTransitionTime": _now()}
+            "conditions": [{"type": t, "status": str(ready), "lastTransitionTime": _now()}
                            for t in ("ContainersReady", "Ready")],
-            "containerStatuses": [{**c, "ready": True} for c in pod["status"].get("containerStatuses") or []],
+            "containerStatuses": [{**c, "ready": ready} for c in pod["status"].get("containerStatuses") or []],
         })
 
+    def _annotate(self, local: Local, annotations: dict[str, str]) -> None:
+        try:
+            self.core.patch_namespaced_pod(local.name, local.namespace, {"metadata": {"annotations": annotations}})
+        except kubernetes.client.ApiException as err:
+            log.info("pod %s/%s not annotated: %s", local.namespace, local.name, err.reason)
+
     def _finished(self, local: Local, code: int | None) -> None:
+        if local.meta:
+            self.dynamo.forget(local.meta, local.rpc_port)
         now = _now()
         code = 1 if code is None else code
         reason = "Completed" if code == 0 else "Error"
@@ -544,4 +653,6 @@ class LocalKubelet:
             terminate(_exec_processes(local.uid), 5.0)
         elif local.process is not None and local.process.poll() is None:
             terminate([local.process.pid], 5.0)
+        if local.meta:
+            self.dynamo.forget(local.meta, local.rpc_port)
         self.drivers.forget(local.namespace, local.owner)

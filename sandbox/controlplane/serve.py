@@ -186,7 +186,7 @@ def api_server(plane: Plane) -> None:
     plane.keep(EgressProxy(
         socket_path, lambda host, port: kubelet().resolve(host, port) if kubelet() else None,
         lambda *request: kubelet().inspect(*request),
-        lambda host, port: kubelet() is not None and kubelet().is_dashboard(host, port)))
+        lambda host, port: kubelet() is not None and kubelet().is_http(host, port)))
     egress_file = components.write_private(plane.dir / "egress.yaml", egress_config(socket_path))
     # a fresh cluster every time: an earlier sandbox's objects (its nodes' kubelet port) would mislead
     shutil.rmtree(plane.dir / "etcd", ignore_errors=True)

@@ -15,12 +15,12 @@ from __future__ import annotations
 from .. import faults as fault_rules
 
 #: Pods the local kubelet runs, as kwok selector terms (jq query, values): a Ray head, a Job's
-#: pod (KubeRay's submitter), a Dynamo frontend, a pod of an nrl-k8s Deployment. kubelet.py
+#: pod (KubeRay's submitter), a DGD's pod, a pod of an nrl-k8s Deployment. kubelet.py
 #: applies the same terms, so this is the one place that says which pods are local processes.
 LOCAL_PODS = (
     ('.metadata.labels["ray.io/node-type"]', ("head",)),
     (".metadata.ownerReferences.[].kind", ("Job",)),
-    ('.metadata.labels["nvidia.com/dynamo-component-type"]', ("frontend",)),
+    ('.metadata.labels["nvidia.com/dynamo-graph-deployment-name"]', None),
     ('.metadata.labels["nrl-k8s.io/deployment"]', None),  # None: the label is present
 )
 #: Which kind's delay a pod that is not local waits: the first term it matches.

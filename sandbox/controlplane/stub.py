@@ -1,11 +1,8 @@
-"""``python -m nrl_k8s_sandbox.controlplane.stub``: a pod's stand-in process, run by the local kubelet.
+"""``python -m nrl_k8s_sandbox.controlplane.stub``: an nrl-k8s Deployment pod's stand-in process, run by
+the local kubelet.
 
-``frontend --model M --port P [--unavailable-for S]``: an OpenAI-style stand-in for a Dynamo
-frontend (``FrontendStub``): ``GET /v1/models`` (the served model id), ``GET /health``
-(``{"status": "healthy"}``) and ``GET /live``, everything else 404; for ``S`` seconds after it
-starts it answers 503 to every request (the ``frontend-unavailable`` fault). Nothing is inferred.
-``http --label L --port P [--port Q ...]``: a Deployment pod (``HttpStub``): 200 with a JSON body
-naming itself and the path, on every ``GET``/``HEAD``/``POST``, one server per port.
+``http --label L --port P [--port Q ...]``: ``HttpStub``, 200 with a JSON body naming itself and
+the path, on every ``GET``/``HEAD``/``POST``, one server per port.
 It prints a start line and one line per request to stdout (the pod's log), and runs until SIGTERM.
 """
 
@@ -74,47 +71,13 @@ class HttpStub:
         self._server.server_close()
 
 
-class FrontendStub(HttpStub):
-    def __init__(self, model: str, unavailable_for: float = 0.0, output: TextIO | None = None, port: int = 0):
-        self.model = model
-        self.unavailable_for = unavailable_for
-        super().__init__(model, output, port)
-
-    def banner(self) -> str:
-        return (f"sandbox stub of a Dynamo frontend serving model {self.model} on {self.url} "
-                "(/v1/models, /health, /live; no inference)")
-
-    def unavailable(self) -> bool:
-        return time.time() - self.started < self.unavailable_for
-
-    def answer(self, path: str) -> tuple[int, dict]:
-        if self.unavailable():
-            return 503, {"error": {"message": "frontend is starting (sandbox: not serving yet)"}}
-        if path == "/v1/models":
-            return 200, {
-                "object": "list",
-                "data": [{"id": self.model, "object": "model", "created": int(self.started), "owned_by": "nvidia"}],
-            }
-        if path == "/health":
-            return 200, {"status": "healthy", "endpoints": ["/v1/models"], "instances": []}
-        if path == "/live":
-            return 200, {"status": "live"}
-        return 404, {"error": {"message": f"no route for {path}"}}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nrl_k8s_sandbox.controlplane.stub")
-    parser.add_argument("kind", choices=("frontend", "http"))
-    parser.add_argument("--model", default="")
+    parser.add_argument("kind", choices=("http",))
     parser.add_argument("--label", default="")
     parser.add_argument("--port", type=int, action="append", default=[])
-    parser.add_argument("--unavailable-for", type=float, default=0.0)
     args = parser.parse_args(argv)
-    out = sys.stdout
-    if args.kind == "frontend":
-        stubs: list[HttpStub] = [FrontendStub(args.model, args.unavailable_for, out, port=args.port[0])]
-    else:
-        stubs = [HttpStub(args.label, out, port=port) for port in args.port]
+    stubs = [HttpStub(args.label, sys.stdout, port=port) for port in args.port]
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

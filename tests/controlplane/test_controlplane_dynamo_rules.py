@@ -13,7 +13,6 @@ from nrl_k8s_sandbox.controlplane.dynamo import (
     frontend_service,
     rollout_status,
 )
-from nrl_k8s_sandbox.controlplane.kubelet import MODEL_ANNOTATION
 
 DGD = {
     "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment",
@@ -35,7 +34,7 @@ DGD = {
     },
 }  # fmt: skip
 PARTS = components(DGD["spec"])
-WANTED = {part.name: deployment(DGD, part, "Qwen/Qwen3-0.6B") for part in PARTS}
+WANTED = {part.name: deployment(DGD, part) for part in PARTS}
 
 
 def test_a_deployment_per_component():
@@ -52,21 +51,51 @@ def test_a_deployment_per_component():
                      "controller": True, "blockOwnerDeletion": True}
 
 
-def test_template_labels_env_and_the_frontends_model():
+def _env(container: dict) -> dict:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_template_labels_and_env_over_the_operators_defaults():
     template = WANTED["Frontend"]["spec"]["template"]
     assert template["metadata"]["labels"]["team"] == "frontend"  # the component's own over the graph's
-    assert template["metadata"]["annotations"] == {"note": "graph", MODEL_ANNOTATION: "Qwen/Qwen3-0.6B"}
+    assert template["metadata"]["annotations"] == {"note": "graph"}
     main, sidecar = template["spec"]["containers"]
-    assert main["env"] == [{"name": "DYN_LOG", "value": "info"}, {"name": "SHARED", "value": "mine"}]
-    assert "env" not in sidecar
-    assert MODEL_ANNOTATION not in WANTED["VllmWorker"]["spec"]["template"]["metadata"]["annotations"]
+    assert _env(main) == {
+        "DYN_NAMESPACE": "ns-g", "DYN_COMPONENT": "frontend", "DYN_PARENT_DGD_K8S_NAME": "g",
+        "DYN_PARENT_DGD_K8S_NAMESPACE": "ns", "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+        "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+        "POD_UID": {"fieldRef": {"fieldPath": "metadata.uid"}},
+        "DYN_LOG": "info", "SHARED": "mine"}  # the container's own over the graph's over the operator's
+    assert main["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
+    assert main["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert "env" not in sidecar and "ports" not in sidecar
+
+
+def test_workers_get_the_system_server_on_9090():
+    main = WANTED["VllmWorker"]["spec"]["template"]["spec"]["containers"][0]
+    env = _env(main)
+    assert (env["DYN_SYSTEM_ENABLED"], env["DYN_SYSTEM_PORT"], env["DYN_COMPONENT"]) == ("true", "9090", "worker")
+    assert env["DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"] == '["generate"]'
+    assert main["ports"] == [{"name": "system", "containerPort": 9090, "protocol": "TCP"}]
+    assert main["readinessProbe"]["httpGet"] == {"path": "/health", "port": "system"}
+
+
+def test_what_the_manifest_sets_wins():
+    spec = {"components": [{"name": "W", "type": "worker", "podTemplate": {"spec": {"containers": [{
+        "name": "main", "env": [{"name": "DYN_SYSTEM_PORT", "value": "9345"}],
+        "ports": [{"name": "system", "containerPort": 9345}], "readinessProbe": {"exec": {"command": ["true"]}}}]}}}]}
+    graph = {**DGD, "spec": spec}
+    main = deployment(graph, components(spec)[0])["spec"]["template"]["spec"]["containers"][0]
+    assert _env(main)["DYN_SYSTEM_PORT"] == "9345"
+    assert main["ports"] == [{"name": "system", "containerPort": 9345}]
+    assert main["readinessProbe"] == {"exec": {"command": ["true"]}}
 
 
 def test_stuck_pods_get_a_node_selector_nothing_matches_and_a_new_hash():
-    stuck = deployment(DGD, PARTS[1], "m", stuck=True)
+    stuck = deployment(DGD, PARTS[1], stuck=True)
     assert stuck["spec"]["template"]["spec"]["nodeSelector"] == UNSCHEDULABLE
     assert stuck["metadata"]["annotations"][SPEC_HASH] != WANTED["VllmWorker"]["metadata"]["annotations"][SPEC_HASH]
-    assert deployment(DGD, PARTS[1], "m") == deployment(DGD, PARTS[1], "m")
+    assert deployment(DGD, PARTS[1]) == deployment(DGD, PARTS[1])
 
 
 def test_frontend_service():
@@ -76,6 +105,14 @@ def test_frontend_service():
     assert service["spec"]["selector"] == {"nvidia.com/dynamo-graph-deployment-name": "g",
                                            "nvidia.com/dynamo-component": "Frontend"}
     assert service["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}]
+
+
+def test_a_frontend_with_rl_gets_its_rl_port_on_the_service():
+    spec = {"env": [{"name": "DYN_ENABLE_RL", "value": "true"}],
+            "components": [{"name": "Frontend", "type": "frontend", "podTemplate": {"spec": {"containers": [
+                {"name": "main", "env": [{"name": "DYN_RL_PORT", "value": "8111"}]}]}}}]}
+    service = frontend_service({**DGD, "spec": spec}, components(spec)[0])
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 8000), ("rl", 8111)]
 
 
 def applied(name: str, *, replicas: int, updated: int, ready: int, generation: int = 2, observed: int = 2,

@@ -1,19 +1,15 @@
 """What the sandbox runs beyond the real operators, on the session sandbox: the DRA kinds and
-their garbage collection, the Dynamo frontend's faults and stub, kubectl on DGDs and RayJobs."""
+their garbage collection, the Dynamo frontend's faults, kubectl on DGDs and RayJobs."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import httpx
-import pytest
 import yaml
 from kubernetes import client
 from operator_helpers import IMAGE, condition, dgd, field, listening, proxy, ray_cluster_spec, rayjob
 from sandbox_harness import History, eventually, observe, unique
-
-from nrl_k8s_sandbox.controlplane.stub import FrontendStub
 
 CD = ("resource.nvidia.com", "v1beta1")
 DGD = ("nvidia.com", "v1alpha1")
@@ -181,30 +177,6 @@ def test_a_kubectl_applied_rayjob_runs_on_a_real_ray_head_and_its_cluster_is_del
     sandbox.kubectl("wait", *ns, "--for=delete", f"raycluster/{cluster}", "--timeout=240s")
     assert proof.read_text() == "applied-with-kubectl\n"
     assert sandbox.kubectl("get", *ns, "rayjob", name, "-o", "jsonpath={.status.jobStatus}").stdout == "SUCCEEDED"
-
-
-STUB_ROUTES = {
-    "models": ("/v1/models", 0, 200),
-    "health": ("/health", 0, 200),
-    "live": ("/live", 0, 200),
-    "unknown": ("/v1/nothing", 0, 404),
-    "warming-up": ("/v1/models", 3600, 503),
-    "warming-up-health": ("/health", 3600, 503),
-}
-
-
-@pytest.mark.parametrize("path, unavailable_for, code", STUB_ROUTES.values(), ids=STUB_ROUTES.keys())
-def test_frontend_stub_routes(path, unavailable_for, code):
-    stub = FrontendStub("Qwen/Qwen3-0.6B", unavailable_for)
-    try:
-        response = httpx.get(stub.url + path, trust_env=False)
-    finally:
-        stub.stop()
-    assert response.status_code == code
-    if code == 200 and path == "/v1/models":
-        assert [m["id"] for m in response.json()["data"]] == ["Qwen/Qwen3-0.6B"]
-    if code == 200 and path == "/health":
-        assert response.json()["status"] == "healthy"
 
 
 def test_the_old_rayjob_crd_lacks_what_run_parallel_needs_and_the_built_one_has_it():

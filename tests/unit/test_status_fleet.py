@@ -72,8 +72,8 @@ def healthy(*workers: dict) -> dict:
                                                                             "dyn://dynamo.backend.rl"],
                                          "instances": instances}),
         ("GET", RL): (200, {"protocol_version": 1, "namespace": "dynamo", "workers": list(workers)}),
-        ("POST", weight_path(WORKER_A)): (200, {"status": "ok", "weight_version": 3}),
-        ("POST", weight_path(WORKER_B)): (200, {"status": "ok", "weight_version": 3}),
+        ("POST", weight_path(WORKER_A)): (200, {"status": "ok", "version": 3, "version_declared": True}),
+        ("POST", weight_path(WORKER_B)): (200, {"status": "ok", "version": 3, "version_declared": True}),
     }
 
 

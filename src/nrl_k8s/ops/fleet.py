@@ -217,8 +217,8 @@ def _weight_version(kube: Kube, row: dict, ns: str, budget: Budget) -> None:
         row["error"] = f"{row['system_url']} not reachable: {unreached}"
         return
     doc = _json(data)
-    if code == 200 and doc.get("status") == "ok" and isinstance(doc.get("weight_version"), int):
-        row["weight_version"] = doc["weight_version"]
+    if code == 200 and doc.get("status") == "ok" and "version" in doc:  # vLLM's worker: {status, version, ...}
+        row["weight_version"] = doc["version"] if doc.get("version_declared", True) else "none declared"
         return
     said = doc.get("message") or doc.get("error") or doc.get("status") or data[:120].decode(errors="replace")
     row["detail"] = f"{WEIGHT_ROUTE}: HTTP {code}" + (f": {said}" if said else "")
