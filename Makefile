@@ -46,6 +46,7 @@ bench: setup
 	$(BIN)/python bench/warm_rerun.py
 	$(BIN)/python bench/log_follow.py
 	$(BIN)/python bench/parallel_bringup.py
+	$(BIN)/python bench/dynamo_serving.py
 	$(BIN)/python bench/proxy_throughput.py
 	$(BIN)/python bench/bad_inputs.py
 	$(BIN)/python bench/unreachable.py
