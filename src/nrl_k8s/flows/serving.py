@@ -6,7 +6,9 @@ the frontend process has bound port 8000, so `serving` only returns once all thr
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -19,10 +21,25 @@ from nrl_k8s.kinds.service import cluster_url
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
 
-# 404 means the listener is up (older frontends have no /v1/models); 502/503/refused mean not yet.
-_UP = (200, 404)
-HEALTHY = range(200, 300)  # what a healthCheckUrl must answer
 _PROBE_INTERVAL_S = 0.5
+Answer = tuple[int | None, bytes]  # (HTTP status or None when nothing answered, body)
+
+
+def healthy(status: int | None, body: bytes) -> bool:
+    """What a healthCheckUrl must answer: a 2xx."""
+    return status is not None and 200 <= status < 300
+
+
+def serves_a_model(status: int | None, body: bytes) -> bool:
+    """The frontend's ``/v1/models`` once it serves: 200 listing a model (Dynamo's frontend lists
+    none until a worker registered with it, for a moment after every pod is Ready), or 404 (an
+    older frontend without the route: its listener is up). 502/503/refused mean not yet."""
+    if status == 404:
+        return True
+    try:
+        return status == 200 and bool(json.loads(body).get("data"))
+    except (ValueError, AttributeError):
+        return False
 
 
 def pods_readiness(desired: int):
@@ -47,13 +64,8 @@ def _models_url(name: str, namespace: str) -> str:
     return cluster_url(dgd.frontend_service(name), namespace, dgd.FRONTEND_PORT) + "/v1/models"
 
 
-def probe_frontend(kube: Kube, name: str, namespace: str) -> int | None:
-    """HTTP status of the frontend's /v1/models, or None when nothing answers."""
-    return probe_url(kube, _models_url(name, namespace), namespace)
-
-
-def probe_url(kube: Kube, url: str, namespace: str) -> int | None:
-    """HTTP status of GET ``url``, or None when nothing answers.
+def probe_url(kube: Kube, url: str, namespace: str) -> Answer:
+    """(HTTP status, body) of GET ``url``; the status None when nothing answers.
 
     A Service URL (``http://SVC[.NS[.svc[.cluster.local]]][:PORT]/path``) goes to cluster DNS
     from inside a pod and through the API server's service proxy from a laptop; other hosts
@@ -66,18 +78,18 @@ def probe_url(kube: Kube, url: str, namespace: str) -> int | None:
         from nrl_k8s.kube._httpx import httpx  # only here: most probes go through the API server (``kube.proxy``)
 
         try:
-            return httpx.get(url, timeout=5).status_code
+            response = httpx.get(url, timeout=5)
+            return response.status_code, response.content
         except httpx.HTTPError:
-            return None
+            return None, b""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
-    status, _ = kube.proxy("GET", labels[0], port, path, labels[1] if len(labels) > 1 else namespace)
-    return status
+    return kube.proxy("GET", labels[0], port, path, labels[1] if len(labels) > 1 else namespace)
 
 
-def wait_http(kube: Kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *, up=_UP,
-              failed=lambda: None, what: str | None = None) -> bool:
-    """Wait until GET ``url`` answers with a status in ``up``. False (after a note) when the API
+def wait_http(kube: Kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *,
+              up: Callable[[int | None, bytes], bool] = healthy, failed=lambda: None, what: str | None = None) -> bool:
+    """Wait until GET ``url``'s answer is ``up``. False (after a note) when the API
     server forbids services/proxy, so the caller can rely on its other gates. ``failed()``
     returning a reason (what should answer has died) ends the wait with ResourceFailed."""
     last = None
@@ -86,13 +98,13 @@ def wait_http(kube: Kube, label: str, url: str, namespace: str, deadline: float,
         if dead:
             raise ResourceFailed(f"{label}: {url} will not answer: {dead}")
         try:
-            status = probe_url(kube, url, namespace)
+            status, body = probe_url(kube, url, namespace)
         except ForbiddenError as err:
             emit(Waiting(label, f"cannot probe {what or url} ({err.message}); relying on pod readiness"))
             return False
-        if status in up:
+        if up(status, body):
             return True
-        reason = f"{url} answered {status or 'nothing'}"
+        reason = f"{url} answered {status or 'nothing'}" + (" (no model yet)" if status == 200 else "")
         if reason != last:
             emit(Waiting(label, reason))
             last = reason
@@ -103,7 +115,8 @@ def wait_http(kube: Kube, label: str, url: str, namespace: str, deadline: float,
 
 def wait_frontend(kube: Kube, label: str, name: str, namespace: str, deadline: float, emit: Emit) -> bool:
     """Gate 3. Returns False (after a warning) when the API server forbids services/proxy."""
-    return wait_http(kube, label, _models_url(name, namespace), namespace, deadline, emit, what="the frontend")
+    return wait_http(kube, label, _models_url(name, namespace), namespace, deadline, emit, up=serves_a_model,
+                     what="the frontend")
 
 
 def wait_serving(kube: Kube, label: str, manifest: dict, timeout_s: float, emit: Emit) -> None:

@@ -33,7 +33,7 @@ from nrl_k8s.ops.probe import Permission, missing_permissions
 
 from .concurrency import fan_out
 from .rollback import Created, Ledger
-from .serving import HEALTHY, present, wait_http, wait_serving
+from .serving import healthy, present, wait_http, wait_serving
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
@@ -248,7 +248,7 @@ class BringUp:
         if health is not None:
             emit = emit or self.emit
             url, timeout = health
-            wait_http(self.kube, label, url, self.ns, time.monotonic() + timeout, emit, up=HEALTHY, failed=failed)
+            wait_http(self.kube, label, url, self.ns, time.monotonic() + timeout, emit, up=healthy, failed=failed)
             emit(Became(label, f"healthy ({url})"))
 
     # -- DGDs ------------------------------------------------------------------------------
