@@ -12,10 +12,13 @@ that runs, on loopback only:
 * **a local kubelet** (``controlplane/kubelet.py``) for the pods whose work must really happen:
   one real ``ray start --head`` per RayCluster head pod (the head container's env and Secret
   volumes: ``driver_env.py``, ``ray_head.py``), KubeRay's submitter Job pods running their real
-  command, and stub servers (``controlplane/stub.py``) for Dynamo frontends and nrl-k8s
-  Deployments. kwok's Logs, Exec and PortForward objects point ``kubectl logs|exec|port-forward``
-  at those processes, and the API server reaches them through an egress proxy on a Unix socket
-  (``controlplane/egress.py``) that refuses every other address;
+  command, a DGD's pods running Dynamo's own runtime from PyPI (``dynamo_runtime/``, wired by
+  ``controlplane/dynamo_pods.py``: the frontend as written, GPU engines as Dynamo's mocker), and
+  stub servers (``controlplane/stub.py``) for nrl-k8s Deployments. Every process it starts
+  resolves cluster names through ``controlplane/cluster_dns.py``. kwok's Logs, Exec and
+  PortForward objects point ``kubectl logs|exec|port-forward`` at those processes, and the API
+  server reaches them through an egress proxy on a Unix socket (``controlplane/egress.py``) that
+  refuses every other address;
 * **our controllers** where no operator can be built here (``controlplane/dynamo.py``,
   ``controlplane/dra.py``): Dynamo's DGDs become Deployments and a frontend Service, with our
   DGD CRD in both served versions and its conversion webhook (``controlplane/webhook.py``); a
@@ -25,8 +28,9 @@ that runs, on loopback only:
   requests and injects the API faults; RBAC faults are real RBAC (``controlplane/rbac.py``).
 
 What it is not: no container runs and no image is pulled (a Ray head and its drivers run with
-this machine's Python), pods share this machine's network and file system, no GPU or model
-exists, and the stubs infer nothing.
+this machine's Python, a DGD's processes with Dynamo's venv), pods share this machine's network
+and file system, no GPU or model exists (Dynamo's mocker emits random tokens from a tiny model's
+vocabulary), and the Deployment stubs do nothing but answer.
 
 Everything it writes is private to the user (files 0600, directories 0700, umask 077), and
 nothing is sent off the machine. Faults are listed in ``faults.py``; ``nrl-k8s sandbox fault

@@ -28,14 +28,18 @@ from sandbox_harness import separate_sandbox as _separate
 @pytest.fixture(scope="session", autouse=True)
 def private_user_cache(tmp_path_factory) -> Iterator[Path]:
     """Every test (and every CLI it starts) uses a cache of its own, never the user's ``~/.cache``;
-    only the control plane's binaries (``make setup`` built them there) are taken from the user's."""
+    only the control plane's binaries and Dynamo's runtime (``make setup`` built them there) are
+    taken from the user's."""
     from nrl_k8s_sandbox.controlplane import binaries
+    from nrl_k8s_sandbox.dynamo_runtime import venv
 
     built = os.environ.get(binaries.ENV_BIN) or str(binaries.cache_root() / binaries.key())
+    runtime = str(venv.root())
     path = tmp_path_factory.mktemp("xdg-cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(path))
         patch.setenv(binaries.ENV_BIN, built)
+        patch.setenv(venv.ENV_ROOT, runtime)
         yield path
 
 

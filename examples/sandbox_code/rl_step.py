@@ -1,7 +1,9 @@
 """One RL step against the run's Dynamo graph, the way NeMo-RL's Dynamo backend drives it.
 
 From the recipe's ``policy.generation.dynamo_cfg`` (``dgd_name`` is what nrl-k8s stamps in):
-1. the frontend is ``http://<dgd_name>-frontend.<namespace>.svc.cluster.local:<frontend_port>/v1``;
+1. the frontend is ``http://<dgd_name>-frontend.<namespace>.svc.cluster.local:<frontend_port>/v1``
+   (the namespace: ``dynamo_cfg.namespace``, else the pod's own from its service account; without
+   either, the Service's short name, which a pod resolves in its own namespace);
 2. the fleet is fixed from the frontend's ``/health``: its instances of component ``backend`` and
    endpoint ``rl``, one per ``instance_id``, sorted; each worker's system URL comes from Dynamo's
    RL discovery, ``GET /v1/rl/workers`` on the frontend's RL port (``DYN_RL_PORT``, 8001);
@@ -20,8 +22,10 @@ import os
 import re
 import sys
 import urllib.request
+from pathlib import Path
 
 TIMEOUT_S = 30
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def call(method: str, url: str, body: dict | None = None) -> dict:
@@ -49,8 +53,8 @@ def main(recipe_path: str) -> int:
     if "dgd_name" not in cfg:
         print(f"{recipe_path}: no policy.generation.dynamo_cfg.dgd_name", file=sys.stderr)
         return 1
-    namespace = cfg.get("namespace") or os.environ.get("POD_NAMESPACE") or "default"
-    host = f"{cfg['dgd_name']}-frontend.{namespace}.svc.cluster.local"
+    namespace = cfg.get("namespace") or (SERVICE_ACCOUNT.read_text().strip() if SERVICE_ACCOUNT.is_file() else None)
+    host = f"{cfg['dgd_name']}-frontend" + (f".{namespace}.svc.cluster.local" if namespace else "")
     frontend = f"http://{host}:{cfg.get('frontend_port', 8000)}"
     print(f"frontend: {frontend}/v1")
     models = [m["id"] for m in call("GET", f"{frontend}/v1/models")["data"]]

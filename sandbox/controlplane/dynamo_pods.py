@@ -86,7 +86,7 @@ class DynamoPods:
 
     def __init__(self, folder: Path):
         self.folder = folder / "dynamo"
-        self.models = venv.root().parent / "models"
+        self.models = venv.root() / "models"
         self._graphs: dict[tuple[str, str], Graph] = {}
         self._lock = threading.Lock()
 

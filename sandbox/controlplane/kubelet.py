@@ -434,7 +434,7 @@ class LocalKubelet:
                 *[f"--port={port}" for port in local.ports.values()]]
         self._running(pod, local, ready=False)
         self._spawn(local, [sys.executable, "-m", "nrl_k8s_sandbox.controlplane.stub", *argv], self._env(local))
-        self._kwok_objects(pod, local, self.cluster_dns.env(local.namespace))
+        self._kwok_objects(pod, local, {})
         deadline = time.monotonic() + 60
         while not all(_listening(port) for port in local.ports.values()):
             if local.process.poll() is not None or time.monotonic() > deadline or self._stop.is_set():
@@ -622,6 +622,9 @@ class LocalKubelet:
             log.info("pod %s/%s status not written: %s", local.namespace, local.name, err.reason)
 
     def _kwok_objects(self, pod: dict, local: Local, exec_env: dict[str, str]) -> None:
+        """kwok's Logs, Exec (what ``kubectl exec`` starts gets ``exec_env`` and the cluster DNS)
+        and PortForward for ``local``."""
+        exec_env = {**self.cluster_dns.env(local.namespace), **exec_env}
         owner = [{"apiVersion": "v1", "kind": "Pod", "name": local.name, "uid": local.uid}]
         names = [c["name"] for c in pod["spec"].get("containers") or []]
         specs = {

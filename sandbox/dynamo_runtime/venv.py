@@ -5,12 +5,15 @@ the user cache (``~/.cache/nrl-k8s/dynamo/<version>-<lock hash>/``), outside the
 install: ``pip install --no-deps -r requirements.lock`` (every version pinned there; see its
 header for why nothing is resolved). It is built in a folder of its own under a lock and marked
 complete last, so a build that was cut short is started again, and two builds never race.
+``$NRL_K8S_DYNAMO_RUNTIME`` names another such folder (the tests give their private caches the
+one ``make setup`` built). The tiny models (``model.py``) are written beside the venv.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +28,7 @@ from ..controlplane.binaries import cache_root as control_plane_cache
 VERSION = "1.6.1"
 LOCK = Path(__file__).with_name("requirements.lock")
 _COMPLETE = ".complete"
+ENV_ROOT = "NRL_K8S_DYNAMO_RUNTIME"
 
 
 def key() -> str:
@@ -32,7 +36,8 @@ def key() -> str:
 
 
 def root() -> Path:
-    return control_plane_cache().parent / "dynamo" / key()
+    named = os.environ.get(ENV_ROOT)
+    return Path(named).expanduser() if named else control_plane_cache().parent / "dynamo" / key()
 
 
 def python() -> Path:

@@ -102,11 +102,12 @@ def test_dgd_sources(session):
     frontend, worker = session.pods(f"nvidia.com/dynamo-graph-deployment-name={session.dgd}")
     every = session.logs("--source", "dgd")
     assert every.returncode == 0, every.stderr
-    # Both pods, each line prefixed; the frontend stub logged the run's /v1/models probes.
-    assert f'[pod/{frontend}/main] 127.0.0.1 "GET /v1/models" 200' in every.stdout
-    assert f"[pod/{worker}/main] {PLAYED}" in every.stdout
+    # Both pods, each line prefixed: Dynamo's processes, each log starting with what really runs.
+    assert f"[pod/{frontend}/main] [sandbox] runs dynamo.frontend" in every.stdout
+    assert f"[pod/{worker}/main] [sandbox] runs dynamo.mocker" in every.stdout
     one = session.logs("--source", "dgd:frontend", "--tail", "1")
-    assert one.returncode == 0 and one.stdout == '127.0.0.1 "GET /v1/models" 200\n'
+    whole = session.logs("--source", "dgd:frontend")  # after: it holds that line whatever came since
+    assert one.returncode == 0 and len(one.stdout.splitlines()) == 1 and one.stdout in whole.stdout
     unknown = session.logs("--source", "dgd:nope")
     assert unknown.returncode == 2
     assert "no such component" in unknown.stderr and "Frontend, VllmDecodeWorker" in unknown.stderr
@@ -135,12 +136,12 @@ def test_follow_prints_new_output_and_ctrl_c_ends_it(session):
     try:
         marker = f"probe-{uuid.uuid4().hex[:6]}"
         with Kube.connect(kubeconfig=str(session.sandbox.kubeconfig), namespace=session.ns) as kube:
-            assert kube.proxy("GET", f"{session.dgd}-frontend", 8000, marker)[0] == 404  # the stub logs every request
+            assert kube.proxy("GET", f"{session.dgd}-frontend", 8000, marker)[0] == 404  # Dynamo logs a 404
         # The whole log, then what comes: the probe shows whether it came before or after the stream opened.
         printed = _lines(process)
         while marker not in (line := printed.get(timeout=DEADLINE_S)):
             assert line, "the follow ended"
-        assert line == f'127.0.0.1 "GET /{marker}" 404\n'
+        assert f"/{marker}" in line
         process.send_signal(signal.SIGINT)
         process.wait(timeout=DEADLINE_S)
         assert "Traceback" not in process.stderr.read()
