@@ -135,12 +135,14 @@ def test_a_dgd_runs_as_deployments_and_its_frontend_serves(api, namespace):
 
 
 def _models(core: client.CoreV1Api, namespace: str, service: str) -> dict | None:
-    """GET /v1/models through the API server's service proxy; None while it does not answer."""
+    """GET /v1/models through the API server's service proxy; None until it lists a model (Dynamo's
+    frontend lists none until a worker registered with it)."""
     try:
-        return json.loads(core.connect_get_namespaced_service_proxy_with_path(
+        models = json.loads(core.connect_get_namespaced_service_proxy_with_path(
             f"{service}:8000", namespace, "v1/models", _preload_content=False).data)
     except client.ApiException:
         return None
+    return models if models.get("data") else None
 
 
 def test_a_new_generation_updates_the_deployments(api, namespace):

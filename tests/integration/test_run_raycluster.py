@@ -76,7 +76,7 @@ class LongLived:
                     "ray-head", ports=[{"containerPort": self.port, "name": "gym"}])}},
                     "daemon": {"entrypoint": DAEMON.format(port=self.port), "submissionId": f"gym-server-{tag}",
                                "healthCheckUrl": f"http://{self.gym}-head-svc:{self.port}/",
-                               "healthCheckTimeoutS": 120}},
+                               "healthCheckTimeoutS": int(DEADLINE_S)}},
             },
             "deployments": {"mx": {"name": self.deploy, "healthCheckUrl": f"http://{self.deploy}:8001/health",
                                    "spec": {"replicas": 1, "template": {"spec": {"containers": [
