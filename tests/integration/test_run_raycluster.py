@@ -82,7 +82,7 @@ class LongLived:
                                    "spec": {"replicas": 1, "template": {"spec": {"containers": [
                                        {"name": "server", "ports": [{"containerPort": 8001, "name": "http"}]}]}}}}},
             "dynamo": {"serving": {"manifest": str(ROOT / "examples_dgd/qwen3_0.6b_kind.yaml"), "name": self.dgd,
-                                   "readyTimeoutS": 120}},
+                                   "readyTimeoutS": int(DEADLINE_S)}},
         }
         self.write()
 

@@ -14,6 +14,15 @@ from kubernetes import client
 from sandbox_harness import eventually, observe, unique
 
 
+def await_endpoints(api: client.ApiClient, namespace: str, service: str) -> None:
+    """Until ``service`` has a ready endpoint: the API server's service proxy answers 503 itself
+    ("no endpoints available") before that, however ready the object behind it reports itself."""
+    observe(client.DiscoveryV1Api(api).list_namespaced_endpoint_slice, namespace,
+            label_selector=f"kubernetes.io/service-name={service}",
+            until=lambda slices: any((e.get("conditions") or {}).get("ready")
+                                     for s in slices.values() for e in s.get("endpoints") or []))
+
+
 def proxy(api: client.ApiClient, method: str, namespace: str, target: str, path: str,
           body: dict | bytes | None = None) -> tuple[int, bytes]:  # fmt: skip
     """A request through the API server's service proxy (``target`` = ``NAME:PORT``); a bytes

@@ -13,7 +13,7 @@ import sys
 import zipfile
 
 import pytest
-from operator_helpers import field, listening, proxy, ray_cluster_spec
+from operator_helpers import await_endpoints, field, listening, proxy, ray_cluster_spec
 from sandbox_harness import DEADLINE_S, Gate, eventually, observe, unique
 
 from nrl_k8s.errors import DashboardError
@@ -34,11 +34,14 @@ def raycluster(name: str, head: dict | None = None) -> dict:
 
 
 def create_ready(custom, ns: str, body: dict) -> None:
+    """Create the RayCluster; return once it is ready and its head Service has the head as a ready
+    endpoint (the cluster's ``ready`` can come first)."""
     name = body["metadata"]["name"]
     custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", body)
     observe(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayclusters",
             field_selector=f"metadata.name={name}",
             until=lambda o: field(o.get(name), "status", "state") == "ready")  # fmt: skip
+    await_endpoints(custom.api_client, ns, f"{name}-head-svc")
 
 
 @pytest.fixture(scope="module")
