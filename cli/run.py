@@ -17,167 +17,179 @@ _RAYJOB_ONLY = ("driver_grace", "parallel", "shutdown", "ttl_seconds", "active_d
 _RAYCLUSTER_ONLY = ("run_id", "replace", "skip_daemons", "repo_root", "recreate", "mode", "submitter")
 
 
+_RayjobOpt = Annotated[
+    bool,
+    typer.Option(
+        "--rayjob", help="Ephemeral RayJob flow (the default unless the infra sets launch.mode: bringup)."
+    ),
+]
+_RayclusterOpt = Annotated[
+    bool,
+    typer.Option(
+        "--raycluster",
+        help="Long-lived flow: keep the RayClusters and DGDs up, submit the driver to them "
+        "(the default with launch.mode: bringup).",
+    ),
+]
+_DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Print every object the run would apply; apply nothing.")
+]
+_WaitOpt = Annotated[
+    bool,
+    typer.Option("--wait/--no-wait", help="Stream the driver log until the job ends (exit 0 only on SUCCEEDED)."),
+]
+_TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="Stop following after this long once the driver is submitted: exit 1, the run keeps going.",
+    ),
+]
+_DriverGraceOpt = Annotated[
+    float,
+    typer.Option(
+        "--driver-grace", min=0, help="[rayjob] Seconds KubeRay gets to submit the driver before nrl-k8s does."
+    ),
+]
+_ShutdownOpt = Annotated[
+    bool,
+    typer.Option(
+        "--shutdown/--no-shutdown", help="[rayjob] Delete the RayCluster (and its DGDs) when the job ends."
+    ),
+]
+_ParallelOpt = Annotated[
+    bool,
+    typer.Option(
+        "--parallel",
+        help="[rayjob] Bring the DGDs and the RayJob's cluster up at once (launch.bringUp: parallel); "
+        "the driver starts once every DGD serves.",
+    ),
+]
+_TtlSecondsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--ttl-seconds",
+        "--ttl",
+        min=0,
+        metavar="SECONDS",
+        help="[rayjob] Keep the finished job's RayCluster (and the DGDs it owns) this long before KubeRay "
+        "deletes it (ttlSecondsAfterFinished; --ttl is upstream's name; default 0: no GPU waits; with --wait, "
+        "30, cut short by the run once the driver's log is in).",
+    ),
+]
+_ActiveDeadlineOpt = Annotated[
+    int | None, typer.Option("--active-deadline-seconds", min=1, help="[rayjob] Fail the job after this long.")
+]
+_RayjobNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rayjob-name",
+        metavar="NAME",
+        help="[rayjob] Name the RayJob (and what is named after it) NAME instead of "
+        "kuberay.training.name: a second run from the same infra.",
+    ),
+]
+_RunIdOpt = Annotated[
+    str | None, typer.Option("--run-id", help="[raycluster] Submission id of the driver (default: generated).")
+]
+_ReplaceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--replace",
+        help="[raycluster] Stop running jobs (driver, failed daemons), reset the gym's "
+        "endpoint registry (ConfigMap nemo-rl-endpoints-JOB_ID) and submit anew.",
+    ),
+]
+_SkipDaemonsOpt = Annotated[
+    bool, typer.Option("--skip-daemons", help="[raycluster] Do not submit the roles' daemons.")
+]
+_RepoRootOpt = Annotated[
+    str | None,
+    typer.Option("--repo-root", help="[raycluster] Root of launch.rayUploadPaths (default: the git top-level)."),
+]
+_RecreateOpt = Annotated[
+    bool, typer.Option("--recreate", help="[raycluster] Replace live objects whose spec drifted.")
+]
+_AdoptOpt = Annotated[
+    bool,
+    typer.Option(
+        "--adopt",
+        help="Reuse a same-named object another user or a person made "
+        "(refused without it, before anything is applied).",
+    ),
+]
+_ModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mode",
+        metavar="interactive|batch",
+        help="[raycluster] A preset (launch.runMode): interactive = --submitter "
+        "dashboard --code-source upload --wait; batch = --submitter exec --code-source image --no-wait. "
+        "Flags given and infra keys set win over it.",
+    ),
+]
+_SubmitterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--submitter",
+        metavar="dashboard|exec",
+        help="[raycluster] How the driver starts (submit.submitter): a Ray "
+        "job through the dashboard, or a process on the head pod through pods/exec, its log kept there.",
+    ),
+]
+_CodeSourceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--code-source",
+        metavar="upload|image|lustre",
+        help="Where the driver's code is (launch.codeSource): upload "
+        "packages launch.rayUploadPaths [raycluster]; image or lustre start the driver in --code-path.",
+    ),
+]
+_CodePathOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--code-path",
+        metavar="PATH",
+        help="Where the driver starts with --code-source image or lustre (launch.codePath).",
+    ),
+]
+
+
 def run(
     ctx: typer.Context,
     recipe: RecipeArg,
     overrides: OverridesArg = None,
     infra: InfraOpt = None,
-    rayjob: Annotated[
-        bool,
-        typer.Option(
-            "--rayjob", help="Ephemeral RayJob flow (the default unless the infra sets launch.mode: bringup)."
-        ),
-    ] = False,
-    raycluster: Annotated[
-        bool,
-        typer.Option(
-            "--raycluster",
-            help="Long-lived flow: keep the RayClusters and DGDs up, submit the driver to them "
-            "(the default with launch.mode: bringup).",
-        ),
-    ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print every object the run would apply; apply nothing.")
-    ] = False,
+    rayjob: _RayjobOpt = False,
+    raycluster: _RayclusterOpt = False,
+    dry_run: _DryRunOpt = False,
     show_secrets: ShowSecretsOpt = False,
-    wait: Annotated[
-        bool,
-        typer.Option("--wait/--no-wait", help="Stream the driver log until the job ends (exit 0 only on SUCCEEDED)."),
-    ] = True,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout",
-            metavar="SECONDS",
-            help="Stop following after this long once the driver is submitted: exit 1, the run keeps going.",
-        ),
-    ] = None,
-    driver_grace: Annotated[
-        float,
-        typer.Option(
-            "--driver-grace", min=0, help="[rayjob] Seconds KubeRay gets to submit the driver before nrl-k8s does."
-        ),
-    ] = 90.0,
+    wait: _WaitOpt = True,
+    timeout: _TimeoutOpt = None,
+    driver_grace: _DriverGraceOpt = 90.0,
     dashboard_url: DashboardUrlOpt = None,
-    shutdown: Annotated[
-        bool,
-        typer.Option(
-            "--shutdown/--no-shutdown", help="[rayjob] Delete the RayCluster (and its DGDs) when the job ends."
-        ),
-    ] = True,
-    parallel: Annotated[
-        bool,
-        typer.Option(
-            "--parallel",
-            help="[rayjob] Bring the DGDs and the RayJob's cluster up at once (launch.bringUp: parallel); "
-            "the driver starts once every DGD serves.",
-        ),
-    ] = False,
-    ttl_seconds: Annotated[
-        int | None,
-        typer.Option(
-            "--ttl-seconds",
-            "--ttl",
-            min=0,
-            metavar="SECONDS",
-            help="[rayjob] Keep the finished job's RayCluster (and the DGDs it owns) this long before KubeRay "
-            "deletes it (ttlSecondsAfterFinished; --ttl is upstream's name; default 0: no GPU waits; with --wait, "
-            "30, cut short by the run once the driver's log is in).",
-        ),
-    ] = None,
-    active_deadline: Annotated[
-        int | None, typer.Option("--active-deadline-seconds", min=1, help="[rayjob] Fail the job after this long.")
-    ] = None,
-    rayjob_name: Annotated[
-        str | None,
-        typer.Option(
-            "--rayjob-name",
-            metavar="NAME",
-            help="[rayjob] Name the RayJob (and what is named after it) NAME instead of "
-            "kuberay.training.name: a second run from the same infra.",
-        ),
-    ] = None,
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="[raycluster] Submission id of the driver (default: generated).")
-    ] = None,
-    replace: Annotated[
-        bool,
-        typer.Option(
-            "--replace",
-            help="[raycluster] Stop running jobs (driver, failed daemons), reset the gym's "
-            "endpoint registry (ConfigMap nemo-rl-endpoints-JOB_ID) and submit anew.",
-        ),
-    ] = False,
-    skip_daemons: Annotated[
-        bool, typer.Option("--skip-daemons", help="[raycluster] Do not submit the roles' daemons.")
-    ] = False,
-    repo_root: Annotated[
-        str | None,
-        typer.Option("--repo-root", help="[raycluster] Root of launch.rayUploadPaths (default: the git top-level)."),
-    ] = None,
-    recreate: Annotated[
-        bool, typer.Option("--recreate", help="[raycluster] Replace live objects whose spec drifted.")
-    ] = False,
-    adopt: Annotated[
-        bool,
-        typer.Option(
-            "--adopt",
-            help="Reuse a same-named object another user or a person made "
-            "(refused without it, before anything is applied).",
-        ),
-    ] = False,
-    mode: Annotated[
-        str | None,
-        typer.Option(
-            "--mode",
-            metavar="interactive|batch",
-            help="[raycluster] A preset (launch.runMode): interactive = --submitter "
-            "dashboard --code-source upload --wait; batch = --submitter exec --code-source image --no-wait. "
-            "Flags given and infra keys set win over it.",
-        ),
-    ] = None,
-    submitter: Annotated[
-        str | None,
-        typer.Option(
-            "--submitter",
-            metavar="dashboard|exec",
-            help="[raycluster] How the driver starts (submit.submitter): a Ray "
-            "job through the dashboard, or a process on the head pod through pods/exec, its log kept there.",
-        ),
-    ] = None,
-    code_source: Annotated[
-        str | None,
-        typer.Option(
-            "--code-source",
-            metavar="upload|image|lustre",
-            help="Where the driver's code is (launch.codeSource): upload "
-            "packages launch.rayUploadPaths [raycluster]; image or lustre start the driver in --code-path.",
-        ),
-    ] = None,
-    code_path: Annotated[
-        str | None,
-        typer.Option(
-            "--code-path",
-            metavar="PATH",
-            help="Where the driver starts with --code-source image or lustre (launch.codePath).",
-        ),
-    ] = None,
+    shutdown: _ShutdownOpt = True,
+    parallel: _ParallelOpt = False,
+    ttl_seconds: _TtlSecondsOpt = None,
+    active_deadline: _ActiveDeadlineOpt = None,
+    rayjob_name: _RayjobNameOpt = None,
+    run_id: _RunIdOpt = None,
+    replace: _ReplaceOpt = False,
+    skip_daemons: _SkipDaemonsOpt = False,
+    repo_root: _RepoRootOpt = None,
+    recreate: _RecreateOpt = False,
+    adopt: _AdoptOpt = False,
+    mode: _ModeOpt = None,
+    submitter: _SubmitterOpt = None,
+    code_source: _CodeSourceOpt = None,
+    code_path: _CodePathOpt = None,
 ) -> None:
     """Bring up every DGD (serving) and the training: a RayJob (default) or long-lived RayClusters."""
     from nrl_k8s.errors import ConfigError
 
-    if rayjob and raycluster:
-        raise ConfigError("--rayjob and --raycluster are mutually exclusive", hint="pick one flow")
-    if timeout is not None and not wait:
-        raise ConfigError(
-            "--timeout cannot be used with --no-wait", hint="--timeout bounds how long --wait follows the job"
-        )
-    if not shutdown and _on_command_line(ctx, "ttl_seconds"):
-        raise ConfigError("--ttl-seconds/--ttl cannot be used with --no-shutdown",
-                          hint="with --no-shutdown KubeRay keeps the RayCluster until you delete it; the TTL counts "
-                               "only once it shuts the cluster down")
-    if timeout is not None and not timeout > 0:
-        raise ConfigError(f"--timeout {timeout:g} is not a number of seconds above 0", hint="e.g. --timeout 3600")
+    _refuse_clashes(ctx, rayjob=rayjob, raycluster=raycluster, wait=wait, timeout=timeout, shutdown=shutdown)
     chosen = rayjob or raycluster
     if chosen:
         _refuse_other_flow_flags(ctx, raycluster, implied=False)
@@ -202,16 +214,20 @@ def run(
                         repo_root=repo_root, recreate=recreate, adopt=adopt)
         return
 
-    from nrl_k8s.flows.plan import RunOptions, parallel_bringup, plan_run
-    from nrl_k8s.kinds.rayjob import LOG_GRACE_S
+    _run_rayjob(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, timeout=timeout,
+                dashboard_url=dashboard_url, adopt=adopt, driver_grace=driver_grace, shutdown=shutdown,
+                ttl_seconds=ttl_seconds, active_deadline=active_deadline, parallel=parallel)
+
+
+def _run_rayjob(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url, adopt, driver_grace, shutdown,
+                ttl_seconds, active_deadline, parallel) -> None:
+    from nrl_k8s.flows.plan import parallel_bringup, plan_run
+    from nrl_k8s.flows.rayjob import options_for
 
     parallel = parallel_bringup(cfg.infra, parallel)
-    frees_cluster = wait and shutdown and ttl_seconds is None  # the run deletes it once the log is in
-    if frees_cluster:
-        ttl_seconds = LOG_GRACE_S
-    ttl = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
-    plan = plan_run(cfg, RunOptions(shutdown=shutdown, **ttl, active_deadline_seconds=active_deadline,
-                                    parallel=parallel))
+    run_options, frees_cluster = options_for(wait=wait, shutdown=shutdown, ttl_seconds=ttl_seconds,
+                                             active_deadline_seconds=active_deadline, parallel=parallel)
+    plan = plan_run(cfg, run_options)
     if dry_run:
         _print_dry_run(plan, show_secrets)
         return
@@ -234,6 +250,25 @@ def run(
     render_run_result(result)
     if wait and not result.succeeded:
         raise typer.Exit(1)
+
+
+def _refuse_clashes(ctx: typer.Context, *, rayjob: bool, raycluster: bool, wait: bool, timeout: float | None,
+                    shutdown: bool) -> None:
+    """Flags that make no sense together, refused by name."""
+    from nrl_k8s.errors import ConfigError
+
+    if rayjob and raycluster:
+        raise ConfigError("--rayjob and --raycluster are mutually exclusive", hint="pick one flow")
+    if timeout is not None and not wait:
+        raise ConfigError(
+            "--timeout cannot be used with --no-wait", hint="--timeout bounds how long --wait follows the job"
+        )
+    if not shutdown and _on_command_line(ctx, "ttl_seconds"):
+        raise ConfigError("--ttl-seconds/--ttl cannot be used with --no-shutdown",
+                          hint="with --no-shutdown KubeRay keeps the RayCluster until you delete it; the TTL counts "
+                               "only once it shuts the cluster down")
+    if timeout is not None and not timeout > 0:
+        raise ConfigError(f"--timeout {timeout:g} is not a number of seconds above 0", hint="e.g. --timeout 3600")
 
 
 def _rayjob_name_override(name: str | None) -> list[str]:

@@ -44,7 +44,7 @@ CASES = {
 
 @pytest.mark.parametrize("obj,verdict,words", CASES.values(), ids=CASES.keys())
 def test_judge(obj, verdict, words):
-    got, reason = unfinished.judge(obj, "it", NOW)
+    got, reason = gc.judge_unfinished(obj, "it", NOW)
     assert got == verdict and words in reason, reason
 
 

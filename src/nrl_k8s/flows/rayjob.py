@@ -48,6 +48,7 @@ from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
 from nrl_k8s.flows import driver_log, head_services, lifecycle
 from nrl_k8s.flows import records as runs
 from nrl_k8s.flows.lifecycle import LiveOptions
+from nrl_k8s.flows.owners import owners_patch
 from nrl_k8s.flows.steps import GONE_TIMEOUT_S, PROVISION_TIMEOUT_S, BringUp
 from nrl_k8s.kinds import dgd, lease, raycluster, rayjob, secret
 from nrl_k8s.kinds.base import delete_command, managed, owned
@@ -55,7 +56,7 @@ from nrl_k8s.kinds.index import kind_of
 from nrl_k8s.kinds.readiness import Failed, Pending, Ready
 from nrl_k8s.ops.probe import run_permissions
 
-from .plan import RunPlan
+from .plan import RunOptions, RunPlan
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
@@ -67,6 +68,18 @@ _CLUSTER_NAME_TIMEOUT_S = 300
 _STATUS_GRACE_S = 60  # for KubeRay to mark a RayJob over once Ray reported its job over
 _FOREVER_S = 10 * 365 * 86400
 _LEASE_SAFETY_S = 30  # a wait before the release gives up this long before the lease would end under the run
+
+
+def options_for(*, wait: bool, shutdown: bool = True, ttl_seconds: int | None = None,
+                active_deadline_seconds: int | None = None, parallel: bool = False) -> tuple[RunOptions, bool]:
+    """What a `run --rayjob` (serial or ``--parallel``) renders, and whether it deletes the ended job's
+    RayCluster itself (``LiveOptions.frees_cluster``): with ``wait`` and no TTL given, it does, once
+    the driver's log is in, and ``rayjob.LOG_GRACE_S`` counts only if the run dies first; otherwise
+    KubeRay deletes it after the TTL given, else ``rayjob.DEFAULT_TTL_SECONDS``."""
+    frees = wait and shutdown and ttl_seconds is None
+    ttl = rayjob.LOG_GRACE_S if frees else rayjob.DEFAULT_TTL_SECONDS if ttl_seconds is None else ttl_seconds
+    return RunOptions(shutdown=shutdown, ttl_seconds=ttl, active_deadline_seconds=active_deadline_seconds,
+                      parallel=parallel), frees
 
 
 @dataclass(kw_only=True)
@@ -204,15 +217,10 @@ class RayJobRun:
     def release(self) -> None:
         """The run's objects hang off the RayCluster now: the RayJob loses the lease as its owner and
         the lease is deleted."""
-        name = lease.name_of(self.result.rayjob)
-
-        def change(live: dict) -> dict | None:
-            owners = live["metadata"].get("ownerReferences") or []
-            kept = [o for o in owners if not (o.get("kind") == lease.KIND.kind and o.get("name") == name)]
-            return None if kept == owners else {"metadata": {"ownerReferences": kept or None}}
-
+        assert self.lease is not None  # apply_held made it
+        name, uid = self.lease["metadata"]["name"], self.lease["metadata"]["uid"]
         try:
-            self.kube.modify(rayjob.KIND, self.result.rayjob, change, self.ns)
+            self.kube.modify(rayjob.KIND, self.result.rayjob, lambda live: owners_patch(live, remove=uid), self.ns)
         except NotFoundError:
             pass  # the job came and went: nothing left to hold
         self.kube.delete(lease.KIND, name, self.ns)
@@ -345,7 +353,7 @@ class RayJobRun:
                 # the RayJob tells when the job is over: its dashboard may go with its cluster
                 chunks = dash.follow_logs(self.record_data["job_id"], deadline_s=self.options.job_timeout_s,
                                           over=self._job_over)
-                driver_log.follow(chunks, self.record_data, on_log)
+                driver_log.follow(chunks, self.record_data, on_log, self.kube)
                 logged = True
         except DashboardError as err:
             self.emit(Warning(f"the driver log cannot be streamed ({err.message}); "

@@ -27,6 +27,8 @@ from nrl_k8s.kinds.base import Kind, delete_command
 from nrl_k8s.kube import dgd_users as usage
 from nrl_k8s.signals import RollbackInterrupts
 
+from .owners import owners_patch
+
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
 
@@ -111,11 +113,10 @@ class Ledger:
     def _release(self, entry: Created, *, unclaim: bool) -> None:
         """Take this run's RayCluster off a kept DGD's owners (and, ``unclaim``, this run off its users)."""
         def change(obj: dict) -> dict | None:
-            patch = (dgd.users_patch(obj, remove=self.run) if unclaim else None) or {"metadata": {}}
-            owners = obj["metadata"].get("ownerReferences") or []
-            if any(o.get("uid") == self.cluster_uid for o in owners):
-                patch["metadata"]["ownerReferences"] = [o for o in owners if o.get("uid") != self.cluster_uid] or None
-            return patch if patch["metadata"] else None
+            users = (dgd.users_patch(obj, remove=self.run) if unclaim else None) or {"metadata": {}}
+            owners = owners_patch(obj, remove=self.cluster_uid) or {"metadata": {}}
+            metadata = {**users["metadata"], **owners["metadata"]}
+            return {"metadata": metadata} if metadata else None
 
         try:
             self.kube.modify(entry.kind, entry.name, change, self.namespace)

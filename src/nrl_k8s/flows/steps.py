@@ -20,6 +20,7 @@ from nrl_k8s.errors import (
     ForbiddenError,
     NotFoundError,
     ResourceFailed,
+    ServerError,
     UnauthorizedError,
 )
 from nrl_k8s.events import Applied, Became, Emit, LeftBehind, Waiting, Warning
@@ -32,6 +33,7 @@ from nrl_k8s.kube.errors import KindNotServedError
 from nrl_k8s.ops.probe import Permission, missing_permissions
 
 from .concurrency import fan_out
+from .owners import owners_patch
 from .rollback import Created, Ledger
 from .serving import healthy, present, wait_http, wait_serving
 
@@ -48,17 +50,6 @@ class _Unread(Enum):
 
 UNREAD: Final = _Unread.UNREAD  # BringUp.ensure: the live object was not read yet
 DEPLOYMENT_TIMEOUT_S = 600
-
-
-def _owners_patch(live: dict, ref: dict, replacing: str | None) -> dict | None:
-    """The patch making ``ref`` an owner of ``live`` in place of the owner of uid ``replacing``;
-    None when it is already so."""
-    before = live["metadata"].get("ownerReferences") or []
-    kept = [o for o in before if o.get("uid") != replacing]
-    linked = any(o.get("uid") == ref["uid"] for o in kept)
-    if linked and len(kept) == len(before):
-        return None
-    return {"metadata": {"ownerReferences": kept if linked else [*kept, ref]}}
 
 
 Stamp = Callable[[Kind, dict], dict]  # a manifest as the flow creates it
@@ -84,10 +75,12 @@ class BringUp:
     # -- preflight -------------------------------------------------------------------------
     def check_permissions(self, needed: list[Permission], *, dashboard_url_helps: bool = False) -> None:
         """Refuse when the API server denies one of ``needed``; ``dashboard_url_helps``: the run
-        needs services/proxy only for what --dashboard-url replaces (the hint says so)."""
+        needs services/proxy only for what --dashboard-url replaces (the hint says so). Only a
+        review the server refuses means "cannot verify, going ahead": no answer (``UnreachableError``,
+        ``ServerError`` once retries are spent) or rejected credentials end the run."""
         try:
             missing = missing_permissions(self.kube, needed, self.ns)
-        except UnauthorizedError:
+        except (UnauthorizedError, ServerError):
             raise
         except ApiError as err:
             self.emit(Warning(f"cannot verify permissions before starting ({err.message}); going ahead"))
@@ -303,7 +296,7 @@ class BringUp:
         the owner), in place of the owner of uid ``replacing`` when given (one patch: never unowned)."""
         ref = owner_reference(owner)
 
-        self.kube.modify(kind, name, lambda live: _owners_patch(live, ref, replacing), self.ns)
+        self.kube.modify(kind, name, lambda live: owners_patch(live, ref, replacing), self.ns)
 
     def link_owner(self, name: str, owner: dict, live: dict | None = None, replacing: str | None = None) -> None:
         """Add ``owner`` (the RayJob or its RayCluster) as a non-controlling owner of DGD ``name``, in
@@ -323,7 +316,7 @@ class BringUp:
             seen["shared"] = any(user != self.ledger.run for user in dgd.users(current))
             if action == "reused" and not seen["owners"] and not seen["shared"]:
                 return None
-            return _owners_patch(current, ref, replacing)
+            return owners_patch(current, ref, replacing)
 
         updated = self.kube.modify(self.dgd_kinds[name], name, change, self.ns, current=live)
         names = [o.get("name") for o in seen["owners"]]

@@ -16,7 +16,8 @@ that window (`kill -9`, a closed laptop) leaves them unowned. For each such obje
 Objects created with an owner (``run --parallel``, ``run --raycluster``) never need this: GC
 deletes them with their owner. Deployments outlive runs by design and are never touched, but for
 those of a long-lived bring-up that never finished: the unowned objects of `run --raycluster` and
-`cluster up` are judged by ``unfinished`` (label ``nrl-k8s.io/bringup``), and only this user's.
+`cluster up` carry the label ``nrl-k8s.io/bringup`` (``flows.unfinished``) and are judged here by
+``judge_unfinished``: only this user's, past their deadline.
 
 ``$NRL_K8S_NOW`` (seconds since the epoch, or ``+SECONDS`` from now) judges deadlines as of that
 time: what gc will do then (with ``--dry-run``), or a test's clock.
@@ -30,9 +31,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from nrl_k8s.config.interpolate import user_name
 from nrl_k8s.errors import ConfigError, ConflictError, NotFoundError
-from nrl_k8s.kinds import dgd, dra, raycluster, rayjob, secret
-from nrl_k8s.kinds.base import MANAGED_BY_SELECTOR, Kind, owner_reference
+from nrl_k8s.kinds import deployment, dgd, dra, raycluster, rayjob, secret, service
+from nrl_k8s.kinds.base import MANAGED_BY_SELECTOR, Kind, delete_command, maker, owner_reference
 from nrl_k8s.kube import dgd_users as usage
 from nrl_k8s.kube.errors import KindNotServedError
 
@@ -42,8 +44,10 @@ if TYPE_CHECKING:
 DEADLINE_ANNOTATION = "nrl-k8s.io/owner-deadline"
 # Past the DGDs' readiness the run creates its RayJob at once; the margin covers the calls between.
 MARGIN_S = 60
-BRINGUP_LABEL = "nrl-k8s.io/bringup"  # an unfinished long-lived bring-up's object: ``unfinished`` judges it
+BRINGUP_LABEL = "nrl-k8s.io/bringup"  # an unfinished long-lived bring-up's object (``flows.unfinished`` marks it)
+UNFINISHED = "unfinished"  # its value
 SELECTOR = f"{MANAGED_BY_SELECTOR},{rayjob.RUN_ID_LABEL},!{BRINGUP_LABEL}"
+UNFINISHED_SELECTOR = f"{MANAGED_BY_SELECTOR},{BRINGUP_LABEL}={UNFINISHED}"
 NOW_ENV = "NRL_K8S_NOW"
 
 
@@ -90,8 +94,6 @@ class Leftover:
 
 def find(kube: Kube, namespace: str, now: float | None = None) -> list[Leftover]:
     """Every unowned object a run created in ``namespace``, with what gc does to it."""
-    from nrl_k8s.flows import unfinished
-
     now = current_time() if now is None else now
     jobs: dict[str, dict | None] = {}
     found = []
@@ -101,7 +103,52 @@ def find(kube: Kube, namespace: str, now: float | None = None) -> list[Leftover]
             jobs[run_id] = _latest(kube.list(rayjob.KIND, namespace, label_selector=f"{rayjob.RUN_ID_LABEL}={run_id}"))
         verdict, reason = _judge(kube, kind, obj, jobs[run_id], namespace, now)
         found.append(Leftover(kind, obj["metadata"]["name"], run_id, verdict, reason, obj))
-    return found + unfinished.find(kube, namespace, now)
+    return found + find_unfinished(kube, namespace, now)
+
+
+def find_unfinished(kube: Kube, namespace: str, now: float | None = None, user: str | None = None) -> list[Leftover]:
+    """Every unfinished long-lived bring-up's object in ``namespace``, judged for ``user`` (default: this
+    user, as ``${user:}``)."""
+    now = current_time() if now is None else now
+    user = user or user_name(os.environ)
+    groups = ((raycluster.KIND,), (deployment.KIND,), (service.KIND,), dgd.KINDS)
+    return [Leftover(kind, obj["metadata"]["name"], obj["metadata"]["labels"].get(rayjob.RUN_ID_LABEL, "?"),
+                     *judge_unfinished(obj, user, now), obj)
+            for kind, obj in unowned(kube, namespace, groups, UNFINISHED_SELECTOR)]
+
+
+def judge_unfinished(obj: dict, user: str, now: float) -> tuple[str, str]:
+    """(verdict, reason) for one unfinished object: ``delete`` only this user's, past its deadline."""
+    who = maker(obj, user)
+    if who:
+        return "keep", f"an unfinished bring-up's, made by {who}: not this user's to delete"
+    due = deadline(obj)
+    if due is None:
+        return "keep", f"no {DEADLINE_ANNOTATION} annotation: no deadline to judge it by"
+    when = _utc(due)
+    if now < due:
+        return "keep", (f"its bring-up has not finished; a live `nrl-k8s run` or `cluster up` finishes it by {when}, "
+                        "else gc deletes it then")
+    return "delete", f"its bring-up did not finish by {when}: the run or `cluster up` was killed before it finished"
+
+
+def unfinished_rows(kube: Kube, namespace: str, user: str) -> list[dict]:
+    """``user``'s unfinished objects whose deadline has not passed, as `status`'s LEFT BEHIND rows (past
+    it, `status` lists them with what `nrl-k8s gc` does)."""
+    return [
+        {
+            "what": f"{item.kind.kind} {item.name}",
+            "reason": f"run {item.run_id}: {item.reason}",
+            "remove": f"if that run is gone: {delete_command(item.kind, item.name, namespace)}   (or after "
+            f"{_utc(due)}: nrl-k8s -n {namespace} gc; a re-run finishes it instead)",
+        }
+        for item in find_unfinished(kube, namespace, user=user)
+        if item.verdict == "keep" and (due := deadline(item.obj)) is not None and maker(item.obj, user) is None
+    ]
+
+
+def _utc(when: float) -> str:
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def collect(kube: Kube, namespace: str, leftovers: list[Leftover]) -> list[tuple[Leftover, str]]:

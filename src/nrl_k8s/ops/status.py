@@ -5,7 +5,7 @@ record's, else the newest on the training cluster's head pod.
 
 ``left`` lists what a run that died (SIGKILL, lost laptop) can leave running with nothing to
 remove it, each with the command that does: among them this user's objects of a long-lived
-bring-up that has not finished (``unfinished``), before their deadline too (a killed run's, or a
+bring-up that has not finished (``gc.unfinished_rows``), before their deadline too (a killed run's, or a
 live one's: the row says which to expect by when).
 
 Per DGD, ``frontend`` and ``rl`` are what a trainer binds to (``fleet``: the frontend's health and
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from nrl_k8s.config.interpolate import user_name
 from nrl_k8s.errors import NotFoundError, NrlK8sError
-from nrl_k8s.flows import unfinished
 from nrl_k8s.kinds import dgd, lease, pod, raycluster, rayjob
 from nrl_k8s.kinds.base import OWNER_LABEL, delete_command
 from nrl_k8s.kinds.readiness import condition_true
@@ -149,7 +148,7 @@ def _left(kube: Kube, ns: str, job: dict | None, dynamo: list[dict], user: str) 
         left.append({"what": f"RayJob {job['name']}", "reason": "running without a driver: if no `nrl-k8s run` is "
                      "waiting to rescue it, nothing submits it", "remove": delete_command(rayjob.KIND, job["name"],
                      job["namespace"]) + "   (or: nrl-k8s cluster down RECIPE -t kuberay.training --force)"})
-    left += [row for row in unfinished.status_rows(kube, ns, user) if row["what"] not in {r["what"] for r in left}]
+    left += [row for row in gc.unfinished_rows(kube, ns, user) if row["what"] not in {r["what"] for r in left}]
     listed = {row["what"] for row in left}
     return left + [row for row in gc_rows(kube, ns) if row["what"] not in listed]
 
