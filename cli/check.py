@@ -167,8 +167,10 @@ def _write_private(path: Path, text: str) -> None:
 def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
     """Namespace, CRDs and RBAC when a kubeconfig is usable; otherwise say the checks were skipped.
 
-    Credentials the API server rejects fail the check (exit 1), and so does a failed row; a
-    warning row (a RayJob field only ``--parallel`` needs) does not. An unreachable server skips it.
+    With no cluster configured the checks are skipped. A configured one that cannot be reached
+    (refused, no answer, TLS, a credential plugin that fails or hangs) or rejects the credentials
+    is a failed row, and any failed row fails the check (exit 1); a warning row (a RayJob field
+    only ``--parallel`` needs) does not.
     """
     from rich.markup import escape
 
@@ -181,7 +183,7 @@ def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
     if not has_cluster_config():
         out.print("\n[bold]CLUSTER[/]\n  skipped: no kubeconfig and not running in a pod")
         return
-    from nrl_k8s.errors import ApiError, ForbiddenError, ServerError, UnauthorizedError
+    from nrl_k8s.errors import ApiError, CredentialError, ForbiddenError, UnauthorizedError, UnreachableError
     from nrl_k8s.kube.client import Kube, NoClusterError, Tuning
     from nrl_k8s.ops.probe import Probe, probe
     from nrl_k8s.redact import redact_text
@@ -190,12 +192,12 @@ def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
         kube = observed(ctx, Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
                                           tuning=Tuning(retry_budget_s=5, request_timeout_s=5)))
         results = probe(kube, cfg.infra, manifests)
-    except (NoClusterError, ServerError) as error:
+    except NoClusterError as error:
         out.print(f"\n[bold]CLUSTER[/]\n  skipped: {escape(redact_text(error.message))}")
         return
-    except (UnauthorizedError, ForbiddenError) as error:
+    except (UnauthorizedError, ForbiddenError, CredentialError) as error:
         results = [Probe("credentials", False, error.message, error.hint or "")]
-    except ApiError as error:
+    except (ApiError, UnreachableError) as error:
         results = [Probe("cluster", False, error.message, error.hint or "")]
     render_probes(results)
     if not all(r.ok or r.warn for r in results):

@@ -9,6 +9,8 @@
     │   ├── NotFoundError               404
     │   ├── ConflictError               409
     │   └── ServerError                 429 / 5xx / timeouts after retries
+    ├── UnreachableError                no answer from the API server (refused, silent, TLS failed or
+    │                                   stalled): ends the command, never taken for "cannot tell"
     ├── ResourceFailed                  a resource reported a terminal failure
     ├── WaitTimeout                     a wait passed its deadline (carries the last reason)
     ├── DashboardError                  the Ray dashboard refused or failed a request
@@ -108,6 +110,11 @@ class ConflictError(ApiError):
 
 class ServerError(ApiError):
     pass
+
+
+class UnreachableError(NrlK8sError):
+    """No answer from the API server at all: not an ``ApiError``, so no caller takes it for
+    "cannot verify, going ahead"; the command ends."""
 
 
 class ResourceFailed(NrlK8sError):

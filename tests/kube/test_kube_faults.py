@@ -11,7 +11,7 @@ import socket
 import pytest
 from conftest import write_kubeconfig
 
-from nrl_k8s.errors import ApiError, ConflictError, ForbiddenError, NotFoundError, ServerError
+from nrl_k8s.errors import ApiError, ConflictError, ForbiddenError, NotFoundError, ServerError, UnreachableError
 from nrl_k8s.kinds import rayjob
 from nrl_k8s.kinds.core import CONFIGMAP
 from nrl_k8s.kube.client import Kube, Tuning
@@ -94,13 +94,19 @@ def test_client_errors_are_not_retried(kube, sandbox, fault, code, error):
     assert sandbox.request_counts()["create configmaps"] == 1
 
 
-def test_unreachable_server_is_a_server_error_after_retries(tmp_path, sandbox):
+def test_a_server_that_never_answered_is_unreachable_at_once(tmp_path, sandbox):
+    """Refused before the server ever answered: one UnreachableError, not retried, and raised again
+    by the next request without trying (a command ends, whichever caller swallows errors)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))  # bound, not listening: refused
         port = probe.getsockname()[1]
         path = write_kubeconfig(tmp_path / "kubeconfig", sandbox, server=f"https://127.0.0.1:{port}")
-        tuning = Tuning(backoff_s=0.01, backoff_cap_s=0.05, retry_budget_s=0.5)
-        with Kube.connect(kubeconfig=str(path), tuning=tuning) as kube, pytest.raises(ServerError) as caught:
-            kube.list(CONFIGMAP)
-    assert f"127.0.0.1:{port} did not answer" in caught.value.message
+        sent: list = []
+        with Kube.connect(kubeconfig=str(path), tuning=Tuning(retry_budget_s=60)) as kube:
+            kube.observer = sent.append
+            for _ in range(2):
+                with pytest.raises(UnreachableError) as caught:
+                    kube.list(CONFIGMAP)
+    assert caught.value.message == f"cannot reach the API server at https://127.0.0.1:{port}: connection refused"
     assert "kubectl cluster-info" in caught.value.hint
+    assert len(sent) == 1

@@ -39,12 +39,17 @@ __all__ = ["ApiServerAuth", "httpx"]
 
 class ApiServerAuth(httpx.Auth):
     """The connection's current auth headers on every request (exec and file tokens change); a
-    401 is retried once with refreshed ones (``Connection.refresh``)."""
+    401 is retried once with refreshed ones (``Connection.refresh``). Connecting (TCP and TLS
+    handshake) may take ``connection.REACH_S`` at most, as with every path to the API server."""
 
     def __init__(self, connection: Connection):
         self.connection = connection
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        from nrl_k8s.kube.connection import REACH_S
+
+        timeout = request.extensions.get("timeout") or {}
+        request.extensions["timeout"] = {**timeout, "connect": min(timeout.get("connect") or REACH_S, REACH_S)}
         sent = self.connection.headers()
         request.headers.update(sent)
         response = yield request

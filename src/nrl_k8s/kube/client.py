@@ -7,9 +7,11 @@ waits are ``wait.wait`` (watch + deadline).
 Only 429 (honouring Retry-After), 5xx, connection errors and timeouts are retried, with capped
 exponential backoff and jitter for up to ``Tuning.retry_budget_s`` (a minute: a short API
 outage is survived); a create that timed out may have landed, so its retry can raise
-ConflictError. Until the server has answered once, a connection that fails or does not open is
-retried for ``Tuning.first_contact_s`` only: a wrong or unreachable server is one error within
-seconds, not after a minute per request. Live commands only (it imports urllib3).
+ConflictError. Connecting (TCP and TLS handshake) takes ``Tuning.reach_s`` at most. Until the
+server has answered once, its answer must come within that same budget, counted once for the
+whole Kube (the command): the first request that gets none raises ``UnreachableError``, unretried,
+and so does every request after it, at once; so does an exec credential plugin that fails then.
+Live commands only (it imports urllib3).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import urllib3
 
 from nrl_k8s import __version__
 from nrl_k8s.config.kubeconfig import SERVICE_ACCOUNT_DIR
-from nrl_k8s.errors import ConflictError, ForbiddenError, NotFoundError
+from nrl_k8s.errors import ConflictError, CredentialError, ForbiddenError, NotFoundError, NrlK8sError
 from nrl_k8s.kinds.base import Kind
 from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW, SELF_SUBJECT_RULES_REVIEW
 from nrl_k8s.kinds.pod import KIND as POD
@@ -38,7 +40,7 @@ from nrl_k8s.kinds.readiness import Pending, Readiness, Ready
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.kube import wait as waiting
 from nrl_k8s.kube.closing import Closing
-from nrl_k8s.kube.connection import Connection, from_kubeconfig, in_cluster
+from nrl_k8s.kube.connection import REACH_S, Connection, from_kubeconfig, in_cluster
 from nrl_k8s.kube.errors import (
     GoneError,
     HttpError,
@@ -50,6 +52,7 @@ from nrl_k8s.kube.errors import (
     retry_after,
     retryable,
     status_body,
+    unreachable,
 )
 
 __all__ = [
@@ -90,7 +93,7 @@ class Tuning:
     retry_budget_s: float = 60.0  # how long one request keeps retrying transient failures
     watch_retry_budget_s: float = 10.0  # shorter for a watch: waits poll when they cannot watch
     request_timeout_s: float = 30.0
-    first_contact_s: float = 2.0  # before the server has ever answered: connect timeout, and how long to retry
+    reach_s: float = REACH_S  # connect and TLS handshake; until the server has answered once, the answer too
     watch_window_s: float = 300.0
     poll_interval_s: float = 2.0
 
@@ -120,14 +123,6 @@ def kind_path(kind: Kind, namespace: str | None, name: str | None = None, subres
     return f"{path}/{subresource}" if subresource else path
 
 
-def _limits(timeout: float | tuple[float, float | None], first_contact_s: float | None) -> urllib3.Timeout:
-    """urllib3's timeout: a total, or (connect, read); the connect part at most ``first_contact_s``."""
-    if isinstance(timeout, tuple):
-        connect, read = timeout
-        return urllib3.Timeout(connect=min(connect, first_contact_s or connect), read=read)
-    return urllib3.Timeout(total=timeout, connect=min(timeout, first_contact_s) if first_contact_s else None)
-
-
 class Kube(Closing):
     """A connection to one cluster with a default namespace; see the module docstring."""
 
@@ -141,7 +136,8 @@ class Kube(Closing):
         self.context = context
         self.tuning = tuning
         self._answered = False  # the server has answered a request (connection errors then are outages)
-        self._contact_by: float | None = None  # until it has: when every request stops retrying to connect
+        self._contact_by: float | None = None  # until it has: when its first answer is due
+        self._unreached: NrlK8sError | None = None  # why it never answered: every request raises it again
         self.observer: Callable[[Request], None] | None = None  # told of every attempt (the CLI's --verbose)
 
     @classmethod
@@ -202,34 +198,43 @@ class Kube(Closing):
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": accept, "User-Agent": _USER_AGENT, **({"Content-Type": content_type} if data else {})}
         t = self.tuning
-        timeout = timeout or t.request_timeout_s
+        connect, read = timeout if isinstance(timeout, tuple) else (timeout or t.request_timeout_s,) * 2
         started = time.monotonic()
         attempt, refreshed = 0, False
         while True:
             delay = min(t.backoff_cap_s, t.backoff_s * 2 ** min(attempt, 30)) * random.uniform(0.5, 1.0)
-            auth = self.connection.headers()
             first = not self._answered
-            if first and self._contact_by is None:
-                self._contact_by = time.monotonic() + t.first_contact_s
-            limits = _limits(timeout, t.first_contact_s if first else None)
+            if self._unreached is not None:  # an earlier request got no answer: neither would this one
+                raise type(self._unreached)(self._unreached.message, hint=self._unreached.hint)
+            try:
+                auth = self.connection.headers()
+            except CredentialError as exc:
+                if first:
+                    self._unreached = exc
+                raise
+            reach = t.reach_s
+            if first:
+                self._contact_by = self._contact_by or time.monotonic() + t.reach_s
+                reach = max(0.01, self._contact_by - time.monotonic())
+            limits = urllib3.Timeout(connect=min(connect, reach), read=min(read or reach, reach) if first else read)
             sent = time.monotonic()
             try:
                 response = self._pool.request(method, url, body=data, headers={**headers, **auth},
                                               timeout=limits, retries=False, redirect=False, preload_content=False)
-            except urllib3.exceptions.SSLError as exc:  # e.g. the server's certificate is not trusted: not retried
-                self._observe(method, shown, None, sent, exc)
-                raise api_error(HttpError(0, f"{type(exc).__name__}\n{exc}"), op, self.connection.host) from None
             except urllib3.exceptions.HTTPError as exc:
                 self._observe(method, shown, None, sent, exc)
+                if first or isinstance(exc, urllib3.exceptions.SSLError):  # not retried
+                    failure = unreachable(exc, self.connection.host, t.reach_s)
+                    if first:
+                        self._unreached = failure
+                    raise failure from None
                 error: HttpError | urllib3.exceptions.HTTPError = exc
-                unreached = isinstance(
-                    exc, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError)
-                )
-                if first and unreached and self._contact_by is not None:  # (set above on a first contact)
-                    budget_s = min(budget_s or t.retry_budget_s, self._contact_by - started)
             else:
                 self._observe(method, shown, response.status, sent)
-                self._answered = True
+                if first:  # its answer was held to the budget; the rest (a watch, a log) comes at its own pace
+                    self._answered = True
+                    if (sock := getattr(response.connection, "sock", None)) is not None:
+                        sock.settimeout(read)
                 if 200 <= response.status < 300 or not raise_for_status:
                     return response
                 error = HttpError.of(response)

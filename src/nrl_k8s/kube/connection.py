@@ -24,12 +24,15 @@ import urllib3
 from nrl_k8s.config.kubeconfig import merge as merge_kubeconfig
 from nrl_k8s.errors import ConfigError
 from nrl_k8s.kube.credentials import Headers, TokenFile, as_mapping, load_cert_chain, user_auth
-from nrl_k8s.kube.errors import NoClusterError
+from nrl_k8s.kube.errors import HandshakeTimeout, NoClusterError
 from nrl_k8s.redact import redact_text
 
-__all__ = ["Connection", "TLSContext", "from_kubeconfig", "in_cluster", "tls_context"]
+__all__ = ["REACH_S", "Connection", "TLSContext", "from_kubeconfig", "in_cluster", "tls_context"]
 
 _VIEW = "check it with `kubectl config view`"
+#: Seconds to reach the API server: every connection's TCP connect and TLS handshake (urllib3,
+#: httpx, websockets) and, until the server has answered once, its answer (``client.Tuning.reach_s``).
+REACH_S = 3.0
 
 
 class _IdleConnections(queue.SimpleQueue):
@@ -61,6 +64,12 @@ class _HTTPPool(urllib3.HTTPConnectionPool):
 
 class _HTTPSPool(urllib3.HTTPSConnectionPool):
     QueueCls = _IdleConnections  # type: ignore[assignment]
+
+    def _validate_conn(self, conn) -> None:  # connects: TCP, then the TLS handshake
+        try:
+            super()._validate_conn(conn)
+        except TimeoutError as exc:  # the socket's own: a TCP connect timeout is urllib3's ConnectTimeoutError
+            raise HandshakeTimeout(conn, f"the TLS handshake with {self.host} did not finish") from exc
 
 
 _POOLS = {"http": _HTTPPool, "https": _HTTPSPool}

@@ -98,8 +98,9 @@ class TokenFile:
         return True
 
 
-#: How long an exec credential plugin may take: non-interactive, or with the terminal (a login prompt).
-EXEC_TIMEOUT_S = {False: 30.0, True: 300.0}
+#: How long an exec credential plugin may take: non-interactive (a hung one ends the command in
+#: about 5 s, as an API server that does not answer does), or with the terminal (a person logs in).
+EXEC_TIMEOUT_S = {False: 4.0, True: 300.0}
 _PR_SET_PDEATHSIG = 1
 
 
@@ -134,6 +135,7 @@ class ExecPlugin:
         self.env = {str(e.get("name")): str(e.get("value", "")) for e in spec.get("env") or [] if isinstance(e, dict)}
         self.interactive = spec.get("interactiveMode") != "Never" and sys.stdin is not None and sys.stdin.isatty()
         self.info = {"apiVersion": api, "kind": "ExecCredential", "spec": {"interactive": self.interactive}}
+        self.server = cluster.get("server")
         if spec.get("provideClusterInfo"):
             self.info["spec"]["cluster"] = cluster
         self.hint = (
@@ -173,7 +175,8 @@ class ExecPlugin:
             out, err = plugin.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
             _kill(plugin, group=not self.interactive)
-            raise CredentialError(f"exec plugin `{shown}` did not answer within {limit:.0f}s", hint=self.hint) from None
+            raise CredentialError(f"cannot reach the API server at {self.server}: its exec credential plugin `{shown}` "
+                                  f"did not answer within {limit:g}s", hint=self.hint) from None
         finally:
             if plugin.poll() is None:  # interrupted (Ctrl-C): never leave it behind
                 _kill(plugin, group=not self.interactive)

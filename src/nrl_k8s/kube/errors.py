@@ -4,6 +4,7 @@
     404 NotFoundError           KindNotServedError: the kind's path itself is missing (no CRD)
     409 ConflictError           410 GoneError: a watch's resourceVersion is too old
     429 / 5xx / connection errors / timeouts: ServerError (raised once retries are spent)
+    no answer before the server ever answered, or TLS failed: UnreachableError (``unreachable``)
 """
 
 from __future__ import annotations
@@ -22,12 +23,17 @@ from nrl_k8s.errors import (
     NrlK8sError,
     ServerError,
     UnauthorizedError,
+    UnreachableError,
 )
 from nrl_k8s.kinds.base import Kind, resource_name
 
 
 class NoClusterError(NrlK8sError):
     """No usable cluster configuration: no kubeconfig and not running in a pod."""
+
+
+class HandshakeTimeout(urllib3.exceptions.ConnectTimeoutError):
+    """The TCP connection opened, the TLS handshake did not finish within the connect timeout."""
 
 
 class KindNotServedError(NotFoundError):
@@ -39,7 +45,7 @@ class GoneError(ApiError):
 
 
 class HttpError(Exception):
-    """An API server's error answer; status 0: no answer (e.g. its TLS certificate is not trusted)."""
+    """An API server's error answer (status 0: a watch's ERROR event that gave no code)."""
 
     def __init__(self, status: int, reason: str = "", body: bytes | str | None = None, headers: Mapping | None = None):
         super().__init__(f"{status} {reason}")
@@ -93,6 +99,25 @@ def retry_after(exc: HttpError) -> float | None:
         return None
 
 
+def unreachable(exc: urllib3.exceptions.HTTPError, host: str, within_s: float) -> UnreachableError:
+    """What kept a request from getting any answer from ``host``, in one line with a hint."""
+    cause = exc.__cause__ or exc.__context__
+    hint = "check the server address and that the cluster is up: `kubectl cluster-info`"
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        what, hint = f"TLS failed ({exc})", "check the cluster's certificate-authority in your kubeconfig"
+    elif isinstance(exc, HandshakeTimeout):
+        what = f"the TLS handshake did not finish within {within_s:g}s"
+    elif isinstance(exc, urllib3.exceptions.NameResolutionError):
+        what = f"its host name does not resolve ({cause})"
+    elif isinstance(exc, urllib3.exceptions.NewConnectionError):
+        what = "connection refused" if isinstance(cause, ConnectionRefusedError) else f"cannot connect ({cause})"
+    elif isinstance(exc, urllib3.exceptions.TimeoutError):  # the connect, or the answer
+        what = f"no answer within {within_s:g}s"
+    else:
+        what = f"no answer ({exc})"
+    return UnreachableError(f"cannot reach the API server at {host}: {what}", hint=hint)
+
+
 def api_error(exc: HttpError | urllib3.exceptions.HTTPError, op: Op, host: str) -> ApiError:
     """Map a client/transport failure of ``op`` against ``host`` to a typed error with a hint."""
     if isinstance(exc, urllib3.exceptions.HTTPError):
@@ -136,6 +161,4 @@ def api_error(exc: HttpError | urllib3.exceptions.HTTPError, op: Op, host: str) 
             hint="the API server is overloaded or unhealthy; try again later",
             status=status,
         )
-    if status == 0:  # no HTTP answer, e.g. TLS verification failed
-        return ApiError(f"cannot {op.verb} {op.resource}: {detail}", hint="check the cluster CA in your kubeconfig")
     return ApiError(f"cannot {op.verb} {op.resource} {op.scope}: {status} {detail}", status=status)

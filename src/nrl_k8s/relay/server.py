@@ -51,7 +51,7 @@ from nrl_k8s.errors import ConfigError, NotFoundError, NrlK8sError
 from nrl_k8s.kinds import dgd, raycluster
 from nrl_k8s.kinds.service import KIND as SERVICE
 from nrl_k8s.kinds.service import proxy_path
-from nrl_k8s.kube.connection import Connection
+from nrl_k8s.kube.connection import REACH_S, Connection
 from nrl_k8s.ops.jobs import role_cluster
 from nrl_k8s.ray.dashboard import head_service
 from nrl_k8s.signals import interrupts_raise
@@ -65,7 +65,6 @@ __all__ = ["Admitted", "Login", "Refused", "Relay", "Upstream", "admission", "cl
            "frontend", "local_location", "ray_dashboard", "refusal", "request_headers", "upstream_path"]
 
 LOOPBACK = "127.0.0.1"
-CONNECT_TIMEOUT_S = 10.0
 # hop-by-hop (RFC 9110 §7.6.1), and what the relay itself sets (Host, Authorization) or has answered (Expect)
 NOT_PASSED_ON = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
                            "te", "trailer", "transfer-encoding", "upgrade", "host", "authorization", "expect"})
@@ -409,7 +408,7 @@ class Relay:
             headers = self._headers(h, self.connection.headers())
             response = self._pool.urlopen(h.command, url, body=body, headers=urllib3.HTTPHeaderDict(headers),
                                           chunked=chunked, retries=False, redirect=False, preload_content=False,
-                                          decode_content=False, timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S))
+                                          decode_content=False, timeout=urllib3.Timeout(connect=REACH_S))
         except (urllib3.exceptions.HTTPError, NrlK8sError) as exc:
             return _reply(h, 502, f"nrl-k8s dashboard: the API server at {self.connection.host} did not answer: {exc}")
         done = False
@@ -456,7 +455,7 @@ class Relay:
         server = urlsplit(self.connection.host)
         try:
             auth = self.connection.headers()
-            upstream = self.connection.open_socket(CONNECT_TIMEOUT_S)
+            upstream = self.connection.open_socket(REACH_S)
         except (OSError, NrlK8sError) as exc:
             return _reply(h, 502, f"nrl-k8s dashboard: cannot reach the API server at {self.connection.host}: {exc}")
         self.track(upstream)
