@@ -96,6 +96,16 @@ def up(
             "(repeatable).",
         ),
     ] = None,
+    kueue: Annotated[
+        str | None,
+        typer.Option(
+            "--kueue",
+            metavar="queued|all[,RESOURCE=QUANTITY...]",
+            help="Run Kueue v0.17.0 too: managing jobs that name a queue, or all of them "
+            "(manageJobsWithoutQueueName: true), with a ClusterQueue and a LocalQueue 'sandbox' "
+            "(default: the sandbox's capacity as quota).",
+        ),
+    ] = None,
 ) -> None:
     """Start the sandbox in the background; print `export KUBECONFIG=...` once it is ready."""
     from nrl_k8s_sandbox import process
@@ -103,6 +113,8 @@ def up(
     faults = list(fault or [])
     if delay:
         faults.append(_delay_fault(delay))
+    if kueue is not None:
+        faults.append(f"kueue={kueue}")
     info = process.up(dir, faults)
     _say(f"sandbox ready: API {info['api_url']} (Kubernetes {info['versions']['kubernetes']}, "
          f"KubeRay {info['versions']['kuberay']})")

@@ -15,6 +15,8 @@ A fault is active when set; its value is ``""`` for plain switches. Values:
     rbac-deny=VERB:RESOURCE[;...]     matching calls are Forbidden
     delay=KIND:SECONDS[;...]          KIND (dgd, raycluster, deployment, rayjob) becomes ready only
                                       SECONDS after it is created (``sandbox up --delay KIND=SECONDS``)
+    kueue=queued|all[,RES=QTY...]     read at start (``sandbox up --kueue``): Kueue runs, managing
+                                      queued jobs or all of them (``controlplane.kueue``)
 
 VERB is one of get, list, watch, create, update, patch, delete or ``*``; RESOURCE is a plural
 (``rayjobs``, ``pods``) or ``*``. ``api-errors`` counts down as calls consume it and clears
@@ -94,6 +96,11 @@ def validate(name: str, value: str | None) -> str:
         return ""
     if name == "dgd-failed":
         return value or ""
+    if name == "kueue":
+        from .controlplane.kueue import parse
+
+        parse(value or "")
+        return str(value)
     if name in ("frontend-unavailable", "slow", "api-outage"):
         _number(name, value, positive=name != "frontend-unavailable")
         return str(value)
@@ -127,6 +134,7 @@ class Faults:
         "old-rayjob-crd",
         "delay",
         "rules-incomplete",
+        "kueue",
     )
 
     def __init__(self) -> None:

@@ -8,9 +8,11 @@
   the version so ``kubectl version`` tells the truth;
 * ``etcd``: the server of ``go.etcd.io/etcd/server/v3``;
 * ``kwok``: fake nodes and the pod lifecycle (``sigs.k8s.io/kwok``);
-* ``kuberay``: the KubeRay operator (``github.com/ray-project/kuberay/ray-operator``).
+* ``kuberay``: the KubeRay operator (``github.com/ray-project/kuberay/ray-operator``);
+* ``kueue``: the Kueue manager (``sigs.k8s.io/kueue``), which only ``sandbox up --kueue`` starts.
 
-The CRDs come from the same modules: KubeRay's RayCluster and RayJob, and kwok's own. Everything
+The CRDs come from the same modules: KubeRay's RayCluster and RayJob, kwok's, Kueue's (and its webhook
+manifests; only its step of ``serve`` applies them). Everything
 lands in ``~/.cache/nrl-k8s/control-plane/<versions>/`` (``bin/`` and ``crds/``), written to a
 temporary folder and renamed into place only when complete, under a lock so two builds never
 race. ``$NRL_K8S_CONTROL_PLANE_BIN`` names a folder of prebuilt binaries (and ``crds/`` beside
@@ -32,12 +34,15 @@ from pathlib import Path
 
 from nrl_k8s.errors import SandboxError
 
+from . import kueue
+
 GO_DIR = Path(__file__).with_name("go")
 KUBERNETES = "v1.36.3"
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 KUBERAY = "v1.6.1"  # helm/ pins 1.7.0, whose module archive the proxy refuses (403)
 KUBERAY_OLD = "v1.5.1"  # its RayJob CRD, without preRunningDeadlineSeconds (the old-rayjob-crd fault)
+KUEUE = "v0.17.0"  # started only by `sandbox up --kueue` (controlplane/kueue.py)
 ENV_BIN = "NRL_K8S_CONTROL_PLANE_BIN"
 GO_HINT = "install Go 1.26 or newer (https://go.dev/dl, or Debian's golang-go), or set " \
           f"{ENV_BIN} to a folder of prebuilt binaries"
@@ -67,6 +72,7 @@ TARGETS = (
     Target("kubernetes", "k8s.io/kubernetes/cmd/kubectl", "kubectl", _K8S_STAMP),
     Target("kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok", f"-X sigs.k8s.io/kwok/pkg/consts.Version={KWOK}"),
     Target("kuberay", "github.com/ray-project/kuberay/ray-operator", "kuberay-operator"),
+    Target("kueue", "sigs.k8s.io/kueue/cmd/kueue", "kueue", f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE}"),
 )
 BINARIES = tuple(target.output for target in TARGETS)
 #: Fixes we carry on a published module's source, applied in a copy at build time:
@@ -77,12 +83,18 @@ PATCHES = (
     # stdin ends (kubernetes#13322 and its e2e test).
     ("kwok", f"sigs.k8s.io/kwok@{KWOK}", "pkg/utils/exec/exec.go", "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
      "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n\t\t\t\t_ = inPipe.Close() // nrl-k8s: the command sees stdin end\n"),
+    # Kueue reads its metrics server's certificate from /etc/kueue/metrics/certs unless it manages
+    # its own, whose names are a Service's: the sandbox's webhook certificate folder instead.
+    ("kueue", f"sigs.k8s.io/kueue@{KUEUE}", "cmd/kueue/main.go", '\t\tmetricsCertPath := "/etc/kueue/metrics/certs"\n',
+     "\t\tmetricsCertPath := cfg.Webhook.CertDir // nrl-k8s: the sandbox's certificates\n"),
 )
 PATCH_LEVEL = "p1"  # bump with PATCHES: builds are kept per key()
 #: (module folder, Go module path, CRD files inside it) copied into crds/.
 CRDS = (
     ("kuberay", "github.com/ray-project/kuberay/ray-operator",
      tuple(f"config/crd/bases/ray.io_{name}.yaml" for name in ("rayclusters", "rayjobs", "rayservices"))),
+    ("kueue", "sigs.k8s.io/kueue", (*(f"config/components/crd/bases/kueue.x-k8s.io_{name}.yaml" for name in kueue.CRDS),
+                                    f"config/components/webhook/{kueue.WEBHOOKS}")),
     ("kwok", "sigs.k8s.io/kwok", tuple(f"kustomize/crd/bases/kwok.x-k8s.io_{name}.yaml" for name in (
         "stages", "logs", "clusterlogs", "execs", "clusterexecs", "portforwards", "clusterportforwards",
         "attaches", "clusterattaches", "metrics", "resourceusages", "clusterresourceusages"))),
@@ -90,7 +102,7 @@ CRDS = (
 
 
 def key() -> str:
-    return f"k8s-{KUBERNETES}_etcd-{ETCD}_kwok-{KWOK}_kuberay-{KUBERAY}_{PATCH_LEVEL}"
+    return f"k8s-{KUBERNETES}_etcd-{ETCD}_kwok-{KWOK}_kuberay-{KUBERAY}_kueue-{KUEUE}_{PATCH_LEVEL}"
 
 
 def cache_root() -> Path:

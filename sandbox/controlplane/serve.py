@@ -39,7 +39,7 @@ from nrl_k8s.errors import SandboxError
 from ..faults import Faults
 from ..pids import MARKER
 from ..ray_head import free_ports, temp_dir_for
-from . import binaries, components, rbac, stages
+from . import binaries, components, kueue, rbac, stages
 from .crds import crds as dynamo_crds
 from .dra import ComputeDomains
 from .dra import devices as dra_devices
@@ -206,7 +206,7 @@ def api_server(plane: Plane) -> None:
 
 def resources(plane: Plane) -> None:
     """The CRDs (the ``old-rayjob-crd`` and ``no-dgd-crd`` faults choose which), established."""
-    paths = {path.name: path for path in plane.installed.crds.glob("*.yaml")}
+    paths = {path.name: path for path in plane.installed.crds.glob("*.yaml") if path.name not in kueue.FILES}
     if plane.faults.get("old-rayjob-crd") is not None:
         paths["ray.io_rayjobs.yaml"] = plane.installed.crds / "old" / "ray.io_rayjobs.yaml"
     # libyaml's parser: KubeRay's CRDs are 3 MB of YAML, 7 CPU-s for the pure-Python one
@@ -281,6 +281,46 @@ def _schedulable(core: kubernetes.client.CoreV1Api) -> bool:
         for node in nodes)
 
 
+def queues(plane: Plane) -> None:
+    """Kueue, when ``sandbox up --kueue`` asks (the ``kueue`` start option, ``kueue.py``): its CRDs, the
+    manager (its webhooks on loopback, with a certificate of ours), then its queues, active."""
+    value = plane.faults.get("kueue")
+    if value is None:
+        return
+    settings, crds = kueue.parse(value), plane.installed.crds
+    custom = kubernetes.client.CustomObjectsApi(plane.api)
+    ext = kubernetes.client.ApiextensionsV1Api(plane.api)
+    docs = [yaml.safe_load((crds / name).read_text()) for name in sorted(kueue.FILES - {kueue.WEBHOOKS})]
+    for doc in docs:
+        plane.apply(doc)
+    plane.wait("Kueue's CRDs established", lambda: all(
+        any(c.type == "Established" and c.status == "True"
+            for c in ext.read_custom_resource_definition(doc["metadata"]["name"]).status.conditions or [])
+        for doc in docs))
+    plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kueue.NAMESPACE}})
+    pair, certs = plane.ca.issue("kueue-webhook", "kueue-webhook", server=True), plane.dir / "kueue"
+    certs.mkdir(mode=0o700, exist_ok=True)
+    components.write_private(certs / "tls.crt", pair.cert.read_text())
+    components.write_private(certs / "tls.key", pair.key.read_text())
+    port, probe = free_ports(2)
+    config = components.write_private(plane.dir / "kueue.yaml", yaml.safe_dump(
+        kueue.configuration(settings, port=port, probe=probe, cert_dir=str(certs))))
+    plane.processes.start("kueue", kueue.argv(plane.installed.path("kueue"), str(config)),
+                          {"KUBECONFIG": str(plane.admin_config)})
+    plane.wait("Kueue ready", lambda: _answers(f"http://127.0.0.1:{probe}/readyz"))
+    for doc in kueue.webhooks([d for d in yaml.safe_load_all((crds / kueue.WEBHOOKS).read_text()) if d],
+                              f"https://127.0.0.1:{port}", plane.ca.pem):
+        plane.apply(doc)
+    for obj in kueue.queues(settings):
+        plane.apply(obj)
+
+    def active() -> bool:
+        queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", kueue.QUEUE)
+        conditions = (queue.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
+    plane.wait(f"Kueue's ClusterQueue {kueue.QUEUE} active", active)
+
+
 def front_door(plane: Plane) -> None:
     """The user's door (faults, counts, the admin endpoints), the kubeconfig to it, ``sandbox.json``."""
     port = free_ports(1)[0]
@@ -299,7 +339,7 @@ def front_door(plane: Plane) -> None:
     }, indent=2))
 
 
-STEPS = (certificates, api_server, resources, access, operators, front_door)
+STEPS = (certificates, api_server, resources, access, operators, queues, front_door)
 
 
 def serve(sandbox_dir: Path, ready_fd: int | None, faults: dict[str, str]) -> int:
