@@ -416,6 +416,58 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
             "API_KEY is a secret-looking value written inline",
         ),
     ),
+    # Fields that would do nothing, and secrets however they reach an env (issue 30).
+    "a list item as KEY[N], a field KubeRay does not have": override(
+        "++infra.kuberay.training.spec.workerGroupSpecs[0].minReplicas=5",
+        "kuberay.training.spec.workerGroupSpecs[0]: unknown field",
+    ),
+    "unknown field of a RayCluster head group": override(
+        "++infra.kuberay.training.spec.headGroupSpec.replicas=2", "kuberay.training.spec.headGroupSpec.replicas",
+        "unknown field",
+    ),
+    "inline secret in the Ray autoscaler's env": override(
+        "++infra.kuberay.training.spec.autoscalerOptions={env: [{name: HF_TOKEN, value: hf_x}]}",
+        "kuberay.training.spec.autoscalerOptions.env.0", "HF_TOKEN is a secret-looking value written inline",
+    ),
+    "unknown field of a Deployment spec": override(
+        "++infra.deployments.reward.spec.replicaz=2", "deployments.reward.spec.replicaz", "unknown field"
+    ),
+    "unknown field of a DGD service override": override(
+        "+infra.dynamo.serving.overrides={services: {Frontend: {replicaz: 2}}}",
+        "dynamo.serving.overrides.services.Frontend.replicaz: unknown field",
+    ),
+    "a DGD override under spec.": override(
+        "+infra.dynamo.serving.overrides.spec.services.Frontend.replicas=2", "dynamo.serving.overrides.spec: unknown field"
+    ),
+    "inline secret in a DGD override under spec.": override(
+        "+infra.dynamo.serving.overrides.spec.services.VllmDecodeWorker.extraPodSpec.mainContainer.env="
+        "[{name: HF_TOKEN, value: hf_x}]",
+        "dynamo.serving.overrides.spec.services.VllmDecodeWorker.extraPodSpec.mainContainer.env.0",
+        "HF_TOKEN is a secret-looking value written inline",
+    ),
+    "inline secret in a DGD service's frontend sidecar": override(
+        "++infra.dynamo.serving.overrides={services: {Frontend: {frontendSidecar: {image: f, envs: "
+        "[{name: HF_TOKEN, value: hf_x}]}}}}",
+        "dynamo.serving.overrides.services.Frontend.frontendSidecar.envs.0", "HF_TOKEN is a secret-looking value",
+    ),
+    "unknown field of a v1beta1 component override": lambda tmp: Case(
+        check(f"infra.dynamo.serving.manifest={V1BETA1}",
+              "+infra.dynamo.serving.overrides={components: [{name: Frontend, replicaz: 2}]}"),
+        ("dynamo.serving.overrides.components.Frontend.replicaz: unknown field",),
+    ),
+    "a v1beta1 DGD override under spec.": lambda tmp: Case(
+        check(f"infra.dynamo.serving.manifest={V1BETA1}", "+infra.dynamo.serving.overrides.spec.env=[]"),
+        ("dynamo.serving.overrides.spec: unknown field",),
+    ),
+    "inline secret in a v1beta1 component role's pod template": lambda tmp: Case(
+        check(f"infra.dynamo.serving.manifest={V1BETA1}",
+              "++infra.dynamo.serving.overrides={components: {VllmDecodeWorker: {roles: [{name: leader, podTemplate: "
+              "{spec: {containers: [{name: main, env: [{name: HF_TOKEN, value: hf_x}]}]}}}]}}}"),
+        ("dynamo.serving.overrides.components", "containers.0.env.0", "HF_TOKEN is a secret-looking value"),
+    ),
+    "a user name that is no Kubernetes name": lambda tmp: Case(
+        check(), ("$NRL_K8S_USER 'Évil User!'", "not a Kubernetes name"), env={"NRL_K8S_USER": "Évil User!"}
+    ),
     "Deployment replicas negative": override(
         "+infra.deployments.reward.spec.replicas=-1", "deployments.reward.spec.replicas: -1 is out of range"
     ),

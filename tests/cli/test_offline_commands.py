@@ -337,3 +337,21 @@ def test_installed_console_script(argv, code, stdout, tmp_path):
 def test_emoji_codes_in_messages_print_as_they_are(cli, tmp_path):
     result = cli("check", str(tmp_path / "recipe:smile:.yaml"))
     assert result.exit_code == 2 and "recipe:smile:.yaml" in result.stderr, result.stderr
+
+
+CORPUS = ROOT / "tests" / "cli" / "data" / "bad_inputs"  # a pair whose roles run no daemon
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--raycluster", "--dry-run", "--code-source", "image", "--code-path", "/opt/code"],
+    ["cluster", "up", "--dry-run"],
+    ["cluster", "up", "--target", "kuberay.training", "--dry-run"],
+], ids=["run --raycluster --code-source image", "cluster up", "cluster up --target kuberay.training"])
+def test_nothing_uploaded_needs_no_git_checkout(argv, tmp_path):
+    """Where nothing uploads code, no repository root is looked up: outside a git checkout the
+    manifests print, as upstream's do."""
+    result = subprocess.run([EXE, *argv, str(CORPUS / "recipe.yaml"), "--infra", str(CORPUS / "infra.yaml")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NRL_K8S_USER": "tester"})
+    assert result.returncode == 0, result.stderr
+    assert "kind: RayCluster" in result.stdout

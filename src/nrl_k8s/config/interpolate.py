@@ -37,8 +37,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from nrl_k8s.config.safe_yaml import INT64, MAX_BYTES, MAX_DEPTH, MAX_NODES
-from nrl_k8s.errors import ConfigError
-from nrl_k8s.kinds.k8s_rules import describe
+from nrl_k8s.errors import ConfigError, one_line
+from nrl_k8s.kinds.k8s_rules import DNS_LABEL, describe
 
 from .provenance import Provenance, dotted
 
@@ -74,14 +74,24 @@ Arg = tuple[Any, "str | None"]
 
 
 def user_name(env: Mapping[str, str]) -> str:
-    """`$NRL_K8S_USER` or the login name, lower-cased, with `_` and `.` turned into `-`."""
-    name = env.get("NRL_K8S_USER") or env.get("LOGNAME") or env.get("USER") or env.get("USERNAME")
-    if not name:
+    """`$NRL_K8S_USER` or the login name, lower-cased, with `_` and `.` turned into `-`: a DNS
+    label (it goes into object names and the owner label), else a ConfigError naming its source."""
+    source = next((var for var in ("NRL_K8S_USER", "LOGNAME", "USER", "USERNAME") if env.get(var)), None)
+    if source is not None:
+        name, where = env[source], f"${source}"
+    else:
         try:
-            name = pwd.getpwuid(os.getuid()).pw_name
+            name, where = pwd.getpwuid(os.getuid()).pw_name, "the login name"
         except KeyError:
             raise ConfigError("cannot determine the user name for ${user:}", hint="set NRL_K8S_USER") from None
-    return name.lower().replace("_", "-").replace(".", "-")
+    user = name.lower().replace("_", "-").replace(".", "-")
+    if len(user) > 63 or not DNS_LABEL.fullmatch(user):
+        shown = [one_line(describe(text)).removeprefix("string ") for text in (name, user)]
+        raise ConfigError(f"{where} {shown[0]} makes the user name {shown[1]}, not a Kubernetes name "
+                          "(object names and the nrl-k8s/owner label are made of it)",
+                          hint="set NRL_K8S_USER to at most 63 lower-case letters, digits and '-', starting and "
+                               "ending with a letter or digit, e.g. NRL_K8S_USER=jdoe")
+    return user
 
 
 def interpolate(infra: dict, env: Mapping[str, str], provenance: Provenance) -> dict:

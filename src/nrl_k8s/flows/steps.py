@@ -30,7 +30,7 @@ from nrl_k8s.kinds.drift import spec_drift
 from nrl_k8s.kinds.index import kind_of
 from nrl_k8s.kube.diagnose import pod_selector
 from nrl_k8s.kube.errors import KindNotServedError
-from nrl_k8s.ops.probe import Permission, missing_permissions
+from nrl_k8s.ops.probe import Permission, missing_device_classes, missing_permissions
 
 from .concurrency import fan_out
 from .owners import owners_patch
@@ -112,7 +112,10 @@ class BringUp:
 
     def check_owners(self, manifests: list[dict]) -> None:
         """Refuse, before anything is applied, a planned object that exists and is not this user's
-        own nrl-k8s object (``ensure`` refuses it too, should one appear meanwhile)."""
+        own nrl-k8s object (``ensure`` refuses it too, should one appear meanwhile), and claims naming
+        a DeviceClass the cluster lacks (their pods would wait in Pending forever)."""
+        if missing := missing_device_classes(self.kube, manifests):
+            raise missing
         for manifest in manifests:
             kind, name = kind_of(manifest), manifest["metadata"]["name"]
             try:

@@ -22,6 +22,8 @@ from .readiness import Failed, Pending, Readiness, Ready, condition, describe_co
 
 KIND = Kind("apps", "v1", "deployments", "Deployment")
 SELECTOR_LABEL = "nrl-k8s.io/deployment"
+SPEC_FIELDS = frozenset({"minReadySeconds", "paused", "progressDeadlineSeconds", "replicas", "revisionHistoryLimit",
+                         "selector", "strategy", "template"})  # apps/v1 DeploymentSpec
 
 
 def render(infra: dict, key: str) -> dict:
@@ -61,6 +63,8 @@ def render_with_service(infra: dict, key: str) -> list[dict]:
 
 def _render_spec(infra: dict, entry: dict, name: str) -> dict:
     spec = without_nulls(rules.expect(entry.get("spec") or {}, dict))
+    rules.known_fields(spec, SPEC_FIELDS, what="a Deployment spec")
+    rules.no_inline_secrets(spec)
     if spec.get("replicas") is not None:
         rules.count(spec["replicas"], ("replicas",), what="a replica count")
     selector = rules.expect(spec.setdefault("selector", {}), dict, ("selector",))

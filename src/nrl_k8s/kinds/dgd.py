@@ -210,16 +210,25 @@ def _source(entry: dict, key: str) -> dict:
 
 
 def _merged_spec(version, spec: dict, overrides: dict, key: str) -> dict:
-    """``overrides`` merged onto the manifest's spec by the version's rules, then checked."""
+    """``overrides`` merged onto the manifest's spec by the version's rules, then checked: the
+    result (a secret written inline anywhere, first), then that every field they set exists."""
     where = ("dynamo", key, "overrides")
     try:
         merged = version.merge(copy.deepcopy(spec), copy.deepcopy(overrides))
     except Invalid as bad:
         raise InfraError((*where, *bad.path), bad.problem, bad.hint) from None
     try:
-        return version.check_spec(merged)
+        merged = version.check_spec(merged)
     except Invalid as bad:
         raise InfraError((*where, *bad.path[1:]), bad.problem, bad.hint) from None
+    try:
+        version.check_override_fields(spec, overrides, _OVERRIDE_HINTS)
+    except Invalid as bad:
+        raise InfraError((*where, *bad.path), bad.problem, bad.hint) from None
+    return merged
+
+
+_OVERRIDE_HINTS = {"spec": "overrides merge onto the DGD's spec: drop the leading spec."}
 
 
 def _blame(bad: Invalid, overrides: dict, spec: dict, key: str, entry: dict) -> ConfigError:

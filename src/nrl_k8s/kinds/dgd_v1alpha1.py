@@ -18,6 +18,19 @@ from .raycluster import pull_secret_refs
 
 KIND = Kind("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment")
 FIELD = "services"  # where the spec lists the graph's parts (and status counts their replicas)
+# The fields of Dynamo's v1alpha1 DynamoGraphDeploymentSpec and of a service in it (its
+# DynamoComponentDeploymentSharedSpec), as of Dynamo 1.6 (deploy/operator/api/v1alpha1).
+SPEC_FIELDS = frozenset({
+    "annotations", "backendFramework", "envs", "experimental", "labels", "priorityClassName", "providerOverride",
+    "pvcs", "restart", "services", "topologyConstraint",
+})
+SERVICE_FIELDS = frozenset({
+    "annotations", "autoscaling", "checkpoint", "componentType", "dynamoNamespace", "envFromSecret", "envs",
+    "eppConfig", "extraPodMetadata", "extraPodSpec", "failover", "frontendSidecar", "globalDynamoNamespace",
+    "gpuMemoryService", "ingress", "labels", "livenessProbe", "modelRef", "multinode", "readinessProbe", "replicas",
+    "resources", "scalingAdapter", "serviceName", "sharedMemory", "subComponentType", "topologyConstraint",
+    "volumeMounts",
+})  # fmt: skip
 
 
 def check_spec(spec: object) -> dict:
@@ -33,13 +46,12 @@ def check_spec(spec: object) -> dict:
         raise Invalid(("spec", "services"), problem, "declare the graph's services, e.g. a Frontend and a worker")
     for name, service in rules.expect(services, dict, ("spec", "services")).items():
         _check_service(service, ("spec", "services", name))
-    rules.no_inline_secret(spec.get("envs"), ("spec", "envs"))
+    rules.no_inline_secrets(spec, ("spec",))  # the graph's, every service's, sidecar's... envs
     return spec
 
 
 def _check_service(service: object, path: tuple) -> None:
     service = rules.expect(service, dict, path)
-    rules.no_inline_secret(service.get("envs"), (*path, "envs"))
     if "componentType" in service:
         rules.expect(service["componentType"], str, (*path, "componentType"))
     if "replicas" in service:
@@ -76,6 +88,15 @@ def merge(spec: dict, overrides: dict) -> dict:
                 raise Invalid(("services", name), f"expected a mapping, got {rules.describe(service)}",
                               "override fields of the service, e.g. replicas: 2")
     return MERGER.merge(spec, overrides)
+
+
+def check_override_fields(spec: dict, overrides: dict, hints: dict) -> None:
+    """Each field ``overrides`` sets is one of the spec or of a service (``hints``: special ones'
+    hints), else Invalid: an override of an unknown field would do nothing."""
+    rules.known_fields(overrides, SPEC_FIELDS, what="a v1alpha1 DGD spec", present=spec, hints=hints)
+    for name, service in (overrides.get("services") or {}).items():
+        rules.known_fields(service, SERVICE_FIELDS, ("services", name), what="a v1alpha1 DGD service",
+                           present=spec["services"][name])
 
 
 def apply_pod_defaults(spec: dict, image: str | None, pull_secrets: list) -> None:

@@ -38,6 +38,17 @@ MAX_COMPONENTS = 25
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$")
 _NAME_HINT = "letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
 _CONTAINER_LISTS = ("containers", "initContainers")  # merged by name inside podTemplate.spec
+# The fields of Dynamo's v1beta1 DynamoGraphDeploymentSpec and of a component in it, as of
+# Dynamo 1.6 (deploy/operator/api/v1beta1).
+SPEC_FIELDS = frozenset({
+    "annotations", "backendFramework", "components", "env", "experimental", "labels", "priorityClassName",
+    "providerOverride", "restart", "topologyConstraint",
+})
+COMPONENT_FIELDS = frozenset({
+    "compilationCache", "dynamoSidecar", "eppConfig", "experimental", "frontendSidecar", "globalDynamoNamespace",
+    "minAvailable", "modelRef", "multinode", "name", "podTemplate", "providerOverride", "replicas", "roles",
+    "runtimeVersionOverride", "scalingAdapter", "sharedMemorySize", "topologyConstraint",
+})  # fmt: skip
 
 
 def check_spec(spec: object) -> dict:
@@ -66,8 +77,7 @@ def check_spec(spec: object) -> dict:
                           "component names are unique (case-insensitively)")
         seen[name.lower()] = name
         _check_component(component, ("spec", "components", name))
-    rules.no_inline_secret(spec.get("env"), ("spec", "env"))  # prepended to every component's env
-    rules.no_inline_secret(spec.get("envs"), ("spec", "envs"))  # v1alpha1's name, should one be carried over
+    rules.no_inline_secrets({k: v for k, v in spec.items() if k != "components"}, ("spec",))  # the graph's env...
     return spec
 
 
@@ -81,9 +91,6 @@ def _component_name(name: object, path: tuple) -> str:
 
 
 def _check_component(component: dict, path: tuple) -> None:
-    rules.no_inline_secret(
-        component.get("envs"), (*path, "envs")
-    )  # v1alpha1's name (the pod template's env is checked with it)
     if "type" in component:
         rules.expect(component["type"], str, (*path, "type"))
     if "replicas" in component:
@@ -95,6 +102,7 @@ def _check_component(component: dict, path: tuple) -> None:
         rules.quantity(component["sharedMemorySize"], (*path, "sharedMemorySize"))
     if "podTemplate" in component:
         _check_template(component["podTemplate"], (*path, "podTemplate"), rendered=False)
+    rules.no_inline_secrets(component, path)  # its roles', sidecars'... envs too
 
 
 def _check_template(template: Any, path: tuple, *, rendered: bool) -> None:
@@ -182,6 +190,17 @@ def merge(spec: dict, overrides: dict) -> dict:
         for component in spec["components"]
     ]
     return merged
+
+
+def check_override_fields(spec: dict, overrides: dict, hints: dict) -> None:
+    """Each field ``overrides`` sets is one of the spec or of a component (``hints``: special ones'
+    hints), else Invalid: an override of an unknown field would do nothing."""
+    rules.known_fields(overrides, SPEC_FIELDS, what="a v1beta1 DGD spec", present=spec, hints=hints)
+    components = {component["name"]: component for component in spec["components"]}
+    named = _keyed(overrides["components"], ("components",), "component") if "components" in overrides else {}
+    for name, override in named.items():
+        rules.known_fields(override, COMPONENT_FIELDS, ("components", name), what="a v1beta1 DGD component",
+                           present=components[name])
 
 
 # -- pod defaults ---------------------------------------------------------------------------

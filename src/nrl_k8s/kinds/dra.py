@@ -34,6 +34,7 @@ from .readiness import Pending, Readiness, Ready
 COMPUTE_DOMAIN = Kind("resource.nvidia.com", "v1beta1", "computedomains", "ComputeDomain")
 RESOURCE_CLAIM_TEMPLATE = Kind("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
 KINDS = (COMPUTE_DOMAIN, RESOURCE_CLAIM_TEMPLATE)
+DEVICE_CLASS = Kind("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
 
 COMPUTE_DOMAIN_CLAIM = "compute-domain-channel"
 ROCE_CLAIM = "roce-channel"
@@ -87,6 +88,19 @@ def render_for_pods(pod_specs: list[dict], owner_name: str, infra: dict) -> list
         objects.append(_object(RESOURCE_CLAIM_TEMPLATE, roce_template_name(owner_name), infra,
                                {"spec": {"devices": {"requests": [request]}}}))
     return objects
+
+
+def device_classes(manifests: list[dict]) -> list[str]:
+    """The DeviceClasses the ResourceClaimTemplates among ``manifests`` ask for (``exactly`` and
+    ``firstAvailable`` requests), each once."""
+    names = []
+    for manifest in manifests:
+        if manifest.get("kind") == RESOURCE_CLAIM_TEMPLATE.kind:
+            for request in ((manifest["spec"].get("spec") or {}).get("devices") or {}).get("requests") or []:
+                names += [choice["deviceClassName"] for choice in [request.get("exactly") or {},
+                                                                   *(request.get("firstAvailable") or [])]
+                          if choice.get("deviceClassName")]
+    return list(dict.fromkeys(names))
 
 
 def templates_of(owner_name: str) -> dict[str, str]:

@@ -46,7 +46,9 @@ def describe(value: Any) -> str:
     names = {str: "string", int: "integer", float: "number", list: "list", dict: "mapping"}
     name = names.get(type(value), type(value).__name__)
     if isinstance(value, (str, int, float)):
-        shown = repr(value)
+        from nrl_k8s.redact import redact_text  # before the cut: a cut value no longer looks like one
+
+        shown = repr(redact_text(value) if isinstance(value, str) else value)
         return f"{name} {shown if len(shown) <= 40 else shown[:36] + '...' + shown[-1]}"
     return name
 
@@ -190,3 +192,28 @@ def no_inline_secret(env: Any, path: tuple = ()) -> None:
                 "reference a Secret of yours with valueFrom.secretKeyRef",
             )
 
+
+
+def no_inline_secrets(tree: Any, path: tuple = ()) -> None:
+    """``no_inline_secret`` for every env (a key ``env`` or ``envs``) anywhere in ``tree``: each
+    container, pod template, component and sidecar, whatever field holds it."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            (no_inline_secret if key in ("env", "envs") else no_inline_secrets)(value, (*path, key))
+    elif isinstance(tree, list):
+        for index, item in enumerate(tree):
+            no_inline_secrets(item, (*path, index))
+
+
+def known_fields(value: dict, fields: frozenset, path: tuple = (), *, what: str, present: Any = None,
+                 hints: dict | None = None) -> None:
+    """Every key of ``value`` is a field of ``what`` (``fields``), or one ``present`` already has
+    (a manifest written for a newer operator), else Invalid: an unknown field would do nothing."""
+    for key in value:
+        if key in fields or (isinstance(present, dict) and key in present):
+            continue
+        bracket = re.fullmatch(r"(.+)\[(\d+)\]", str(key))
+        hint = ((hints or {}).get(key)
+                or (f"an override names a list item as {bracket[1]}.{bracket[2]}, not {key}" if bracket else
+                    f"check the spelling; the fields of {what}: {', '.join(sorted(fields))}"))
+        raise Invalid((*path, key), "unknown field", hint)

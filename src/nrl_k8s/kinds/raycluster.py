@@ -59,6 +59,17 @@ _NET_ENV = (
     ("nccl_ib_disable", "NCCL_IB_DISABLE"),
     ("nccl_net", "NCCL_NET"),
 )
+# The fields of a RayCluster spec, its head group and a worker group (KubeRay v1.6.1's CRD).
+SPEC_FIELDS = frozenset({
+    "authOptions", "autoscalerOptions", "enableInTreeAutoscaling", "gcsFaultToleranceOptions", "headGroupSpec",
+    "headServiceAnnotations", "managedBy", "rayVersion", "suspend", "upgradeStrategy", "workerGroupSpecs",
+})
+HEAD_FIELDS = frozenset({"enableIngress", "headService", "labels", "rayStartParams", "resources", "serviceType",
+                         "template"})
+WORKER_FIELDS = frozenset({
+    "groupName", "idleTimeoutSeconds", "labels", "maxReplicas", "minReplicas", "numOfHosts", "rayStartParams",
+    "replicas", "resources", "scaleStrategy", "suspend", "template",
+})  # fmt: skip
 # (infra field, volume name); hf_cache also exports HF_HOME.
 _STORAGE = (("workspace", "workspace"), ("hf_cache", "hf-cache"), ("checkpoints", "checkpoints"))
 
@@ -214,16 +225,18 @@ def _keep_ray_ports(container: dict) -> None:
 
 
 def _check_spec(spec: object) -> dict:
-    """``spec`` if the RayCluster fields nrl-k8s reads have their KubeRay CRD types."""
+    """``spec`` if its fields are KubeRay's (an unknown one would do nothing), those nrl-k8s reads
+    have their CRD types, and no env anywhere (a container's, the autoscaler's) holds a secret inline."""
     spec = rules.expect(spec, dict)
+    rules.known_fields(spec, SPEC_FIELDS, what="a RayCluster spec")
     if spec.get("rayVersion") is not None:
         rules.expect(spec["rayVersion"], str, ("rayVersion",))
     if "headGroupSpec" in spec:
-        _check_group(spec["headGroupSpec"], ("headGroupSpec",))
+        _check_group(spec["headGroupSpec"], ("headGroupSpec",), HEAD_FIELDS)
     groups, names = spec.get("workerGroupSpecs"), set()
     for index, group in enumerate(rules.expect(groups, list, ("workerGroupSpecs",)) if groups is not None else []):
         path = ("workerGroupSpecs", index)
-        _check_group(group, path)
+        _check_group(group, path, WORKER_FIELDS)
         if group.get("groupName") is None:  # KubeRay's CRD requires it
             raise Invalid((*path, "groupName"), "is missing", "name the worker group (groupName: workers)")
         rules.dns_name(group["groupName"], (*path, "groupName"), what="group name")
@@ -238,11 +251,14 @@ def _check_spec(spec: object) -> dict:
         if low is not None and high is not None and low > high:  # KubeRay refuses the RayCluster
             raise Invalid((*path, "minReplicas"), f"{low} is more than maxReplicas {high}",
                           "make minReplicas at most maxReplicas")
+    rules.no_inline_secrets(spec)
     return spec
 
 
-def _check_group(group: object, path: tuple) -> None:
+def _check_group(group: object, path: tuple, fields: frozenset) -> None:
     group = rules.expect(group, dict, path)
+    rules.known_fields(group, fields, path, what="a RayCluster " + ("head group" if fields is HEAD_FIELDS
+                                                                    else "worker group"))
     params = group.get("rayStartParams")
     for key, value in (rules.expect(params, dict, (*path, "rayStartParams")) if params is not None else {}).items():
         rules.expect(

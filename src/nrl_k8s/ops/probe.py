@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nrl_k8s.errors import ApiError, ForbiddenError, UnauthorizedError
-from nrl_k8s.kinds import core, crds
+from nrl_k8s.errors import ApiError, ForbiddenError, InfraError, UnauthorizedError
+from nrl_k8s.kinds import core, crds, dra
+from nrl_k8s.kube.errors import KindNotServedError
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
@@ -108,6 +109,7 @@ def probe(kube: Kube, infra: dict, manifests: list[dict]) -> list[Probe]:
         results = [Probe(f"namespace {ns} (not verified: no permission to get namespaces)", True)]
     for name, versions in crds.needed_versions(manifests).items():
         results += crd_probes(kube, name, versions)
+    results += _device_class_probe(kube, manifests)
     results.append(_leftovers_probe(kube, ns))
     needed = run_permissions(manifests, proxy=not kube.in_cluster)
     try:
@@ -118,6 +120,44 @@ def probe(kube: Kube, infra: dict, manifests: list[dict]) -> list[Probe]:
         return results + [Probe(f"RBAC {permission}", False, err.message, err.hint or "") for permission in needed]
     return results + [Probe(f"RBAC {permission}", permission not in missing, "denied",
                             f"ask your admin for a Role allowing {permission} in {ns}") for permission in needed]
+
+
+def missing_device_classes(kube: Kube, manifests: list[dict]) -> InfraError | None:
+    """What is wrong when the claim templates among ``manifests`` name a DeviceClass the cluster
+    lacks (their pods would wait in Pending forever); None when none does, or when the cluster
+    cannot tell (no DRA API, or no permission to list DeviceClasses)."""
+    wanted = dra.device_classes(manifests)
+    return _device_class_error(wanted, _device_classes(kube) if wanted else [])
+
+
+def _device_classes(kube: Kube) -> list[str] | None:
+    try:
+        return sorted(c["metadata"]["name"] for c in kube.list(dra.DEVICE_CLASS))
+    except (ForbiddenError, KindNotServedError):
+        return None
+
+
+def _device_class_error(wanted: list[str], have: list[str] | None) -> InfraError | None:
+    missing = [name for name in wanted if have is not None and name not in have]
+    if not missing:
+        return None
+    default = " (nrl-k8s's default)" if missing == [dra.DEFAULT_ROCE_DEVICE_CLASS] else ""
+    return InfraError(("dra", "roce", "deviceClassName"),
+                      f"the cluster has no DeviceClass {', '.join(map(repr, missing))}{default} (it has: "
+                      f"{', '.join(have or []) or 'none'}): pods claiming it would wait in Pending forever",
+                      hint="set infra.dra.roce.deviceClassName to the DeviceClass your RoCE driver publishes "
+                           "(kubectl get deviceclasses)")
+
+
+def _device_class_probe(kube: Kube, manifests: list[dict]) -> list[Probe]:
+    wanted = dra.device_classes(manifests)
+    if not wanted:
+        return []
+    label, have = f"DeviceClass {', '.join(wanted)}", _device_classes(kube)
+    if have is None:
+        return [Probe(f"{label} (not verified: no permission to list DeviceClasses, or no DRA API)", True)]
+    problem = _device_class_error(wanted, have)
+    return [Probe(label, problem is None, problem.problem if problem else "", problem.hint or "" if problem else "")]
 
 
 def crd_probes(kube: Kube, name: str, versions: set[str]) -> list[Probe]:

@@ -225,18 +225,18 @@ def upload_sources(plan, explicit_root: str | None, roles=None) -> tuple[Path, d
     """(repository root, upload paths) of what a long-lived ``plan`` uploads: the driver's ("driver",
     unless ``roles`` is given: always, it carries the recipe; none without code upload) and each daemon
     of ``roles`` (default all) that uploads code, keyed by role. What `run --raycluster` checks before
-    anything is applied, and `run --dry-run` with it; no file is read."""
-    root = repo_root(explicit_root)
-
-    def paths(code, where: tuple) -> list[Path]:
-        return [] if code.source != "upload" else upload_paths(
-            list(code.upload_paths) if code.upload_paths else None, root, where=where)
-
-    found = {"driver": paths(plan.driver.code, ("launch", "rayUploadPaths"))} if roles is None else {}
+    anything is applied, and `run --dry-run` with it; no file is read. The repository root is
+    looked up only when something uploads code (else the current directory: nothing is read there)."""
+    codes: dict[str, tuple[Any, tuple]] = {}  # name -> (its code, the key of its upload paths)
+    if roles is None:
+        codes["driver"] = (plan.driver.code, ("launch", "rayUploadPaths"))
     for role, daemon in plan.daemons.items():
         if daemon.code.source == "upload" and (roles is None or role in roles):
-            found[role] = paths(daemon.code, ("kuberay", role, "daemon", "rayUploadPaths"))
-    return root, found
+            codes[role] = (daemon.code, ("kuberay", role, "daemon", "rayUploadPaths"))
+    uploading = any(code.source == "upload" for code, _ in codes.values())
+    root = repo_root(explicit_root) if uploading or explicit_root else Path.cwd()
+    return root, {name: upload_paths(list(code.upload_paths) if code.upload_paths else None, root, where=where)
+                  if code.source == "upload" else [] for name, (code, where) in codes.items()}
 
 
 def stage(root: Path, paths: list[Path], recipe_text: str, *, limit: int = MAX_PACKAGE_BYTES) -> Package:
