@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -26,9 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "cli"))
 
-from unreachable_servers import COMMANDS, FAILURES, broken  # noqa: E402
+from unreachable_servers import COMMANDS, EXE, FAILURES, broken  # noqa: E402
 
-EXE = shutil.which("nrl-k8s", path=str(Path(sys.executable).parent)) or "nrl-k8s"
 TARGET_S = 5.0
 
 

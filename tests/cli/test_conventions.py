@@ -21,7 +21,7 @@ import typer
 import yaml
 from fake_api import FakeApi
 from sandbox_harness import DEADLINE_S, interruptible, run_cli
-from test_unreachable import kubeconfig as unreachable_kubeconfig
+from unreachable_servers import kubeconfig as unreachable_kubeconfig
 
 from nrl_k8s.errors import ResourceFailed
 from nrl_k8s.flows.plan import Code, Submission
@@ -122,7 +122,7 @@ def test_status_watch_refuses_json_and_yaml(tmp_path, fake):
 
 
 def test_verbose_shows_each_request_against_an_unreachable_server(tmp_path):
-    config = unreachable_kubeconfig(tmp_path, {"token": "planted-token-value"})
+    config = unreachable_kubeconfig(tmp_path, user={"token": "planted-token-value"})
     result = cli(["--verbose", "cluster", "list"], config, tmp_path)
     assert result.returncode == 1, result.stderr
     requests = [line for line in result.stderr.splitlines() if line.startswith("api: GET /apis/ray.io/v1/")]

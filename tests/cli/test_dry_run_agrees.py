@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from test_bad_inputs import INFRA, PORTED, RECIPE
-from test_unreachable import kubeconfig, run
+from unreachable_servers import kubeconfig, run
 
 GYM = "++infra.kuberay.gym={name: tester-rl, spec: {headGroupSpec: {template: {spec: {containers: [{name: h}]}}}}}"
 CASES = {  # overrides, flow flag, words of the error line
@@ -38,7 +38,7 @@ COMMANDS = {
 def test_every_command_refuses_before_the_cluster(tmp_path, command, overrides, flow, word):
     (tmp_path / ".git").mkdir()  # a checkout to upload from (--repo-root's default) without "nope"
     argv = [*command(flow), str(RECIPE), "--infra", str(INFRA), *overrides]
-    result = run(argv, kubeconfig(tmp_path, {"token": "t"}), tmp_path)
+    result = run(argv, kubeconfig(tmp_path), tmp_path)
     lines = result.stderr.splitlines()
     assert result.returncode == 2, result.stderr
     assert [line.split(":")[0] for line in lines] == ["error", "hint"], result.stderr
@@ -58,6 +58,6 @@ def test_a_missing_upload_path_is_refused_by_the_dry_run_as_by_the_run(tmp_path,
         str(INFRA),
         "++infra.launch.rayUploadPaths=[nope]",
     ]
-    result = run(argv, kubeconfig(tmp_path, {"token": "t"}), tmp_path)
+    result = run(argv, kubeconfig(tmp_path), tmp_path)
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.splitlines()) == 2 and "launch.rayUploadPaths.0: 'nope' does not exist" in result.stderr

@@ -10,21 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from unreachable_servers import COMMANDS, FAILURES, PAIR, broken, kubeconfig
+from unreachable_servers import COMMANDS, EXE, FAILURES, PAIR, broken, environment, kubeconfig, run
 
-EXE = shutil.which("nrl-k8s", path=str(Path(sys.executable).parent))
 # what a run may send before anything answers: reads and permission reviews, nothing that applies
 READ_OR_REVIEW = re.compile(rb"^(GET|POST /apis/authorization\.k8s\.io/v1/selfsubject\w+reviews[?\s])")
-
-
-def environment(home: Path, config: Path) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "NRL_K8S_USER": "tester", "KUBECONFIG": str(config)}
 
 
 @pytest.mark.parametrize("kind", FAILURES)
@@ -52,9 +44,7 @@ def test_every_command_is_one_error_when_the_api_server_cannot_be_reached(tmp_pa
 
 def test_a_failing_credential_plugin_is_one_error(tmp_path):
     plugin = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "false", "interactiveMode": "Never"}}
-    config = kubeconfig(tmp_path, "https://127.0.0.1:1", plugin)
-    done = subprocess.run([EXE, "status", *PAIR], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env=environment(tmp_path, config))
+    done = run(["status", *PAIR], kubeconfig(tmp_path, user=plugin), tmp_path)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert done.returncode == 1 and "Traceback" not in done.stderr and len(errors) == 1, done.stderr
     assert "exec plugin `false` failed" in errors[0]

@@ -12,8 +12,10 @@ tests/cli/test_unreachable.py and bench/unreachable.py.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+EXE = shutil.which("nrl-k8s", path=str(Path(sys.executable).parent)) or "nrl-k8s"
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
 RAYCLUSTER = ["--raycluster", "--no-wait", "--code-source", "image", "--skip-daemons", "--repo-root", str(ROOT)]
 COMMANDS = {
@@ -46,7 +49,17 @@ COMMANDS = {
 }
 
 
-def kubeconfig(directory: Path, server: str, user: dict | None = None) -> Path:
+def environment(home: Path, config: Path) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "NRL_K8S_USER": "tester", "KUBECONFIG": str(config)}
+
+
+def run(argv: list[str], config: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """The installed CLI with kubeconfig ``config`` and HOME ``cwd``."""
+    return subprocess.run([EXE, *argv], capture_output=True, text=True, env=environment(cwd, config), timeout=300,
+                          cwd=cwd)
+
+
+def kubeconfig(directory: Path, server: str = "https://127.0.0.1:1", user: dict | None = None) -> Path:
     path = directory / "kubeconfig"
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
