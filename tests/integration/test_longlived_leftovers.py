@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
+import threading
+import time
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -103,6 +106,27 @@ def killed_when(user: User, kind: str, name: str) -> None:
     assert run.returncode == -signal.SIGKILL
 
 
+def killed_at_line(user: User, words: list[str], *flags: str) -> None:
+    """Start the user's run with ``flags``; SIGKILL it the moment stderr shows a progress line whose
+    words after the time are ``words`` (e.g. ``["code", "ok"]``)."""
+    run = subprocess.Popen([NRL_K8S, "run", "--raycluster", "--no-wait", *flags, *user.pair], env=user.env, cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [*map(lines.put, run.stderr), lines.put(None)], daemon=True).start()
+    seen, deadline = [], time.monotonic() + DEADLINE_S
+    try:
+        while (line := lines.get(timeout=max(deadline - time.monotonic(), 0.1))) is not None:
+            seen.append(line)
+            if line.partition("]")[2].split()[:len(words)] == words:
+                break
+        else:
+            pytest.fail(f"the run ended before a {' '.join(words)!r} line:\n{''.join(seen)}")
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=DEADLINE_S)
+    assert run.returncode == -signal.SIGKILL, "".join(seen)
+
+
 def deadline_of(obj: dict) -> float:
     return datetime.strptime(obj["metadata"]["annotations"][DEADLINE], "%Y-%m-%dT%H:%M:%S%z").timestamp()
 
@@ -135,8 +159,27 @@ def test_a_killed_bring_up_is_listed_then_gc_removes_exactly_it(user, kind, name
     others = foreign_services(user)
     killed_when(user, kind, name.format(u=user.name))
     made = user.mine()
+    assert f"{kind} {name.format(u=user.name)}" in made, made.keys()
+    listed_then_removed(user, others, made)
+
+
+def test_a_run_killed_between_its_code_and_its_driver_is_listed_then_gc_removes_it(user):
+    """The code is on the cluster and the driver's submission is under way (its POST answered 503
+    and retried, so the kill lands there): nothing was submitted, so nothing may be finished."""
+    others = foreign_services(user)
+    with user.sandbox.fault("api-errors", "create:services/proxy:503:1000"):
+        killed_at_line(user, ["code", "ok"], "--skip-daemons")
+    made = user.mine()
+    assert {f"RayCluster {user.name}-ll-train", f"RayCluster {user.name}-ll-gym", f"Deployment {user.name}-ll-web",
+            f"DynamoGraphDeployment {user.name}-ll-dgd"} <= set(made), made.keys()
+    listed_then_removed(user, others, made)
+
+
+def listed_then_removed(user: User, others: list[str], made: dict[str, dict]) -> None:
+    """What the killed run made without an owner is marked, listed by `status`, kept by `gc` before
+    its deadline and deleted after it, with what it owned; other users' and people's objects stay."""
     unowned = {what: obj for what, obj in made.items() if not obj["metadata"].get("ownerReferences")}
-    assert f"{kind} {name.format(u=user.name)}" in made and unowned, made.keys()
+    assert unowned, made.keys()
     for what, obj in unowned.items():  # labelled with its run, unfinished, a deadline to judge it by
         labels = obj["metadata"]["labels"]
         assert labels.get(BRINGUP) == "unfinished" and labels.get(RUN_ID, "").startswith(f"{user.name}-ll-train-"), what

@@ -47,9 +47,9 @@ def test_the_serial_rayjob_starts_suspended_and_held_by_a_lease_until_the_longes
     spec = p.lease["spec"]
     assert (p.lease["apiVersion"], p.lease["kind"]) == ("batch/v1", "Job")
     assert p.lease["metadata"]["name"] == p.rayjob["metadata"]["name"] + "-lease"
-    # never a pod; failed by the Job controller at the deadline, then deleted by the TTL controller
-    assert spec["parallelism"] == 0 and spec["ttlSecondsAfterFinished"] == 0
-    assert spec["activeDeadlineSeconds"] == 900 + START_MARGIN_S
+    # never a pod, Complete at once (suspended by Kueue or not); deleted by the TTL controller at the deadline
+    assert spec["parallelism"] == 0 and spec["completions"] == 0 and "activeDeadlineSeconds" not in spec
+    assert spec["ttlSecondsAfterFinished"] == 900 + START_MARGIN_S
     assert p.lease["metadata"]["labels"][rayjob.RUN_ID_LABEL] == p.run_id
     # the lease comes first, then the RayJob it owns, then what the RayJob owns
     kinds = [m["kind"] for m in p.manifests()]

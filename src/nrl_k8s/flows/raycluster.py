@@ -26,7 +26,7 @@ Failure or Ctrl-C before the driver is submitted rolls back what this run create
 never what it reused; from the submission on nothing is deleted, and the error says what runs and
 how to stop it. A run killed outright (SIGKILL) cannot roll back: what it created without an owner
 (Deployments, Services, RayClusters; the rest is owned by a RayCluster) carries its run id and stays
-"unfinished" (``unfinished``) until just before the driver is submitted, so `gc` removes it once
+"unfinished" (``unfinished``) until the driver's submission has returned, so `gc` removes it once
 ``bringup_seconds`` have passed, and `status` lists it meanwhile.
 """
 
@@ -178,7 +178,9 @@ class LongLived:
         return live
 
     def finish(self) -> None:
-        """The bring-up is done: what it created or took over is no longer unfinished (gc leaves it)."""
+        """The bring-up is done (its driver submitted; `cluster up`: its targets up): what it created or
+        took over is no longer unfinished (gc leaves it). Not before the submission has returned: a run
+        killed while it submits leaves its objects marked, for `status` to list and `gc` to remove."""
         failed = []
         for kind, name in self.unfinished:
             try:
@@ -331,7 +333,6 @@ class LongLived:
         if not present:
             dash.upload_package(package)
             self.result.uploaded_bytes = len(package.zip_bytes())
-        self.finish()
         self.emit(Became("code", f"{package.uri} ({_size(self.result.uploaded_bytes)} uploaded)"
                          if self.result.uploaded_bytes else f"{package.uri} (already on the cluster)"))
         entrypoint = driver.entrypoint
@@ -342,6 +343,7 @@ class LongLived:
                     runtime_env={"working_dir": package.uri, "env_vars": driver.env},
                     metadata={KIND_METADATA: "driver", RUN_METADATA: self.plan.run_id})
         self.submitted = True
+        self.finish()
         self.emit(Became("driver", f"submitted as job {driver.submission_id} on {driver.cluster}"))
 
     def _start_exec(self) -> None:
@@ -351,10 +353,10 @@ class LongLived:
         driver, directory, drivers = self.plan.driver, self.plan.exec_dir, self.exec_drivers()
         assert directory is not None  # planned for the exec submitter
         pod = drivers.prepare(directory, driver_script(driver.entrypoint, driver.env), recipe_text(self.plan.recipe))
-        self.finish()
         self.submitting = True
         drivers.start(directory)
         self.submitted = True
+        self.finish()
         self.result.exec = {"pod": pod, "dir": directory}
         self.emit(Became("driver", f"started as {driver.submission_id} on head pod {pod} through exec "
                          f"(its log: {directory}/{LOG_NAME})"))
@@ -382,7 +384,8 @@ class LongLived:
             return None
 
     def keep(self) -> None:
-        """Nothing of this flow would end a driver that started."""
+        """The driver started: its bring-up is finished (gc must never take its clusters)."""
+        self.finish()
 
     def unsure_hint(self) -> str:
         """When it could not tell whether the driver started (nothing is then deleted): how to find out
@@ -393,7 +396,8 @@ class LongLived:
         stop = (f"`nrl-k8s job stop --job {run_id}` with this run config (--force: KILL)"
                 if self.plan.submitter == "exec" else f"`{job_command('stop', self.ns, cluster, run_id)}`")
         return (f"driver {run_id} may be running on RayCluster {cluster}; nothing was deleted: "
-                f"stop it with {stop}")
+                f"stop it with {stop}; its clusters stay marked unfinished: `nrl-k8s -n {self.ns} gc --dry-run` "
+                "lists them, and gc removes them past their deadline unless a re-run finishes them")
 
     def running_hint(self) -> str:
         from nrl_k8s.ray.execdriver import LOG_NAME

@@ -19,8 +19,10 @@
    the RayJob until KubeRay does, within ``job_timeout_s``.
 
 Nothing is ever unowned. If this command dies before step 4 ends, the lease ends at its deadline
-(the longest DGD readyTimeoutS + ``plan.START_MARGIN_S``) and GC deletes the RayJob and all it
-owns, with no one involved. `run --parallel` (``parallel``) uses KubeRay's pre-running deadline instead.
+and GC deletes the RayJob and all it owns, with no one involved. The deadline is first the longest
+DGD readyTimeoutS + ``plan.START_MARGIN_S``; the run moves it (``renew_lease``) to cover the DGD
+waits once the creates are done, and the steps after once the DGDs serve, and bounds every wait by
+the time the lease has left. `run --parallel` (``parallel``) uses KubeRay's pre-running deadline instead.
 
 Any failure or Ctrl-C before the driver is submitted rolls back what the run's ledger holds
 (see ``rollback``). Once the driver is submitted nothing is rolled back: the error says the
@@ -68,6 +70,11 @@ _CLUSTER_NAME_TIMEOUT_S = 300
 _STATUS_GRACE_S = 60  # for KubeRay to mark a RayJob over once Ray reported its job over
 _FOREVER_S = 10 * 365 * 86400
 _LEASE_SAFETY_S = 30  # a wait before the release gives up this long before the lease would end under the run
+# The lease is extended before the DGD waits to cover them and the extension after them
+# (_RENEW_MARGIN_S: one patch, with its retries), and once they serve to cover the steps after
+# (_AFTER_SERVING_S: the resume, the RayCluster named and created, the owners moved, the release).
+_RENEW_MARGIN_S = 60
+_AFTER_SERVING_S = _CLUSTER_NAME_TIMEOUT_S + 60
 
 
 def options_for(*, wait: bool, shutdown: bool = True, ttl_seconds: int | None = None,
@@ -101,6 +108,7 @@ class RayJobRun:
         self.result = RunResult(rayjob=name, namespace=ns, dgds=self.steps.dgd_actions, owners=self.steps.dgd_owners)
         self.submitted = False  # the driver exists: from now on nothing is rolled back
         self.lease_ends = math.inf  # monotonic time the start lease ends (serial run, until released)
+        self.lease_start = math.inf  # monotonic time just before the lease was created (its TTL counts from then on)
         self.lease: dict | None = None  # the start lease and the RayJob, as created
         self.job: dict | None = None
         self.holder: dict | None = None  # what owns the run's objects until its RayCluster does
@@ -173,9 +181,10 @@ class RayJobRun:
         unowned. KubeRay refuses to suspend a RayJob that keeps its cluster (``--no-shutdown``):
         then the lease itself owns them until ``resume`` creates the RayJob. Their owner."""
         assert self.plan.lease is not None  # a serial run's plan has its start lease
+        self.lease_start = time.monotonic()
         self.lease = held_by = self.steps.create(lease.KIND, self.plan.lease, "lease")
-        seconds = self.plan.lease["spec"]["activeDeadlineSeconds"]
-        self.lease_ends = time.monotonic() + seconds
+        seconds = self.plan.lease["spec"]["ttlSecondsAfterFinished"]
+        self.lease_ends = self.lease_start + seconds
         self.emit(Applied("lease", held_by["metadata"]["name"], f"created (Job; deletes the run's objects in "
                                                                    f"{seconds}s unless released)"))
         if self.plan.rayjob["spec"].get("suspend"):
@@ -210,9 +219,30 @@ class RayJobRun:
         self.kube.patch(rayjob.KIND, self.result.rayjob, rayjob.resume_patch(self.plan.rayjob), namespace=self.ns)
         self.emit(Became("rayjob", "resumed: KubeRay makes its cluster"))
 
-    def lease_left(self) -> float:
-        """How long a wait before the release may take: the lease must not end under a live run."""
-        return max(self.lease_ends - time.monotonic() - _LEASE_SAFETY_S, 1.0)
+    def lease_left(self, reserve: float = 0.0) -> float:
+        """How long a wait before the release may take, ``reserve`` seconds kept for what follows it:
+        the lease must not end under a live run."""
+        return max(self.lease_ends - time.monotonic() - _LEASE_SAFETY_S - reserve, 1.0)
+
+    def renew_lease(self, seconds: float) -> None:
+        """The lease extended so that ``lease_left()`` is ``seconds`` from now (its TTL, counted from
+        its creation, patched; it never shrinks)."""
+        ttl = math.ceil(time.monotonic() - self.lease_start + seconds + _LEASE_SAFETY_S)
+        if self.lease_start + ttl <= self.lease_ends:
+            return
+        assert self.lease is not None  # apply_held made it
+        self.kube.patch(lease.KIND, self.lease["metadata"]["name"], lease.renewal(ttl), namespace=self.ns)
+        self.lease_ends = self.lease_start + ttl
+
+    def wait_dgds(self) -> None:
+        """Every DGD serving, each within its readyTimeoutS. The lease is extended first to cover those
+        waits (however long the creates took), each wait is bounded by what it has left, and once
+        every DGD serves it is extended for the steps after: none is left a second."""
+        timeouts = self.plan.ready_timeouts
+        self.renew_lease(max(timeouts.values(), default=0.0) + _RENEW_MARGIN_S)
+        left = self.lease_left(reserve=_RENEW_MARGIN_S)
+        self.steps.wait_dgds(self.plan.dgds, {key: min(seconds, left) for key, seconds in timeouts.items()})
+        self.renew_lease(_AFTER_SERVING_S)
 
     def release(self) -> None:
         """The run's objects hang off the RayCluster now: the RayJob loses the lease as its owner and
@@ -427,14 +457,24 @@ class RayJobRun:
         return job is not None and rayjob.driver_submitted(job)
 
     def unsure_hint(self) -> str:
-        return ""
+        """When it could not tell whether the driver started (nothing is then deleted): how to find out,
+        and how to stop it with all the run made."""
+        job, ns = self.result.rayjob, self.ns
+        look = f"`kubectl -n {ns} get rayjob {job}` (its JOB STATUS)"
+        if self.result.raycluster:
+            look += f" or `nrl-k8s -n {ns} job list --cluster {self.result.raycluster}`"
+        held = (f"; its start lease still holds it and deletes it at its deadline: to keep a driver that runs, "
+                f"`kubectl -n {ns} delete job {lease.name_of(job)} --cascade=orphan`"
+                if self.lease_ends != math.inf else "")
+        return (f"RayJob {job} may be running its driver; nothing was deleted: see whether it runs with {look}; "
+                f"stop it with its cluster and DGDs: `{delete_command(rayjob.KIND, job, ns)}`{held}")
 
 def serial(run: RayJobRun) -> None:
     """Everything up to the driver's submission, in the serial order."""
     existing = run.preflight()
     run.steps.deployments(run.plan.deployments, run.plan.health)
     run.steps.apply_dgds(run.plan.dgds, existing, owner=run.apply_held())
-    run.steps.wait_dgds(run.plan.dgds, run.plan.ready_timeouts)
+    run.wait_dgds()
     run.resume()
     run.link_owners(run.follow_cluster())
     run.release()

@@ -8,11 +8,17 @@ Why a Job: the serial run creates its RayJob suspended, and KubeRay checks neith
 suspended RayJob whose launcher died would keep its DGDs serving forever. Kubernetes' own
 controllers end the lease instead, with no person and no add-on involved:
 
-- the Job has ``parallelism: 0``, so it never makes a pod, and never completes;
-- the Job controller fails it at ``activeDeadlineSeconds`` (``DeadlineExceeded``);
-- the TTL-after-finished controller then deletes it (``ttlSecondsAfterFinished: 0``);
+- the Job has ``completions: 0`` and ``parallelism: 0``: it never makes a pod, and the Job
+  controller marks it Complete at once (zero completions are reached, suspended or not);
+- the TTL-after-finished controller deletes it ``ttlSecondsAfterFinished`` after that;
 - garbage collection deletes what it owns, the RayJob, and with it everything the RayJob owns
   (its RayCluster, the run Secret, the DGDs and DRA objects not yet moved to the cluster).
+
+Not ``activeDeadlineSeconds``: that clock stops while a Job is suspended, and Kueue with
+``manageJobsWithoutQueueName: true`` suspends every Job without a queue label until it admits
+it, which a lease with no queue never is. A finished Job's TTL runs whatever Kueue does.
+The TTL is mutable: a live run extends its lease (``renewal``) before each wait, so the lease
+bounds what a dead launcher leaves, never what a live one is still waiting for.
 
 The run releases the lease (the RayJob loses this owner, the Job is deleted) once the DGDs and
 DRA objects are owned by the RayJob's RayCluster; from then on KubeRay's own end of the job frees them.
@@ -43,22 +49,30 @@ def render(infra: dict, rayjob: dict, seconds: int) -> dict:
         "kind": KIND.kind,
         "metadata": metadata,
         "spec": {
+            "completions": 0,  # Complete at once: its TTL is the deadline
             "parallelism": 0,  # never a pod: the Job is only a deadline
             "backoffLimit": 0,
-            "activeDeadlineSeconds": seconds,
-            "ttlSecondsAfterFinished": 0,
+            "ttlSecondsAfterFinished": seconds,
             # never started (parallelism 0), but a Job must have a valid pod template
             "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "lease", "image": head["image"]}]}},
         },
     }
 
 
+def renewal(seconds: int) -> dict:
+    """The merge patch making a lease end ``seconds`` after it was created (it finished then)."""
+    return {"spec": {"ttlSecondsAfterFinished": seconds}}
+
+
 def ends(job: dict) -> str | None:
-    """When the live lease ``job`` ends (RFC 3339, UTC), once the Job controller has started it."""
+    """When the live lease ``job`` ends (RFC 3339, UTC), once the Job controller has finished it."""
     from datetime import datetime, timedelta
 
-    start = (job.get("status") or {}).get("startTime")
-    if not start:
+    status = job.get("status") or {}
+    done = status.get("completionTime") or next(
+        (c.get("lastTransitionTime") for c in status.get("conditions") or []
+         if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)
+    if not done:
         return None
-    when = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ") + timedelta(seconds=job["spec"]["activeDeadlineSeconds"])
+    when = datetime.strptime(done, "%Y-%m-%dT%H:%M:%SZ") + timedelta(seconds=job["spec"]["ttlSecondsAfterFinished"])
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
