@@ -1,22 +1,31 @@
 # Everything the project needs is installed by `make setup`: the Python packages of
-# requirements.lock into .venv, and the sandbox's control plane (Go, built once per machine
-# into the user cache; see sandbox/controlplane/binaries.py).
+# requirements.lock into .venv, and what the sandbox builds once per machine into the user cache
+# (sandbox/build.py: the control plane's Go binaries, Dynamo's runtime venv). The Go builds, the
+# longest part of a first setup, start as soon as nrl-k8s itself is installed (without its
+# dependencies, which the build does not need) and run while pip installs the rest (make -j2).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+BOOT := $(VENV)/.nrl-k8s
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lint test test-fast demo bench lock clean
+.PHONY: setup sandbox-build lint test test-fast demo bench lock clean
 
-$(STAMP): pyproject.toml requirements.lock
+$(BOOT): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade 'pip==26.3'
-	$(BIN)/pip install -q -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
+	touch $(BOOT)
+
+$(STAMP): $(BOOT) requirements.lock
+	$(BIN)/pip install -q -r requirements.lock
 	touch $(STAMP)
 
-setup: $(STAMP)
-	$(BIN)/nrl-k8s sandbox build
+sandbox-build: $(BOOT)
+	$(BIN)/python -m nrl_k8s_sandbox.build
+
+setup:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) sandbox-build
 
 # The checks that keep the code's shape (STYLE.md 11), settings in pyproject.toml: ruff, the
 # import-linter layer contracts, mypy on nrl_k8s. make test runs them as a test of the suite

@@ -68,17 +68,11 @@ DirOption = Annotated[
 @app.command()
 def build() -> None:
     """Build the real control plane's pinned binaries and Dynamo's runtime for DGD pods into the
-    user cache (once per machine; needs Go and PyPI)."""
-    from nrl_k8s_sandbox.controlplane import binaries
-    from nrl_k8s_sandbox.dynamo_runtime import venv
+    user cache, side by side (once per machine; needs Go and PyPI)."""
+    from nrl_k8s_sandbox.build import build as build_all
 
-    where, seconds = binaries.build(_say)
-    size = binaries.disk_usage(where) / 2**20
-    _say(f"control plane {binaries.key()} in {where.bin.parent}: {size:.0f} MiB"
-         + (f", built in {seconds:.0f} s" if seconds else " (already built)"))
-    folder, seconds = venv.build(_say)
-    _say(f"Dynamo's runtime {venv.key()} in {folder}"
-         + (f", installed in {seconds:.0f} s" if seconds else " (already installed)"))
+    for line in build_all(_say):
+        _say(line)
 
 
 @app.command()
