@@ -126,15 +126,21 @@ def _bundle_text(data: dict, fmt: str) -> str:
 
 
 def _manifests(cfg, output: Path | None, show_secrets: bool) -> None:
-    """Every object `run` (no flag) would apply, as `run --dry-run` prints them: on stdout, or in ``output``."""
-    from nrl_k8s.flows.plan import RunOptions, default_flow, parallel_bringup, plan_longlived, plan_run
+    """The stream `kubectl apply -f -` makes the run `run` (no flag) takes of (``plan.kubectl_stream``):
+    on stdout, or in ``output``. Refused when it would carry ``<redacted>`` and ``show_secrets`` is off:
+    kubectl would apply that text."""
+    from nrl_k8s.flows.plan import kubectl_stream
+    from nrl_k8s.redact import redact
 
     from ._console import err
 
-    if default_flow(cfg.infra) == "raycluster":
-        docs = plan_longlived(cfg).manifests()
-    else:
-        docs = plan_run(cfg, RunOptions(parallel=parallel_bringup(cfg.infra, False))).manifests()
+    docs = kubectl_stream(cfg)
+    hidden = [f"{doc['kind']} {doc['metadata']['name']}" for doc in docs if not show_secrets and redact(doc) != doc]
+    if hidden:
+        raise ConfigError(f"--manifests-only: the stream would hold <redacted> in place of the secret values of "
+                          f"{', '.join(hidden)}, and kubectl would apply that text",
+                          hint="add --show-secrets: kubectl apply -f - needs them in the stream (in clear then: "
+                               "pipe it, or write it with -o FILE, 0600); run --dry-run shows the objects redacted")
     if output is None:
         print_manifests(docs, show_secrets=show_secrets)
         return

@@ -24,9 +24,11 @@ OFFLINE = {
     "check-manifests-only": [
         "check",
         "--manifests-only",
+        "--show-secrets",
         "examples/qwen3_0.6b_dynamo.yaml",
         "--infra",
         "examples/qwen3_0.6b_dynamo.kind.infra.yaml",
+        "~infra.dynamo",
     ],
     "check-format": [
         "check",

@@ -437,7 +437,8 @@ CORPUS: dict[str, Callable[[Path], Case]] = {
         "dynamo.serving.overrides.services.Frontend.replicaz: unknown field",
     ),
     "a DGD override under spec.": override(
-        "+infra.dynamo.serving.overrides.spec.services.Frontend.replicas=2", "dynamo.serving.overrides.spec: unknown field"
+        "+infra.dynamo.serving.overrides.spec.services.Frontend.replicas=2",
+        "dynamo.serving.overrides.spec: unknown field",
     ),
     "inline secret in a DGD override under spec.": override(
         "+infra.dynamo.serving.overrides.spec.services.VllmDecodeWorker.extraPodSpec.mainContainer.env="

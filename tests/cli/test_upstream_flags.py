@@ -59,38 +59,56 @@ def refused(result: subprocess.CompletedProcess, *words: str) -> None:
 
 # -- check --manifests-only -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("pair, kinds", [
-    (KIND, ["Job", "RayJob", "Secret", "DynamoGraphDeployment"]),
-    (BRINGUP, ["Deployment", "Service", "RayCluster", "ComputeDomain", "ResourceClaimTemplate", "RayCluster",
-               "DynamoGraphDeployment"]),
-], ids=["rayjob flow", "long-lived flow"])
-def test_manifests_only_prints_what_run_applies(nrl, pair, kinds):
-    """The stream is `run --dry-run --no-wait`'s (nothing follows the job of an applied stream), for the
-    flow `run` takes: no summary, no cluster section."""
-    streamed = nrl("check", *pair, "--manifests-only")
-    assert streamed.returncode == 0, streamed.stderr
-    assert streamed.stdout == nrl("run", "--dry-run", "--no-wait", *pair).stdout
+NO_DGD = [*KIND, "~infra.dynamo"]  # a RayJob run a stream can carry whole
+
+
+def test_manifests_only_is_a_run_kubectl_can_apply(nrl):
+    """The RayJob flow's stream is `run --dry-run --no-wait`'s objects as kubectl makes a run of them:
+    the RayJob not suspended (nothing would resume it) and no start lease (nothing to hold); no
+    summary, no cluster section."""
+    streamed = nrl("check", *NO_DGD, "--manifests-only", "--show-secrets")
+    assert streamed.returncode == 0 and streamed.stderr == "", streamed.stderr
     docs = list(yaml.safe_load_all(streamed.stdout))
-    assert [d["kind"] for d in docs] == kinds
-    assert all(d["apiVersion"] and d["metadata"]["name"] for d in docs)
+    assert [d["kind"] for d in docs] == ["RayJob", "Secret"]
+    dry = list(yaml.safe_load_all(nrl("run", "--dry-run", "--no-wait", *NO_DGD, "--show-secrets").stdout))
+    assert [d["kind"] for d in dry] == ["Job", "RayJob", "Secret"]
+    held = dry[1]["spec"].pop("suspend")
+    assert held is True and docs == dry[1:]
+    assert docs[0]["spec"]["ttlSecondsAfterFinished"] == 0 and docs[0]["spec"]["submissionMode"] == "HTTPMode"
     assert "CLUSTER" not in streamed.stdout and "config OK" not in streamed.stdout
+
+
+def test_manifests_only_of_the_long_lived_flow_is_what_run_applies(nrl):
+    streamed = nrl("check", *BRINGUP, "--manifests-only")
+    assert streamed.returncode == 0, streamed.stderr
+    assert streamed.stdout == nrl("run", "--dry-run", *BRINGUP).stdout
+    assert [d["kind"] for d in yaml.safe_load_all(streamed.stdout)] == [
+        "Deployment", "Service", "RayCluster", "ComputeDomain", "ResourceClaimTemplate", "RayCluster",
+        "DynamoGraphDeployment"]
+
+
+def test_manifests_only_refuses_dgds_no_stream_can_give_an_owner(nrl):
+    refused(nrl("check", *KIND, "--manifests-only", "--show-secrets"),
+            "qwen3_0.6b_dynamo.kind.infra.yaml: dynamo.serving", "kubectl cannot make DGD", "owned by the RayJob")
 
 
 def test_manifests_only_to_a_file(nrl, tmp_path):
     target = tmp_path / "run.yaml"
-    written = nrl("check", *KIND, "--manifests-only", "-o", str(target))
+    written = nrl("check", *NO_DGD, "--manifests-only", "--show-secrets", "-o", str(target))
     assert written.returncode == 0 and written.stdout == "", written.stderr
-    assert f"wrote 4 manifest(s) to {target}" in written.stderr
-    assert target.read_text() == nrl("check", *KIND, "--manifests-only").stdout
+    assert f"wrote 2 manifest(s) to {target}" in written.stderr
+    assert target.read_text() == nrl("check", *NO_DGD, "--manifests-only", "--show-secrets").stdout
     assert target.stat().st_mode & 0o777 == 0o600
 
 
-def test_manifests_only_redacts_secrets_unless_asked(nrl):
-    redacted = nrl("check", *KIND, "--manifests-only")
-    assert SECRET not in redacted.stdout and "--show-secrets" in redacted.stderr
-    shown = nrl("check", *KIND, "--manifests-only", "--show-secrets")
+def test_manifests_only_refuses_to_stream_redacted_secrets_unless_asked(nrl, tmp_path):
+    """kubectl would apply ``<redacted>`` as the recipe and the launch.env value: refused, nothing written."""
+    refused(nrl("check", *NO_DGD, "--manifests-only"), "--manifests-only", "<redacted>", "Secret ")
+    refused(nrl("check", *NO_DGD, "--manifests-only", "-o", str(tmp_path / "run.yaml")), "<redacted>")
+    assert not (tmp_path / "run.yaml").exists()
+    shown = nrl("check", *NO_DGD, "--manifests-only", "--show-secrets")
     secret = next(d for d in yaml.safe_load_all(shown.stdout) if d["kind"] == "Secret")
-    assert SECRET in json.dumps(secret)
+    assert secret["stringData"]["HF_TOKEN"] == SECRET and "grpo:" in secret["stringData"]["recipe.yaml"]
 
 
 # -- check --format ---------------------------------------------------------------------------------
@@ -143,7 +161,8 @@ def test_validate_is_a_hidden_deprecated_check(nrl, tmp_path):
     note, *rest = validated.stderr.splitlines()
     assert note.startswith("note: ") and "`validate` is deprecated" in note and "check" in note
     assert rest == checked.stderr.splitlines()
-    assert nrl("validate", *KIND, "--manifests-only").stdout == nrl("check", *KIND, "--manifests-only").stdout
+    streams = [nrl(command, *NO_DGD, "--manifests-only", "--show-secrets").stdout for command in ("validate", "check")]
+    assert streams[0] == streams[1] and "kind: RayJob" in streams[0]
     bad = nrl("validate", str(tmp_path / "nope.yaml"))
     assert bad.returncode == 2 and "nope.yaml" in bad.stderr
     assert "validate" not in nrl("--help").stdout

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox_longlived.yaml"), "--infra", str(ROOT / "examples/sandbox_longlived.infra.yaml")]
 AWS = "++infra.dra.roce.deviceClassName=roce.networking.k8s.aws"
 MISSING = ("infra.dra.roce.deviceClassName: the cluster has no DeviceClass 'roce.networking.k8s.aws' (it has: "
-           "compute-domain-default-channel.nvidia.com, roce.nvidia.com): pods claiming it would wait in Pending forever")
+           "compute-domain-default-channel.nvidia.com, roce.nvidia.com): pods claiming it would wait in Pending "
+           "forever")
 APPLIED = "rayclusters,rayjobs,jobs,deployments,services,dgd,resourceclaimtemplates,computedomains,secrets"
 
 

@@ -2,7 +2,7 @@
 role's daemon (its latest submission), `cluster dashboard NAME` relays to a RayCluster's dashboard
 with no recipe (the token of its URL in the ray job CLI's --headers, as its hint says; a job POSTed
 with the browser's cookie but no Origin is refused and never reaches Ray), and what
-`check --manifests-only` prints is accepted by `kubectl apply`."""
+`check --manifests-only` prints, applied by kubectl, runs the job to its end."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import json
 import os
 import select
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,10 +19,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, interruptible, run_cli
+import yaml
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, eventually, interruptible, run_cli, status_of
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
+ENDED = ("Complete", "Failed", "ValidationFailed")  # a RayJob's terminal jobDeploymentStatus
 
 
 @pytest.fixture
@@ -162,15 +163,33 @@ def test_logs_source_daemon_and_cluster_dashboard(gym, tmp_path):
     assert f"no RayCluster nope in namespace {gym.ns}" in missing.stderr and "cluster list" in missing.stderr
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-def test_manifests_only_is_what_kubectl_applies(sandbox, sandbox_namespace, tmp_path):
-    stream = tmp_path / "run.yaml"
-    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
-    checked = run_cli(["check", *PAIR, f"infra.namespace={sandbox_namespace}", "--manifests-only", "-o", str(stream)],
-                      env=env)
-    assert checked.returncode == 0 and "wrote 4 manifest(s)" in checked.stderr, checked.stderr
-    applied = subprocess.run(["kubectl", "apply", "--dry-run=server", "-f", str(stream)], env=env,
-                             capture_output=True, text=True, timeout=DEADLINE_S)
-    assert applied.returncode == 0, applied.stderr
-    assert [line.split()[0].split("/")[0] for line in applied.stdout.splitlines()] == [
-        "job.batch", "rayjob.ray.io", "secret", "dynamographdeployment.nvidia.com"]
+def test_manifests_only_piped_to_kubectl_runs_the_job_to_its_end(sandbox, sandbox_namespace):
+    """`check --manifests-only --show-secrets | kubectl apply -f -` (the sandbox's kubectl) is a run:
+    KubeRay starts the RayJob at once (never suspended, no lease), its driver reads the real recipe
+    and its launch.env value from the stream's Secret and succeeds, KubeRay deletes the cluster as the
+    job ends (TTL 0), and `nrl-k8s gc` then deletes the Secret, which no stream can give an owner."""
+    from kubernetes import client
+
+    ns, env = sandbox_namespace, {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig), "NRL_K8S_USER": "it"}
+    entrypoint = 'grep -q max_num_steps "$NRL_K8S_RECIPE" && echo "token bytes $(printf %s "$HF_TOKEN" | wc -c)"'
+    stream = run_cli(["check", *PAIR, f"infra.namespace={ns}", "~infra.dynamo",
+                      "++infra.launch.env.HF_TOKEN=hf_0123456789", f"infra.launch.entrypoint={entrypoint}",
+                      "--manifests-only", "--show-secrets"], env=env)
+    assert stream.returncode == 0, stream.stderr
+    assert [doc["kind"] for doc in yaml.safe_load_all(stream.stdout)] == ["RayJob", "Secret"]
+    with sandbox.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        with History(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayjobs") as jobs, \
+                History(custom.list_namespaced_custom_object, "ray.io", "v1", ns, "rayclusters") as clusters:
+            applied = sandbox.kubectl("apply", "-f", "-", stdin=stream.stdout).stdout.split()
+            assert applied[::2] == ["rayjob.ray.io/it-sandbox", f"secret/{applied[2].split('/')[1]}"], applied
+            jobs.wait(lambda h: status_of(h.objects().get("it-sandbox"), "jobDeploymentStatus") in ENDED,
+                      what="the RayJob to end")
+            clusters.wait(lambda h: any(kind == "DELETED" for kind, _ in h.events()), what="its RayCluster deleted")
+    job = jobs.objects()["it-sandbox"]
+    assert (status_of(job, "jobDeploymentStatus"), status_of(job, "jobStatus")) == ("Complete", "SUCCEEDED"), job
+    assert not [obj for _, obj in jobs.events() if status_of(obj, "jobDeploymentStatus") in ("Suspending", "Suspended")]
+    assert "token bytes 13" in sandbox.driver_log(status_of(job, "jobId"))  # the Secret's value, not <redacted>
+    collected = run_cli(["-n", ns, "gc"], env=env)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert sandbox.kubectl("get", "secrets", "-n", ns, "-l", "nrl-k8s.io/run-id", "-o", "name").stdout == ""

@@ -32,6 +32,7 @@ class RunOptions:
     ttl_seconds: int = rayjob.DEFAULT_TTL_SECONDS
     active_deadline_seconds: int | None = None
     parallel: bool = False  # --parallel / launch.bringUp: parallel
+    launcher: bool = True  # False: no nrl-k8s brings it up (a stream for kubectl): nothing held suspended or leased
 
 
 def parallel_bringup(infra: dict, flag: bool) -> bool:
@@ -139,7 +140,8 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
         ttl_seconds=options.ttl_seconds,
         active_deadline_seconds=options.active_deadline_seconds,
         pre_running_deadline_seconds=pre_running,
-        suspend=not options.parallel and options.shutdown,  # KubeRay refuses to suspend one that keeps its cluster
+        # KubeRay refuses to suspend one that keeps its cluster
+        suspend=options.launcher and not options.parallel and options.shutdown,
     )
     notes += driver_notes(cfg.infra, final_recipe, _dgd_names(dgds))
     # every object the run creates carries its run id (`nrl-k8s gc` finds what a dead run left)
@@ -151,8 +153,32 @@ def _plan(cfg: LoadedConfig, options: RunOptions) -> RunPlan:
     return RunPlan(run_id=run_id, recipe=final_recipe, notes=tuple(notes), dgds=dgds,
                    secret=rayjob.render_secret(cfg.infra, final_recipe, run_id), rayjob=job, ready_timeouts=timeouts,
                    deployments=deployments, health=health, dra=dra, infra=cfg.infra, warnings=tuple(warnings),
-                   lease=None if options.parallel else lease.render(
+                   lease=None if options.parallel or not options.launcher else lease.render(
                        cfg.infra, job, int(max(timeouts.values(), default=0)) + START_MARGIN_S))
+
+
+def kubectl_stream(cfg: LoadedConfig) -> list[dict]:
+    """What `check --manifests-only` prints: the objects of the flow `run` takes (``default_flow``)
+    as `kubectl apply -f -` makes a run of them with no nrl-k8s involved, in apply order.
+
+    `run --rayjob`'s RayJob is neither held suspended nor leased (nothing would resume it): KubeRay
+    starts it at once, with `run --no-wait`'s TTL. Its DGDs are refused: an ownerReference needs
+    the owner's uid, which no stream can hold, so nothing would end them with the job. The run
+    Secret and DRA objects it would own are applied unowned (`nrl-k8s gc` deletes them once the job
+    has ended). `run --raycluster`'s objects are long-lived anyway: they are applied unowned.
+    """
+    if default_flow(cfg.infra) == "raycluster":
+        return plan_longlived(cfg).manifests()
+    plan = plan_run(cfg, RunOptions(launcher=False))
+    for key, manifest in plan.dgds.items():
+        with cfg.located():
+            raise InfraError(("dynamo", key), f"kubectl cannot make DGD {manifest['metadata']['name']} owned by the "
+                             "RayJob (an ownerReference needs the RayJob's uid, which exists only once it is created), "
+                             "so the DGD would serve on after the job ends",
+                             hint="`nrl-k8s run` creates it owned by the RayJob; a stream for kubectl can hold a run "
+                                  "without DGDs (~infra.dynamo), or the long-lived objects "
+                                  "(+infra.launch.mode=bringup), which kubectl delete -f removes")
+    return plan.manifests()
 
 
 def driver_notes(infra: dict, recipe: dict, dgd_names: list[str]) -> list[str]:
