@@ -114,6 +114,7 @@ def load_or_latest(ctx: typer.Context, recipe: Path | None, overrides: list[str]
                               hint="pass either the run config or --run RUN_ID")
         cfg = load(ctx, recipe, overrides, infra)
         return cfg.infra, connect(ctx, cfg.infra["namespace"]), None
+    from nrl_k8s import redact
     from nrl_k8s.flows import records as runs
     from nrl_k8s.kube.client import Kube
 
@@ -124,6 +125,7 @@ def load_or_latest(ctx: typer.Context, recipe: Path | None, overrides: list[str]
 
         checked_run_id(run, "--run")  # it names a file
     record = runs.load(run)
+    redact.remember_digests(record.get("secrets"))  # its config's secret values, hidden in what is printed
     opts = global_options(ctx)
     kube = Kube.connect(context=opts.context or record.get("context"), namespace=opts.namespace or record["namespace"])
     return record["infra"], observed(ctx, kube), record

@@ -52,12 +52,16 @@ def up(
         "--repo-root", help="Root of the daemons' rayUploadPaths (default: the git top-level).")] = None,
 ) -> None:
     """Ensure the chosen targets exist (reuse on match, warn on drift); kuberay.ROLE also submits the role's daemon."""
-    from nrl_k8s.flows.plan import plan_longlived
+    from nrl_k8s.flows.plan import command_line_secrets, plan_longlived
     from nrl_k8s.ops import clusters, targets
+
+    from ._console import print_warning
 
     cfg = load(ctx, recipe, overrides, infra)
     chosen = targets.parse(cfg.infra, target or [])
     plan = plan_longlived(cfg)
+    for message, fix in command_line_secrets(cfg.infra):  # a dry run too: it prints them <redacted>
+        print_warning(message, fix)
     if wait:  # the daemons' code, checked as the bring-up checks it, with or without --dry-run
         from nrl_k8s.ray.package import upload_sources
 

@@ -37,7 +37,7 @@ def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follo
 
     if cluster is not None:
         def of_cluster():
-            source, job_id = _cluster_source(ctx, cluster, (recipe, overrides, infra, run), job, url)
+            source, job_id = _cluster_source(ctx, cluster, (recipe, overrides, infra, run), job, url, for_log=True)
             with source:
                 yield from source.follow_logs(job_id) if follow else [source.logs(job_id)]
 
@@ -47,7 +47,7 @@ def _print_logs(ctx, recipe, overrides, infra, role: str, job: str | None, follo
     recorded = record["job_id"] if record is not None and role == "training" else None
 
     def chunks():
-        source, job_id = jobs.job_source(kube, infra_cfg, record, role, job, url)
+        source, job_id = jobs.job_source(kube, infra_cfg, record, role, job, url, for_log=True)
         with source:
             yield from source.follow_logs(job_id) if follow else [source.logs(job_id)]
 
@@ -59,11 +59,12 @@ ClusterOpt = Annotated[str | None, typer.Option(
     "its Ray jobs only (not exec drivers).")]
 
 
-def _cluster_source(ctx, cluster: str, config: tuple, job: str | None, url: str | None):
-    """(RayCluster ``cluster``'s dashboard, the job id: ``job``, else its newest job)."""
+def _cluster_source(ctx, cluster: str, config: tuple, job: str | None, url: str | None, *, for_log: bool = False):
+    """(RayCluster ``cluster``'s dashboard, the job id: ``job``, else its newest job). ``for_log``: the
+    secret values of the cluster's pods, and of the newest run recorded here on it, remembered for redaction."""
     from nrl_k8s.ops import jobs
 
-    dash = _cluster_dashboard(ctx, cluster, config, url)
+    dash = _cluster_dashboard(ctx, cluster, config, url, for_log=for_log)
     try:
         return dash, job or jobs.current_job(dash, None)
     except BaseException:
@@ -71,9 +72,11 @@ def _cluster_source(ctx, cluster: str, config: tuple, job: str | None, url: str 
         raise
 
 
-def _cluster_dashboard(ctx, cluster: str, config: tuple, url: str | None):
+def _cluster_dashboard(ctx, cluster: str, config: tuple, url: str | None, *, for_log: bool = False):
     """RayCluster ``cluster``'s dashboard in the namespace (-n, else the context's); refused with a run config."""
+    from nrl_k8s import redact
     from nrl_k8s.errors import ConfigError
+    from nrl_k8s.flows import driver_log, records
     from nrl_k8s.kinds.names import validate_name
     from nrl_k8s.ray.dashboard import of_raycluster
 
@@ -85,6 +88,9 @@ def _cluster_dashboard(ctx, cluster: str, config: tuple, url: str | None):
                           "or --role", hint="pass either --cluster NAME (with -n NAMESPACE) or the run config")
     validate_name(cluster, what="RayCluster name", where="--cluster")
     kube = connect(ctx)
+    if for_log:
+        driver_log.remember_pod_secrets(kube, kube.namespace, f"{driver_log.CLUSTER_LABEL}={cluster}")
+        redact.remember_digests((records.latest_record(kube.namespace, cluster) or {}).get("secrets"))
     return of_raycluster(kube, cluster, kube.namespace, url=url)
 
 

@@ -15,18 +15,27 @@ Objects (``redact``): scalar values under a secret-looking key (any value in an 
 mapping or ``{name, value}`` list, strings and numbers elsewhere), every value of a
 Secret's ``data``/``stringData``, and the argument after a secret-looking ``--flag`` in a
 list of strings. Text (``redact_text``, also every string inside objects): ``NAME=value``
-(shell assignments and ``a.b.NAME=value`` overrides), ``--flag value`` / ``--flag=value``,
-``"name": "value"`` / ``name: 'value'``, ``Authorization: <scheme> value``, ``Bearer value``
-and the user info of ``scheme://user:password@host`` and ``scheme://token@host``. A value that
-only refers to a variable (``$HF_TOKEN``, ``${env:HF_TOKEN}``) is left alone.
+(shell assignments and ``a.b.NAME=value`` overrides; inside a quoted string the value ends with
+it), ``--flag value`` / ``--flag=value``, ``"name": "value"``, ``name: 'value'`` and unquoted
+YAML ``name: value`` (the value ending its line, or in a flow mapping), ``Authorization: <scheme>
+value``, ``Bearer value``, the user info of ``scheme://user:password@host`` and
+``scheme://token@host``, and values whose shape alone says they are credentials (``hf_…``,
+``ghp_…``, ``sk-…``, ``nvapi-…``, ``AKIA…``). A value that only refers to a variable
+(``$HF_TOKEN``, ``${env:HF_TOKEN}``) is left alone.
 
 Values. Whatever a line looks like, a value nrl-k8s knows is secret is replaced wherever it
 appears (a driver that echoes its token, a recipe line ``password: ...``): ``remember`` adds the
-values under secret-looking names of a config (the infra's envs, the recipe), and of a Secret.
+values under secret-looking names of a config (the infra's envs, the recipe), ``remember_values``
+the contents of the Secrets a run's pods read (``driver_log.remember_pod_secrets``), each line of
+a multi-line value on its own as well. A run record keeps only salted digests of them (``digests``);
+``remember_digests`` hides a value so described wherever it stands as a word, or a part of one
+between ``= : , ; @`` and brackets (``logs`` of a recorded run, no run config given).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -46,7 +55,17 @@ _TOKENIZER_WORDS = frozenset({"pad", "eos", "bos", "unk", "sep", "cls", "mask"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 _QUOTED = r"'[^']*'|\"(?:[^\"\\]|\\.)*\""
-_REFERENCE = re.compile(r"[\"']?\$(?:\{[^}]*\}|\w+)[\"']?")
+# a variable's value, not one written out: $NAME, ${NAME}, ${env:NAME}, $(NAME) (Kubernetes expands
+# it in a container's command and args; in a shell, $(...) is what a command prints)
+_REFERENCE = re.compile(r"[\"']?\$(?:\{[^}]*\}|\([^()]*\)|\w+)[\"']?")
+# An unquoted YAML value: one word that ends its line (a comment may follow) or is followed by
+# flow punctuation (``{A: v, B: w}``), so prose after a key (``HF_TOKEN: expected a string``) is
+# not taken for one; not a YAML block/flow start nor an Authorization scheme (its own rule)
+_BARE = r"(?![\[{|>&*!]|(?i:bearer|basic|digest|token)\s)\S+?(?=[,}\]]+(?:\s|$)|[ \t]*(?:[ \t]#|$))"
+# Values whose shape alone says they are credentials (Hugging Face, GitHub, GitLab, OpenAI and
+# Anthropic, NVIDIA NGC, Slack, AWS access key ids), wherever they stand
+_TOKEN_SHAPES = (r"hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{40,}|glpat-[\w-]{20,}"
+                 r"|sk-(?:proj-|ant-)?[\w-]{32,}|nvapi-[\w-]{32,}|xox[abposr]-[\w-]{10,}|AKIA[0-9A-Z]{16}")
 _TEXT_RULES = [
     # scheme://user:password@host (the password); scheme://token@host (user info without one: whole)
     re.compile(r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@'\"]*:)(?P<value>[^\s/?#@'\"]+)(?=@)"),
@@ -57,14 +76,17 @@ _TEXT_RULES = [
     re.compile(r"(?i)(?P<keep>\bbearer\s+)(?P<value>[^\s\"',;]+)"),
     # --flag value | --flag=value
     re.compile(rf"(?P<keep>(?<![\w-])--(?P<name>[A-Za-z][\w-]*)(?:=|[ \t]+))"
-               rf"(?P<value>{_QUOTED}|[^\s'\"-][^\s'\";&|)]*|(?<==)[^\s'\";&|)]+)"),
-    # "name": "value" | "name":123 (quoted name) | name: 'value' (a bare name needs the space
-    # YAML needs, so a file:line like ``infra_key.yaml:6:`` is not taken for one)
+               rf"(?P<value>{_QUOTED}|\$\([^()\s]*\)|[^\s'\"-][^\s'\";&|)]*|(?<==)[^\s'\";&|)]+)"),
+    # "name": "value" | "name":123 (quoted name) | name: value, quoted or not (a bare name needs the
+    # space YAML needs, so a file:line like ``infra_key.yaml:6:`` is not taken for one)
     re.compile(rf"(?P<keep>(?P<q>[\"'])(?P<name>[A-Za-z_][\w.-]*)(?P=q)\s*:\s*)(?P<value>{_QUOTED}|-?\d[\w.+-]*)"),
-    re.compile(rf"(?P<keep>(?<![\w./-])(?P<name>[A-Za-z_][\w.-]*):[ \t]+)(?P<value>{_QUOTED}|-?\d[\w.+-]*)"),
-    # [export] NAME=value, a.b.NAME=value
-    re.compile(rf"(?P<keep>(?:^|(?<=[\s;&|(`'\"{{\[,+?]))(?:export\s+)?(?P<name>[A-Za-z_][\w.]*)=)"
-               rf"(?P<value>(?:{_QUOTED}|[^\s;&|'\"()]+)+)", re.MULTILINE),
+    re.compile(rf"(?P<keep>(?<![\w./-])(?P<name>[A-Za-z_][\w.-]*):[ \t]+)(?P<value>{_QUOTED}|{_BARE}|-?\d[\w.+-]*)",
+               re.MULTILINE),
+    # [export] NAME=value, a.b.NAME=value; inside a quoted string the value ends with the string
+    # (``echo "X_TOKEN=$X_TOKEN" && echo ok`` keeps its rest)
+    re.compile(rf"(?P<keep>(?:^|(?<=[\s;&|(`{{\[,+?])|(?<=(?P<oq>[\"'])))(?:export\s+)?(?P<name>[A-Za-z_][\w.]*)=)"
+               rf"(?P<value>(?(oq)(?:(?!(?P=oq))[^\n])+|(?:{_QUOTED}|\$\([^()\n]*\)|[^\s;&|'\"()]+)+))", re.MULTILINE),
+    re.compile(rf"(?P<keep>)(?P<value>\b(?:{_TOKEN_SHAPES})\b)"),
 ]
 
 
@@ -96,8 +118,8 @@ MIN_KNOWN = 4  # shorter values (a "1", "true") are not worth hiding and would g
 
 
 def remember(obj: Any) -> None:
-    """Add every value under a secret-looking name in ``obj`` (a config, a Secret's data) to the
-    values redacted wherever they appear."""
+    """Add every value under a secret-looking name in ``obj`` (a config, a recipe) to the values
+    redacted wherever they appear."""
     if isinstance(obj, dict):
         if "name" in obj and "value" in obj and is_secret(str(obj["name"])):
             _know(obj["value"])
@@ -111,10 +133,53 @@ def remember(obj: Any) -> None:
             remember(item)
 
 
+def remember_values(values: Iterable[Any]) -> None:
+    """Add each of ``values`` (a Secret's contents) to the values redacted wherever they appear."""
+    for value in values:
+        _know(value)
+
+
 def _know(value: Any) -> None:
     text = "" if value is None or isinstance(value, bool) else str(value)
-    if len(text) >= MIN_KNOWN and not _REFERENCE.fullmatch(text):
-        _KNOWN.add(text)
+    # each line of a multi-line value too (a key file): a log is redacted a line at a time
+    for part in {text, *text.splitlines()}:
+        if len(part.strip()) >= MIN_KNOWN and not _REFERENCE.fullmatch(part):
+            _KNOWN.add(part)
+
+
+_DIGESTS: dict[bytes, set[str]] = {}  # salt -> digests of secret values (``remember_digests``)
+_WORD_RUN = re.compile(r"[^\s'\"`<>]+")  # where a value could stand: a run of text without spaces or quotes
+_WORD_PART = re.compile(r"[^=:,;@()\[\]{}]+")  # and each part of one (``HF_TOKEN=value``, ``{"k":value}``)
+
+
+def digests() -> dict:
+    """Salted digests of the values remembered so far, to keep instead of the values (a run record):
+    ``remember_digests`` hides them again wherever they stand as a word or a part of one."""
+    salt = os.urandom(16)
+    return {"salt": salt.hex(), "sha256": sorted({_digest(salt, value) for value in _KNOWN})}
+
+
+def remember_digests(found: dict | None) -> None:
+    """Hide the values ``digests`` describes (a run record's) wherever they stand as a word in text."""
+    if found and found.get("sha256"):
+        _DIGESTS.setdefault(bytes.fromhex(found["salt"]), set()).update(found["sha256"])
+
+
+def _digest(salt: bytes, value: str) -> str:
+    return hashlib.sha256(salt + value.encode()).hexdigest()
+
+
+def _hidden_word(word: str) -> str | None:
+    """``<redacted>`` (and the sentence's end after it) when ``word`` is a value ``_DIGESTS`` describes."""
+    for value in dict.fromkeys((word, word.rstrip(".!?"))):
+        if any(_digest(salt, value) in known for salt, known in _DIGESTS.items()):
+            return REDACTED + word[len(value):]
+    return None
+
+
+def _hide_digested(match: re.Match) -> str:
+    word = match.group(0)
+    return _hidden_word(word) or _WORD_PART.sub(lambda part: _hidden_word(part.group(0)) or part.group(0), word)
 
 
 def redact_text(text: str) -> str:
@@ -123,7 +188,7 @@ def redact_text(text: str) -> str:
         text = rule.sub(_replace, text)
     for value in sorted(_KNOWN, key=len, reverse=True):
         text = text.replace(value, REDACTED)
-    return text
+    return _WORD_RUN.sub(_hide_digested, text) if _DIGESTS else text
 
 
 class LineRedactor:

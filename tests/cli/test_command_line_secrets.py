@@ -1,5 +1,7 @@
-"""A secret on a command line (entrypoint, daemon, DGD argument) is stored as written in the object
-it goes into: `check` and `run` warn, naming the key and the fix, and never print the value."""
+"""A secret on a command line (entrypoint, daemon, DGD argument, a role's pod template or a
+Deployment's container command/args) is stored as written in the object it goes into: `check`,
+`run` and `cluster up` warn, naming the key and the fix, and never print the value; the warning
+says that a dry run's <redacted> stands for the real value, which is applied."""
 
 from __future__ import annotations
 
@@ -22,16 +24,43 @@ CASES = {
     "DGD --api-key X": (
         "++infra.dynamo.serving.overrides={services: {Frontend: {extraPodSpec: {mainContainer: "
         "{args: [--api-key, key_abc123]}}}}}",
-        "dynamo.serving",
+        "dynamo.serving (a command or argument)",
+    ),
+    # issue 30: a role's pod template and a Deployment's container
+    "head args --token X": (
+        "++infra.kuberay.training.spec.headGroupSpec.template.spec.containers="
+        "[{name: ray-head, args: [--token, tok_abc123]}]",
+        "kuberay.training.spec.headGroupSpec.template.spec.containers.0.args",
+    ),
+    "worker command --token=X": (
+        "++infra.kuberay.training.spec.workerGroupSpecs.0.template.spec.containers="
+        "[{name: ray-worker, command: [sh, -c, 'python w.py --token=tok_abc123']}]",
+        "kuberay.training.spec.workerGroupSpecs.0.template.spec.containers.0.command",
+    ),
+    "Deployment command --api-key X": (
+        "++infra.deployments={web: {spec: {replicas: 1, template: {spec: {containers: "
+        "[{name: web, command: [serve, --api-key, key_abc123]}]}}}}}",
+        "deployments.web.spec.template.spec.containers.0.command",
     ),
 }
+COMMANDS = {"check": ["check"], "run --dry-run": ["run", "--dry-run"], "cluster up --dry-run": ["cluster", "up",
+                                                                                               "--dry-run"]}
 
 
 @pytest.mark.parametrize(("override", "key"), CASES.values(), ids=CASES)
-@pytest.mark.parametrize("command", [["check"], ["run", "--dry-run"]], ids=["check", "run --dry-run"])
+@pytest.mark.parametrize("command", COMMANDS.values(), ids=COMMANDS)
 def test_a_secret_on_a_command_line_is_warned_about_and_never_printed(tmp_path, command, override, key):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NRL_K8S_USER": "t", "KUBECONFIG": str(tmp_path / "none")}
     done = subprocess.run([EXE, *command, *PAIR, override], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert f"warning: {key}" in done.stderr and "secret on its command line" in done.stderr
+    assert f"warning: {key} passes a secret on its command line" in done.stderr, done.stderr
+    assert "a dry run prints <redacted>; the real value is applied" in done.stderr
     assert "abc123" not in done.stdout + done.stderr
+
+
+def test_a_reference_kubernetes_expands_is_no_secret_on_a_command_line(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NRL_K8S_USER": "t", "KUBECONFIG": str(tmp_path / "none")}
+    override = ("++infra.kuberay.training.spec.headGroupSpec.template.spec.containers=[{name: ray-head, "
+                "args: [--token, $(HF_TOKEN)]}]")
+    done = subprocess.run([EXE, "check", *PAIR, override], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and "secret on its command line" not in done.stderr, done.stderr

@@ -94,3 +94,26 @@ def test_an_error_echoing_an_override_value_is_redacted(cli):
     result = cli("check", *KIND, f"infra.launch.env.HF_TOKEN=[{HF}")
     assert result.exit_code == 2
     assert "HF_TOKEN" in result.stderr and not _leaks(result.stderr)
+
+
+def _pieces(value: str, size: int = 8) -> list[str]:
+    """Every ``size``-character piece of ``value``: none may show anywhere."""
+    return [value[i:i + size] for i in range(len(value) - size + 1)]
+
+
+@pytest.mark.parametrize("value", ["hf_" + "Zq9x" * 45, "Zq9x" * 45], ids=["hf_ token", "any long value"])
+def test_an_override_error_redacts_a_long_value_before_it_cuts_the_override(cli, value):
+    """Issue 30: the override was cut to 96 characters first, so the rest of a long token showed."""
+    result = cli("check", *KIND, f"+infra.launch.env={{HF_TOKEN: {value}, X: [1]}}")
+    assert result.exit_code == 2
+    assert "override '+infra.launch.env={HF_TOKEN: <redacted>, X: [1]}'" in result.stderr, result.stderr
+    assert not [piece for piece in _pieces(value) if piece in result.stderr]
+
+
+def test_a_printed_entrypoint_keeps_its_rest_and_its_variable_references(cli):
+    """Issue 30: ``echo "X_TOKEN=$X_TOKEN" && echo "ok"`` was shown as ``echo "X_TOKEN=<redacted>"``."""
+    entrypoint = 'echo "X_TOKEN=$X_TOKEN" && echo "ok"'
+    result = cli("check", *KIND, "++infra.launch.env.X_TOKEN=xt_s3cr3t", f"infra.launch.entrypoint='{entrypoint}'")
+    assert result.exit_code == 0, result.stderr
+    assert f"entrypoint  {entrypoint}\n" in result.stdout
+    assert "secret on its command line" not in result.stderr and not _leaks(result.stdout + result.stderr)

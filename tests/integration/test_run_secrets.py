@@ -6,6 +6,12 @@ what it was given and exits 0 only when it got both values and the recipe; then 
 values, as a careless driver would, which every output of nrl-k8s must hide.
 Both ways a driver is submitted are covered: by KubeRay (HTTPMode) and by nrl-k8s's rescue
 through the API server's service proxy.
+
+Without the run config (issue 30): a driver that echoes a launch.env value, a recipe value and a
+value its head reads by ``secretKeyRef`` from ``<user>-secrets`` (``dev setup-secrets``), bare,
+is shown redacted by every command that prints or keeps its log (the follow command ``run``
+prints, ``logs``, ``logs --run``, ``job logs``, ``job logs --cluster``, ``run --wait`` and the log
+it saves), and no kwok Exec object holds a value its head reads from a Secret.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import stat
 import sys
 import uuid
@@ -165,3 +172,71 @@ def test_a_leftover_run_secret_is_refused_before_anything_is_applied(run, tmp_pa
     assert f"Secret {planned['metadata']['name']}" in result.stderr and "already exists" in result.stderr
     assert run.get(("nvidia.com", "v1alpha1"), "dynamographdeployments", run.dgd) is None
     assert run.get(RAY, "rayjobs", run.job) is None
+
+
+# -- issue 30: logs printed and kept without the run config ------------------------------------
+PLANTED = "Pl4nt"  # in each value below, in nothing else
+ECHOED = {"HF_TOKEN": f"hf_{PLANTED}{uuid.uuid4().hex[:8]}", "recipe": f"{PLANTED}-rcp-{uuid.uuid4().hex[:8]}",
+          "user": f"{PLANTED}-usr-{uuid.uuid4().hex[:8]}"}
+#: The driver prints each value bare (no secret-looking shape around it), the issue's way.
+ECHO_ENTRYPOINT = ('infra.launch.entrypoint=\'echo "token is $HF_TOKEN" && echo "user $SETUP_VALUE" && '
+                   'sed -n "s/.*api_key:.//p" "$NRL_K8S_RECIPE"\'')
+SHOWN = ["token is <redacted>\n", "user <redacted>\n", "\n<redacted>\n"]
+
+
+def _echo_run(run: Run, monkeypatch) -> tuple[str, ...]:
+    """The user's Secret (dev setup-secrets) read by the head as SETUP_VALUE; overrides for the echoing run."""
+    monkeypatch.setenv("SETUP_VALUE", ECHOED["user"])
+    stored = run.cli("-n", run.ns, "dev", "setup-secrets", "--from-env", "SETUP_VALUE")
+    assert stored.returncode == 0 and PLANTED not in stored.stdout + stored.stderr, stored.stderr
+    head = ("[{name: ray-head, env: [{name: SETUP_VALUE, valueFrom: {secretKeyRef: "
+            "{name: it-secrets, key: SETUP_VALUE}}}]}]")
+    return (f"++infra.launch.env.HF_TOKEN={ECHOED['HF_TOKEN']}", f"++logger.wandb.api_key={ECHOED['recipe']}",
+            f"++infra.kuberay.training.spec.headGroupSpec.template.spec.containers={head}", ECHO_ENTRYPOINT)
+
+
+def _files_with_planted_values() -> list[Path]:
+    """Every file under the test's private cache (run records, saved logs) that holds a planted value."""
+    root = Path(os.environ["XDG_CACHE_HOME"])
+    return [path for path in root.rglob("*") if path.is_file() and PLANTED in path.read_text(errors="replace")]
+
+
+def test_every_log_command_hides_the_secrets_a_driver_echoes_without_the_run_config(run, monkeypatch):
+    """The issue's reproduction: `run --no-wait`, then its follow command and every log command, no RECIPE."""
+    result = run.run("--no-wait", "--ttl", "600", extra=_echo_run(run, monkeypatch))
+    assert result.returncode == 0, result.stderr
+    follow = next(line for line in result.stdout.splitlines() if "follow logs" in line)
+    command = shlex.split(follow.split("follow logs", 1)[1].split("(or:")[0])
+    assert command[:3] == ["nrl-k8s", "logs", "-f"], follow
+    followed = run.cli(*command[1:])  # until the job ends
+    job = run.get(RAY, "rayjobs", run.job)
+    cluster, run_id = job["status"]["rayClusterName"], job["metadata"]["labels"]["nrl-k8s.io/run-id"]
+    logs = {
+        "the follow command": followed,
+        "logs": run.cli("logs"),
+        "logs --run": run.cli("logs", "--run", run_id),
+        "job logs": run.cli("job", "logs"),
+        "job logs --cluster": run.cli("-n", run.ns, "job", "logs", "--cluster", cluster),
+    }
+    others = {"logs --source head": run.cli("logs", "--source", "head"), "job list": run.cli("job", "list")}
+    for what, shown in {**logs, **others}.items():
+        assert shown.returncode == 0, (what, shown.stderr)
+        assert PLANTED not in shown.stdout + shown.stderr, (what, shown.stdout)
+    for what, shown in logs.items():
+        assert all(line in shown.stdout for line in SHOWN), (what, shown.stdout)
+    # kwok's Exec objects (API objects) name no value the head reads from a Secret
+    execs = run.custom.list_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", run.ns, "execs")["items"]
+    assert execs and PLANTED not in json.dumps(execs)
+    assert not _files_with_planted_values()
+
+
+def test_run_wait_and_the_log_it_keeps_hide_a_value_of_the_users_secret(run, monkeypatch):
+    """A value `dev setup-secrets` stored, which the driver reads through secretKeyRef and echoes."""
+    result = run.run("--wait", "--no-shutdown", extra=_echo_run(run, monkeypatch))
+    assert result.returncode == 0, result.stderr
+    assert PLANTED not in result.stdout + result.stderr
+    assert all(line in result.stdout for line in SHOWN), result.stdout
+    run_id = run.get(RAY, "rayjobs", run.job)["metadata"]["labels"]["nrl-k8s.io/run-id"]
+    saved = Path(os.environ["XDG_CACHE_HOME"]) / "nrl-k8s" / "runs" / f"{run_id}.log"
+    assert all(line in saved.read_text() for line in SHOWN)
+    assert not _files_with_planted_values()

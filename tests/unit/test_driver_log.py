@@ -74,3 +74,91 @@ def test_the_saved_log_of_a_job_or_of_a_runs_name():
     assert path == runs.runs_dir() / "other.log"
     assert driver_log.saved_log("elsewhere", name="grpo") is None
     assert driver_log.saved_log("ns", job_id="unknown") is None
+
+
+# -- the values a log hides without the run config: read from the Secrets the run's pods read -----
+def _b64(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+def _secret(name: str, **data: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+            "data": {k: _b64(v) for k, v in data.items()}}
+
+
+RUN_SECRET = _secret("run-1", **{"recipe.yaml": "logger:\n  wandb: {api_key: SEC-RECIPE-1, project: proj-visible}\n",
+                                 "HF_TOKEN": "SEC-HF-1", "PATH": "/usr/bin:/bin", "MODE": "long-lived"})
+POD_SECRET_CASES = [
+    ("env secretKeyRef", {"containers": [{"env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "s1",
+                                                                                                "key": "k"}}}]}]},
+     [_secret("s1", k="SEC-REF-1", other="SEC-REF-2")], ["SEC-REF-1", "SEC-REF-2"], []),
+    ("envFrom secretRef", {"initContainers": [{"envFrom": [{"secretRef": {"name": "s2"}}]}]},
+     [_secret("s2", A="SEC-FROM-1")], ["SEC-FROM-1"], []),
+    ("Secret volume", {"volumes": [{"name": "v", "secret": {"secretName": "s3"}}]},
+     [_secret("s3", key="SEC-VOL-1")], ["SEC-VOL-1"], []),
+    ("projected Secret", {"volumes": [{"name": "v", "projected": {"sources": [{"secret": {"name": "s4"}}]}}]},
+     [_secret("s4", key="SEC-PROJ-1")], ["SEC-PROJ-1"], []),
+    ("the owner's <user>-secrets, read by nothing in the spec", {},
+     [_secret("alice-secrets", SETUP="SEC-SETUP-1")], ["SEC-SETUP-1"], []),
+    ("the run Secret: secret-looking names and the recipe's secrets only",
+     {"volumes": [{"name": "run", "secret": {"secretName": "run-1"}}]}, [RUN_SECRET],
+     ["SEC-HF-1", "SEC-RECIPE-1"], ["/usr/bin:/bin", "long-lived", "proj-visible"]),
+    ("a Secret that is gone hides nothing and fails nothing",
+     {"containers": [{"envFrom": [{"secretRef": {"name": "gone"}}]}]}, [], [], []),
+]
+
+
+class SecretsKube:
+    """Pods (labelled with their owner) and Secrets by name; ``forbidden``: Secrets it may not read."""
+
+    def __init__(self, spec: dict, secrets: list[dict], forbidden: frozenset = frozenset()):
+        self.pods = [{"metadata": {"name": "p", "labels": {"nrl-k8s/owner": "alice"}}, "spec": spec}]
+        self.secrets, self.forbidden, self.selectors = {s["metadata"]["name"]: s for s in secrets}, forbidden, []
+
+    def list(self, kind, namespace, label_selector=None):
+        self.selectors.append(label_selector)
+        return self.pods
+
+    def find(self, kind, name, namespace):
+        from nrl_k8s.errors import ForbiddenError
+
+        if name in self.forbidden:
+            raise ForbiddenError(f'secrets "{name}" is forbidden', status=403)
+        return self.secrets.get(name)
+
+
+@pytest.mark.parametrize(("spec", "secrets", "hidden", "shown"), [c[1:] for c in POD_SECRET_CASES],
+                         ids=[c[0] for c in POD_SECRET_CASES])
+def test_the_values_of_the_secrets_a_runs_pods_read_are_hidden(monkeypatch, spec, secrets, hidden, shown):
+    from nrl_k8s import redact
+
+    monkeypatch.setattr(redact, "_KNOWN", set())
+    kube = SecretsKube(spec, secrets)
+    driver_log.remember_pod_secrets(kube, "ns", "ray.io/cluster=c")
+    assert kube.selectors == ["ray.io/cluster=c"]
+    text = redact.redact_text(" ".join(hidden + shown))
+    assert text == " ".join([REDACTED] * len(hidden) + shown)
+
+
+def test_a_secret_the_user_may_not_read_stops_the_log_with_the_permission_to_ask_for(monkeypatch):
+    from nrl_k8s import redact
+    from nrl_k8s.errors import ForbiddenError
+
+    monkeypatch.setattr(redact, "_KNOWN", set())
+    kube = SecretsKube({"containers": [{"envFrom": [{"secretRef": {"name": "team"}}]}]}, [], frozenset({"team"}))
+    with pytest.raises(ForbiddenError) as err:
+        driver_log.remember_pod_secrets(kube, "ns", "ray.io/cluster=c")
+    assert "cannot read Secret team" in err.value.message and "get on secrets in namespace ns" in err.value.hint
+
+
+def test_following_with_a_cluster_hides_what_its_pods_read_in_the_stream_and_the_saved_copy(monkeypatch):
+    from nrl_k8s import redact
+
+    monkeypatch.setattr(redact, "_KNOWN", set())
+    kube = SecretsKube({"containers": [{"envFrom": [{"secretRef": {"name": "s"}}]}]}, [_secret("s", K="SEC-USER-9")])
+    shown = []
+    driver_log.follow(stream("user SEC-USER-9\n"), record(training_cluster="c"), shown.append, kube)
+    assert "".join(shown) == f"user {REDACTED}\n" == (runs.runs_dir() / "grpo-1.log").read_text()
+    assert kube.selectors == ["ray.io/cluster=c"]

@@ -226,6 +226,41 @@ TEXT_CASES = [
         "infra key 'launch.env.HF_TOKEN': expected a string",
     ),
     ("text without secrets", "python run.py --config $NRL_K8S_RECIPE", "python run.py --config $NRL_K8S_RECIPE"),
+    # issue 30: an entrypoint keeps its rest; the value of an assignment inside quotes ends with them
+    (
+        "assignment of a variable inside quotes",
+        'echo "X_TOKEN=$X_TOKEN" && echo "ok"',
+        'echo "X_TOKEN=$X_TOKEN" && echo "ok"',
+    ),
+    (
+        "assignment of a value inside quotes",
+        'echo "X_TOKEN=abc def" && echo "ok"',
+        f'echo "X_TOKEN={R}" && echo "ok"',
+    ),
+    ("Kubernetes $(VAR) in args", "serve --token $(HF_TOKEN) --port 80", "serve --token $(HF_TOKEN) --port 80"),
+    ("command substitution", "HF_TOKEN=$(cat /run/tok) python", "HF_TOKEN=$(cat /run/tok) python"),
+    # issue 30: unquoted YAML
+    ("unquoted YAML", "api_key: X", f"api_key: {R}"),
+    ("unquoted YAML in a log line", "wandb: api_key: k-123abc", f"wandb: api_key: {R}"),
+    ("unquoted YAML, a comment after", "password: hunter22  # ops", f"password: {R}  # ops"),
+    (
+        "YAML flow mapping",
+        "+infra.launch.env={HF_TOKEN: hf_Sup3rSecret, X: [1]}",
+        f"+infra.launch.env={{HF_TOKEN: {R}, X: [1]}}",
+    ),
+    ("YAML flow mapping, last", "{MODEL: q, HF_TOKEN: abc}", f"{{MODEL: q, HF_TOKEN: {R}}}"),
+    (
+        "key then prose is not a value",
+        "infra.yaml:6: launch.env.HF_TOKEN: expected a string, got list",
+        "infra.yaml:6: launch.env.HF_TOKEN: expected a string, got list",
+    ),
+    ("YAML block scalar start", "token: |", "token: |"),
+    # issue 30: bare values whose shape says they are credentials
+    ("bare Hugging Face token", "login with hf_" + "aB3" * 12 + " ok", f"login with {R} ok"),
+    ("bare GitHub token", "cloned with ghp_" + "x1Y2" * 9 + ".", f"cloned with {R}."),
+    ("bare AWS key id", "key AKIAIOSFODNN7EXAMPLE used", f"key {R} used"),
+    ("bare NGC key", "nvapi-" + "Ab9_" * 10, R),
+    ("short prefixes are words", "hf_cache hf_transfer sk-learn task-1", "hf_cache hf_transfer sk-learn task-1"),
 ]
 
 
@@ -263,3 +298,33 @@ def test_a_remembered_secret_value_is_hidden_whatever_the_line_looks_like(monkey
                              "env": [{"name": "API_TOKEN", "value": "tok-5678"}]}])
     line = "echo SEC-HF-06; hf=SEC-HFCAMEL-07 pw SEC-RPW-26 wk-1234 tok-5678 cache /cache steps 3"
     assert redact_text(line) == f"echo {R}; hf={R} pw {R} {R} {R} cache /cache steps 3"
+
+
+def test_each_line_of_a_remembered_multi_line_value_is_hidden(monkeypatch):
+    monkeypatch.setattr(redact_module, "_KNOWN", set())
+    key = "-----BEGIN KEY-----\nAAAAB3NzaC1yc2EAAAADAQAB\nQZr8uyWbs7NLq0Ck\n-----END KEY-----"
+    redact_module.remember_values([key, "ab", None])
+    assert redact_text("got QZr8uyWbs7NLq0Ck here") == f"got {R} here"
+    assert redact_text(key) == R and redact_text("ab") == "ab"  # too short to hide
+
+
+DIGEST_CASES = [
+    ("a bare word", "echo Pl4nt-0001", f"echo {R}"),
+    ("a word at a sentence end", "token is Pl4nt-0001.", f"token is {R}."),
+    ("an assignment", "X=Pl4nt-0001 y", f"X={R} y"),
+    ("JSON", '{"k":"Pl4nt-0001"}', f'{{"k":"{R}"}}'),
+    ("user info", "https://u:Pl4nt-0001@h/x", f"https://u:{R}@h/x"),
+    ("inside a longer word it is another word", "xPl4nt-0001", "xPl4nt-0001"),
+    ("other words", "Pl4nt-0002 and Pl4nt", "Pl4nt-0002 and Pl4nt"),
+]
+
+
+@pytest.mark.parametrize("text, expected", [c[1:] for c in DIGEST_CASES], ids=[c[0] for c in DIGEST_CASES])
+def test_a_value_a_run_record_keeps_only_as_a_salted_digest_is_hidden(monkeypatch, text, expected):
+    monkeypatch.setattr(redact_module, "_KNOWN", {"Pl4nt-0001"})
+    monkeypatch.setattr(redact_module, "_DIGESTS", {})
+    kept = redact_module.digests()
+    assert "Pl4nt-0001" not in repr(kept) and redact_module.digests()["salt"] != kept["salt"]
+    redact_module._KNOWN.clear()  # a later process: the record's digests only
+    redact_module.remember_digests(kept)
+    assert redact_text(text) == expected

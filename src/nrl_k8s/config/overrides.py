@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from nrl_k8s.config.safe_yaml import MAX_DEPTH, parse
 from nrl_k8s.errors import ConfigError
+from nrl_k8s.redact import redact_text
 
 Op = Literal["set", "add", "force", "delete"]
 
@@ -37,8 +38,10 @@ class Override:
 
 
 def label(token: str) -> str:
-    """``override 'TOKEN'`` for messages; a very long token is cut."""
-    return f"override '{token if len(token) <= 100 else token[:96] + '...'}'"
+    """``override 'TOKEN'`` for messages, its secret values redacted before a very long token is cut
+    (cut first, a value that lost its end would no longer look like one)."""
+    shown = redact_text(token)
+    return f"override '{shown if len(shown) <= 100 else shown[:96] + '...'}'"
 
 
 def parse_override(token: str) -> Override:

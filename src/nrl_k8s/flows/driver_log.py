@@ -4,6 +4,10 @@
 or an exec driver's) until its job ends: redacted whole lines at a time, shown and kept, its last
 ``LOG_LIMIT_BYTES`` at most, so ``job logs`` still has it once the cluster is gone
 (``saved_log`` finds it).
+
+``remember_pod_secrets`` is how every printed or saved log (this one, ``logs``, ``job logs``)
+knows the values to hide without a run config: it reads them through the API from the Secrets
+the run's pods read, when the log is printed. Nothing nrl-k8s writes holds them.
 """
 
 from __future__ import annotations
@@ -11,10 +15,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from nrl_k8s import redact
 from nrl_k8s.cache import private_dir
+from nrl_k8s.errors import ForbiddenError
 from nrl_k8s.flows import records
 from nrl_k8s.redact import LineRedactor
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
 
 LOG_LIMIT_BYTES = 32 * 1024 * 1024
 
@@ -54,10 +64,13 @@ class SavedLog:
         self._file.close()
 
 
-def follow(chunks: Iterable[str], record: dict, on_log: Callable[[str], None]) -> None:
+def follow(chunks: Iterable[str], record: dict, on_log: Callable[[str], None], kube: Kube | None = None) -> None:
     """Pass the driver log of the run ``record`` names, as ``chunks`` of it stream until its job
-    ends: redacted, to ``on_log`` and into the run's saved copy. The record then tells how much was
-    kept (``log``: complete, bytes, cut_bytes) and is saved again, also when following failed."""
+    ends: redacted (with ``kube``: also every value of the Secrets its training cluster's pods read),
+    to ``on_log`` and into the run's saved copy. The record then tells how much was kept (``log``:
+    complete, bytes, cut_bytes) and is saved again, also when following failed."""
+    if kube is not None:
+        remember_pod_secrets(kube, record["namespace"], f"{CLUSTER_LABEL}={record['training_cluster']}")
     saved, redactor, complete = SavedLog(record["run_id"]), LineRedactor(), False
 
     def emit(text: str) -> None:
@@ -90,3 +103,67 @@ def saved_log(namespace: str, *, job_id: str | None = None, name: str | None = N
         return None
     *_, record, log = max(found, key=lambda item: item[:2])
     return record, log
+
+
+CLUSTER_LABEL = "ray.io/cluster"  # a RayCluster's pods: the driver runs in its head
+
+
+def remember_pod_secrets(kube: Kube, namespace: str, selector: str) -> None:
+    """Hide from now on (``redact.remember_values``) every value the pods matching ``selector`` can
+    print from a Secret: the Secrets their containers read (env ``secretKeyRef``, ``envFrom``,
+    Secret volumes) and their owner's ``<user>-secrets`` (``dev setup-secrets``). A Secret holding a
+    run's recipe carries the run's env, not only secrets: of it, the values under secret-looking
+    names and the recipe's. ForbiddenError when one may not be read: the log is not printed."""
+    from nrl_k8s.kinds import pod, secret
+    from nrl_k8s.kinds.base import OWNER_LABEL
+
+    names: set[str] = set()
+    for found in kube.list(pod.KIND, namespace, label_selector=selector):
+        if owner := (found["metadata"].get("labels") or {}).get(OWNER_LABEL):
+            names.add(f"{owner}-secrets")
+        names.update(_secret_names(found.get("spec") or {}))
+    for name in sorted(names):
+        try:
+            obj = kube.find(secret.KIND, name, namespace)
+        except ForbiddenError as err:
+            raise ForbiddenError(f"cannot read Secret {name}, which pods of this log read, so its values could "
+                                 f"not be hidden: the log is not printed ({err.message})",
+                                 hint=f"ask for get on secrets in namespace {namespace} (the dev pod's Role has "
+                                 "it: `nrl-k8s dev connect`)", status=403) from None
+        if obj is not None:
+            _remember_secret(obj)
+
+
+def _secret_names(spec: dict) -> set[str]:
+    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+    refs = [((e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name") for c in containers
+            for e in c.get("env") or []]
+    refs += [(e.get("secretRef") or {}).get("name") for c in containers for e in c.get("envFrom") or []]
+    refs += [(v.get("secret") or {}).get("secretName") for v in spec.get("volumes") or []]
+    refs += [(s.get("secret") or {}).get("name") for v in spec.get("volumes") or []
+             for s in (v.get("projected") or {}).get("sources") or []]
+    return {name for name in refs if name}
+
+
+def _remember_secret(obj: dict) -> None:
+    import base64
+    import binascii
+
+    from nrl_k8s.config.recipe import RECIPE_KEY
+    from nrl_k8s.config.safe_yaml import parse
+    from nrl_k8s.errors import ConfigError
+
+    values = {}
+    for key, encoded in (obj.get("data") or {}).items():
+        try:
+            values[key] = base64.b64decode(encoded).decode("utf-8", errors="replace")
+        except (binascii.Error, TypeError, ValueError):
+            continue
+    if RECIPE_KEY not in values:
+        redact.remember_values(values.values())
+        return
+    redact.remember({key: value for key, value in values.items() if key != RECIPE_KEY})
+    try:
+        redact.remember(parse(values[RECIPE_KEY], f"Secret {obj['metadata']['name']}"))
+    except ConfigError:
+        pass  # a recipe that does not parse hides nothing more

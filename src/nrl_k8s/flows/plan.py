@@ -363,20 +363,41 @@ def registry_configmap(infra: dict) -> str | None:
 def command_line_secrets(infra: dict) -> list[tuple[str, str]]:
     """(warning, fix) for each command line that carries a secret (``--token X``, ``--api-key=X``,
     ``Bearer X``, a known secret value): the entrypoint and daemons go verbatim into the RayJob and
-    Ray's job store, a DGD's args into the DGD. Printed output redacts them; the objects cannot."""
+    Ray's job store, a DGD's args into the DGD, a container's ``command``/``args`` (a role's pod
+    templates, a Deployment's) into its object. Printed output (a dry run too) redacts them; the
+    objects cannot, so the warning says the real value is what is applied."""
     from nrl_k8s.redact import redact, redact_text
 
+    applied = "stored as written in the object it goes into (a dry run prints <redacted>; the real value is applied)"
+    env_fix = "put the value in infra.launch.env (the run's Secret) and let the program read it from the environment"
     lines = [("launch.entrypoint", (infra.get("launch") or {}).get("entrypoint"))]
     lines += [(f"kuberay.{role}.daemon.entrypoint", (entry.get("daemon") or {}).get("entrypoint"))
               for role, entry in (infra.get("kuberay") or {}).items()]
-    found = [key for key, line in lines if isinstance(line, str) and redact_text(line) != line]
+    found = [(key, env_fix) for key, line in lines if isinstance(line, str) and redact_text(line) != line]
     for key in sorted(infra.get("dynamo") or {}):
         spec = dgd.render(infra, key)["spec"]
         if redact(spec) != spec:
-            found.append(f"dynamo.{key} (a command or argument)")
-    return [(f"{key} passes a secret on its command line, stored as written in the object it goes into",
-             "put the value in infra.launch.env (the run's Secret) and let the program read it from the environment")
-            for key in found]
+            found.append((f"dynamo.{key} (a command or argument)", env_fix))
+    container_fix = ("give the container the value in an env var read from a Secret (valueFrom.secretKeyRef) and "
+                     "write $(NAME) in its command or args, which Kubernetes expands")
+    for kind in ("kuberay", "deployments"):
+        for key, entry in sorted((infra.get(kind) or {}).items()):
+            spec = (entry or {}).get("spec")
+            found += [(path, container_fix) for path in _secret_commands(spec, (kind, key, "spec"))]
+    return [(f"{key} passes a secret on its command line, {applied}", fix) for key, fix in found]
+
+
+def _secret_commands(tree, path: tuple) -> list[str]:
+    """The dotted keys of each container ``command`` / ``args`` in ``tree`` that carries a secret."""
+    from nrl_k8s.redact import redact
+
+    if isinstance(tree, dict):
+        return [key for name, value in tree.items() for key in (
+            [".".join(map(str, (*path, name)))] if name in ("command", "args") and redact(value) != value
+            else _secret_commands(value, (*path, name)))]
+    if isinstance(tree, list):
+        return [key for index, item in enumerate(tree) for key in _secret_commands(item, (*path, index))]
+    return []
 
 
 def unstaged_recipe_reads(infra: dict, flow: str | None = None) -> list[tuple[str, str]]:

@@ -369,7 +369,7 @@ class LongLived:
         """The driver log (``driver_log.follow``: redacted, kept with the record) until the job ends."""
         source = self.driver_source()
         chunks = source.follow_logs(self.record_data["job_id"], deadline_s=self.options.job_timeout_s)
-        driver_log.follow(chunks, self.record_data, on_text)
+        driver_log.follow(chunks, self.record_data, on_text, self.kube)
         job = source.get_job(self.plan.run_id)
         self.result.ended(job.status if job else None, self.record_data)
 

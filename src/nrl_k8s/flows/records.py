@@ -2,8 +2,10 @@
 
 Both flows write one once the driver is submitted, so ``status``, ``logs`` and ``job stop``
 find the latest run without a run config. The record holds names only (clusters, DGDs,
-Deployments, the job id, namespace, kube context) and the resolved infra with secret values
-redacted. ``run --wait`` also keeps the driver log beside it (``driver_log``).
+Deployments, the job id, namespace, kube context), the resolved infra with secret values
+redacted, and salted digests of the secret values the run's config holds (``secrets``:
+``redact.digests``), so a log printed without the config hides them too, the values themselves
+never written. ``run --wait`` also keeps the driver log beside it (``driver_log``).
 Files are 0600 in a 0700 directory.
 """
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from nrl_k8s.cache import cache_dir, private_dir
 from nrl_k8s.errors import ConfigError, NotFoundError
-from nrl_k8s.redact import redact
+from nrl_k8s.redact import digests, redact
 
 LATEST = "latest"  # holds the id of the newest run
 
@@ -44,6 +46,7 @@ def rayjob_record(plan, result, *, context: str | None) -> dict:
         "job_id": result.job_id,
         "dgds": sorted(result.dgds),
         "infra": redact(plan.infra),
+        "secrets": digests(),
     }
 
 
@@ -65,6 +68,7 @@ def record_of(plan, result, *, context: str | None, infra: dict | None = None) -
         "submitter": plan.submitter,
         "exec": dict(result.exec) if result.exec else None,  # {"pod", "dir"}: where the exec driver runs
         "infra": redact(infra) if infra is not None else None,
+        "secrets": digests(),
     }
 
 

@@ -51,7 +51,9 @@ def _key(value) -> str | None:
 
 
 def _short(value) -> str:
-    text = repr(value)
+    from nrl_k8s.redact import redact_text  # before the cut: a cut value no longer looks like one
+
+    text = redact_text(repr(value))
     return text if len(text) <= 60 else text[:57] + "..."
 
 

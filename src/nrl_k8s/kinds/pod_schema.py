@@ -25,6 +25,7 @@ from nrl_k8s.kinds.k8s_rules import Invalid
 
 from ..cache import cache_dir, private_dir
 from ..errors import NrlK8sError
+from ..redact import redact_text
 
 _DEFINITIONS_ID = "https://kubernetes.io/api/_definitions.json"
 _ROOTS = {"PodTemplateSpec": "pod", "PodSpec": "pod.spec", "Container": "pod.spec.containers"}
@@ -204,7 +205,7 @@ def _invalid(err: Any, root: str) -> Invalid:
         return Invalid(
             path, f"expected {wanted}, got {rules.describe(err.instance)}", f"see `kubectl explain {explain}`"
         )
-    message = re.sub(r"\s+", " ", err.message)
+    message = redact_text(re.sub(r"\s+", " ", err.message))  # before the cut: a cut value no longer looks like one
     return Invalid(path, message if len(message) <= 160 else message[:157] + "...", f"see `kubectl explain {explain}`")
 
 

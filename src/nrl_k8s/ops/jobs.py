@@ -75,12 +75,18 @@ def exec_job(kube: Kube, infra: dict, record: dict | None, cluster: str, job_id:
     return drivers, job_id
 
 
-def job_source(kube: Kube, infra: dict, record: dict | None, role: str, job: str | None, url: str | None = None):
+def job_source(kube: Kube, infra: dict, record: dict | None, role: str, job: str | None, url: str | None = None,
+               *, for_log: bool = False):
     """(where job ``job`` is read and stopped, its id): the training cluster's exec drivers when it is
     an exec driver (``exec_job``), else the role's dashboard (a ``Dashboard``). ``job`` None: the job
-    the run record names (training), else the current one. Close what it returns."""
+    the run record names (training), else the current one. ``for_log``: the values of the Secrets the
+    cluster's pods read are remembered for redaction first. Close what it returns."""
+    from nrl_k8s.flows.driver_log import CLUSTER_LABEL, remember_pod_secrets
+
     recorded = record["job_id"] if record is not None and role == "training" else None
     cluster, rayjob_obj = role_cluster(kube, infra, role)
+    if for_log:
+        remember_pod_secrets(kube, infra["namespace"], f"{CLUSTER_LABEL}={cluster}")
     if role == "training" and (found := exec_job(kube, infra, record, cluster, job or recorded)):
         return found
     dash = of_raycluster(kube, cluster, infra["namespace"], url=url)

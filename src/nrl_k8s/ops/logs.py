@@ -20,7 +20,8 @@ Sources, each pod chosen by label in the run's namespace:
 With several pods every line is prefixed ``[pod/NAME/CONTAINER]`` (as ``kubectl logs
 --prefix``); following several pods reads them at once. A pod whose container has not started
 is skipped with a note (the server's reason), unless it is the only one. Text comes back as the
-server sent it: the caller redacts it.
+server sent it: the caller redacts it, ``stream`` having remembered the values of every Secret
+the chosen pods (a Ray cluster's: the driver's) read.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def dgd_targets(kube: Kube, names: list[str], namespace: str, component: str | N
             labels.get(COMPONENT_TYPE_LABEL, "").lower(),
         )
 
-    selector = dgd.pod_selector(names[0]) if len(names) == 1 else f"{dgd.POD_LABEL} in ({','.join(sorted(names))})"
+    selector = dgd_selector(names)
     try:
         return pod_targets(
             kube, namespace, selector, _main, f"DGD {'/'.join(names)}" + (f" {component}" if component else ""), keep
@@ -173,6 +174,11 @@ def dgd_targets(kube: Kube, names: list[str], namespace: str, component: str | N
         ) from None
 
 
+def dgd_selector(names: list[str]) -> str:
+    """The pods of the DGDs ``names``."""
+    return dgd.pod_selector(names[0]) if len(names) == 1 else f"{dgd.POD_LABEL} in ({','.join(sorted(names))})"
+
+
 def submitter(kube: Kube, namespace: str, rayjob: dict, cluster: str) -> PodContainer | None:
     """KubeRay's submitter of ``rayjob`` (K8sJobMode pod, or the SidecarMode container of the head), if any."""
     name = rayjob["metadata"]["name"]
@@ -185,12 +191,18 @@ def submitter(kube: Kube, namespace: str, rayjob: dict, cluster: str) -> PodCont
 
 def stream(kube: Kube, infra: dict, request: Request, *, record: dict | None, dashboard_url: str | None,
            skip: Skip) -> Iterator[str]:
-    """The text ``request`` asks for, as chunks; the pods are chosen (or NotFoundError raised) at once."""
+    """The text ``request`` asks for, as chunks; the pods are chosen (or NotFoundError raised) at once,
+    and the values of the Secrets they read remembered for redaction (``driver_log.remember_pod_secrets``)."""
+    from nrl_k8s.flows.driver_log import CLUSTER_LABEL, remember_pod_secrets
+
     namespace = kube.namespace
     if request.source == "dgd":
-        targets = dgd_targets(kube, dgd_names(infra, record), namespace, request.component)
+        names = dgd_names(infra, record)
+        targets = dgd_targets(kube, names, namespace, request.component)
+        remember_pod_secrets(kube, namespace, dgd_selector(names))
     else:
         cluster, job = role_cluster_name(kube, infra, request.role)
+        remember_pod_secrets(kube, namespace, f"{CLUSTER_LABEL}={cluster}")
         if request.source in ("head", "worker"):
             targets = ray_targets(kube, namespace, cluster, request.source)
         elif request.source == "daemon":

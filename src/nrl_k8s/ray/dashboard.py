@@ -32,6 +32,7 @@ from nrl_k8s.kube import websocket as _websocket
 from nrl_k8s.kube._httpx import ApiServerAuth, httpx
 from nrl_k8s.kube.closing import Closing
 from nrl_k8s.ray.package import Package
+from nrl_k8s.redact import redact_text
 from nrl_k8s.signals import held_back
 
 if TYPE_CHECKING:
@@ -540,7 +541,7 @@ def _json(response: httpx.Response) -> Any:
     except ValueError as exc:
         raise DashboardError(
             f"{response.request.method} {response.request.url} answered {response.status_code} with non-JSON: "
-            f"{response.text[:200]!r}",
+            f"{redact_text(response.text)[:200]!r}",
             hint="is this URL a Ray dashboard?",
         ) from exc
 
@@ -552,7 +553,7 @@ def _detail(response: httpx.Response) -> str:
     except ValueError:
         body = None
     if isinstance(body, dict) and body.get("message"):
-        return str(body["message"])[:300]
-    lines = [line.strip() for line in response.text.splitlines() if line.strip()]
+        return redact_text(str(body["message"]))[:300]  # before the cut: a cut value no longer looks like one
+    lines = [line.strip() for line in redact_text(response.text).splitlines() if line.strip()]
     raised = [line for line in lines if _EXCEPTION_LINE.match(line)]
     return (raised or lines or [response.reason_phrase])[-1][:300]
