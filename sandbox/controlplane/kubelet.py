@@ -18,9 +18,10 @@ module's, once the scheduler has bound them to a node:
 Each gets a pod IP of its own (``10.250.x.y``); the egress proxy maps that IP and a container port
 to the process's loopback port (``resolve``). kwok's Logs, PortForward and Exec objects, owned by
 the pod, point ``kubectl logs``, ``port-forward`` and ``exec`` at the process, its ports and a
-shell in its folder. A deleted pod's process is stopped; so are all of them on ``stop``. Every
-process it starts (and every ``kubectl exec`` into its pods) resolves cluster names as in a pod,
-through the sandbox's cluster DNS proxy (``cluster_dns.py``: ``HTTP_PROXY`` in their env).
+shell in its folder; no value a container reads from a Secret is in them (``_exec_secrets``). A
+deleted pod's process is stopped; so are all of them on ``stop``. Every process it starts (and
+every ``kubectl exec`` into its pods) resolves cluster names as in a pod, through the sandbox's
+cluster DNS proxy (``cluster_dns.py``: ``HTTP_PROXY`` in their env).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -70,6 +72,8 @@ PORT_ENV = "NRL_K8S_SANDBOX_PORT_"
 #: In the env of what ``kubectl exec`` starts in a Ray head (kwok runs it on this machine): the
 #: pod's uid, so those processes end with the pod, as a container's do.
 EXEC_MARK = "NRL_K8S_SANDBOX_EXEC_POD"
+EXEC_ENV_FILE = "exec.env"  # a Ray head's env read from Secrets, for what kubectl exec starts (_exec_secrets)
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 KWOK = ("kwok.x-k8s.io", "v1alpha1")
 _SERVICE_DNS = re.compile(
     r"\b([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?(:(\d+))?\b"
@@ -89,6 +93,11 @@ def is_local(pod: dict) -> bool:
         if (values is None and key in labels) or (values is not None and labels.get(key) in values):
             return True
     return False
+
+
+def _secret_env_names(container: dict) -> set[str]:
+    """The names of ``container``'s env read from a Secret (``valueFrom.secretKeyRef``)."""
+    return {item["name"] for item in container.get("env") or [] if (item.get("valueFrom") or {}).get("secretKeyRef")}
 
 
 def _raw(call: Callable, *args: object, **kwargs: object) -> dict:
@@ -388,11 +397,15 @@ class LocalKubelet:
         local.head = head
         local.ports = {8265: head.dashboard_port, 6379: head.gcs_port, 10001: head.client_port, **extra}
         self._running(pod, local, ready=False)
-        # an exec'd process gets the container's environment, as on a cluster (secretKeyRef values
-        # included); kwok adds its own, which is the sandbox's
+        # an exec'd process gets the container's environment, as on a cluster; kwok adds its own,
+        # which is the sandbox's. What the container reads from a Secret stays out of the Exec object
+        # (an API object): the shells kubectl exec starts source it from a private file (_exec_secrets).
         container = {k: v for k, v in env.items() if self.env.get(k) != v}
-        self._kwok_objects(pod, local, {**container, "RAY_ADDRESS": head.gcs_address,
-                                        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", EXEC_MARK: local.uid})
+        hidden = _secret_env_names(pod["spec"]["containers"][0]) & container.keys()
+        self._kwok_objects(pod, local, {**{k: v for k, v in container.items() if k not in hidden},
+                                        **self._exec_secrets(local, {k: container[k] for k in hidden}),
+                                        "RAY_ADDRESS": head.gcs_address, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+                                        EXEC_MARK: local.uid})
         for attempt in range(1, RAY_START_ATTEMPTS + 1):
             with self._container_log(local) as out:
                 head.start(out)
@@ -411,6 +424,20 @@ class LocalKubelet:
                 head.stop()
         self._ready(local)
         threading.Thread(target=self._await_exit, args=(local,), daemon=True).start()
+
+    def _exec_secrets(self, local: Local, values: dict[str, str]) -> dict[str, str]:
+        """Write ``values`` as ``export NAME='value'`` lines to the pod's private ``exec.env`` (0600 in a
+        0700 dir, removed with the pod); the env that makes a shell source it: ``BASH_ENV`` (every
+        non-interactive bash: ``bash -c``, a script, the exec submitter's driver), ``PROMPT_COMMAND``
+        (an interactive bash, before its first prompt) and ``ENV`` (an interactive ``sh``). Not
+        reached: a command kwok starts without such a shell (``kubectl exec -- env``, a dash ``sh -c``)."""
+        if not values:
+            return {}
+        path = self.scratch / local.uid[:8] / EXEC_ENV_FILE
+        with open_private(path) as out:
+            out.writelines(f"export {k}={shlex.quote(v)}\n" for k, v in values.items() if _SHELL_NAME.fullmatch(k))
+        return {"BASH_ENV": str(path), "ENV": str(path),
+                "PROMPT_COMMAND": f". {shlex.quote(str(path))}; unset PROMPT_COMMAND"}
 
     def _job(self, pod: dict, local: Local) -> None:
         if self.faults.get("miss-driver-submission") is not None:  # K8sJobMode's way to submit
@@ -654,6 +681,7 @@ class LocalKubelet:
         if local.head is not None:
             local.head.stop()
             terminate(_exec_processes(local.uid), 5.0)
+            (self.scratch / local.uid[:8] / EXEC_ENV_FILE).unlink(missing_ok=True)
         elif local.process is not None and local.process.poll() is None:
             terminate([local.process.pid], 5.0)
         if local.meta:

@@ -1,12 +1,14 @@
 """kubectl against the sandbox, as a user types it: the everyday commands a cluster serves (exec
 with stdin, cp, logs, port-forward, explain, auth, nodes, scale) and the refusals a real API
-server makes (strict field validation, a mistyped field)."""
+server makes (strict field validation, a mistyped field). An exec'd shell gets what the head reads
+from a Secret, which no API object holds (issue 30)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import uuid
 
 import httpx
 import pytest
@@ -28,15 +30,21 @@ spec:
         containers:
         - name: ray-head
           image: rayproject/ray:2.60.0
-          env: [{{name: GREETING, value: hello-from-the-head}}]
+          env:
+          - {{name: GREETING, value: hello-from-the-head}}
+          - {{name: HEAD_TOKEN, valueFrom: {{secretKeyRef: {{name: head-secret, key: token}}}}}}
           ports: [{{containerPort: 8265, name: dashboard}}]
 """
+
+
+HEAD_SECRET = f"head-s3cr3t-{uuid.uuid4().hex[:8]}"  # the head reads it by secretKeyRef
 
 
 @pytest.fixture(scope="module")
 def namespace(sandbox):
     name = unique("kc")
     sandbox.kubectl("create", "namespace", name)
+    sandbox.kubectl("create", "secret", "generic", "head-secret", "-n", name, f"--from-literal=token={HEAD_SECRET}")
     yield name
     sandbox.kubectl("delete", "namespace", name, "--wait=false")
 
@@ -122,6 +130,24 @@ def test_exec_into_the_head_pod(sandbox, namespace, head):
     )
     assert "hello-from-the-head" in result.stdout
     assert "alive 1" in result.stdout  # the driver reached the pod's own Ray head
+
+
+SHELLS = {
+    "bash -c": (["bash", "-c", 'echo "token=$HEAD_TOKEN"'], None),
+    "a bash script sh starts": (["sh", "-c", 'echo "echo token=\\$HEAD_TOKEN" > s.sh && bash s.sh; rm -f s.sh'],
+                                None),  # the exec submitter's way: sh, then bash driver.sh
+    "interactive bash": (["bash", "-i"], 'echo "token=$HEAD_TOKEN"\n'),
+    "interactive sh": (["sh", "-i"], 'echo "token=$HEAD_TOKEN"\n'),
+}
+
+
+@pytest.mark.parametrize(("command", "stdin"), SHELLS.values(), ids=SHELLS)
+def test_an_exec_shell_gets_what_the_head_reads_from_a_secret_and_no_exec_object_holds_it(
+        sandbox, namespace, head, command, stdin):
+    result = sandbox.kubectl("exec", *(["-i"] if stdin else []), "-n", namespace, head, "--", *command, stdin=stdin)
+    assert f"token={HEAD_SECRET}" in result.stdout, result.stdout + result.stderr
+    execs = sandbox.kubectl("get", "execs.kwok.x-k8s.io", "-n", namespace, "-o", "json").stdout
+    assert "hello-from-the-head" in execs and HEAD_SECRET not in execs
 
 
 def test_exec_passes_stdin_and_its_end(sandbox, namespace, head):
