@@ -120,7 +120,7 @@ def remember_pod_secrets(kube: Kube, namespace: str, selector: str) -> None:
     names: set[str] = set()
     for found in kube.list(pod.KIND, namespace, label_selector=selector):
         if owner := (found["metadata"].get("labels") or {}).get(OWNER_LABEL):
-            names.add(f"{owner}-secrets")
+            names.add(secret.user_secret(owner))
         names.update(_secret_names(found.get("spec") or {}))
     for name in sorted(names):
         try:

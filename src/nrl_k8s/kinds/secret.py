@@ -25,6 +25,12 @@ def render(name: str, namespace: str, labels: list[dict | None], data: dict[str,
             "stringData": dict(data)}
 
 
+def user_secret(user: str) -> str:
+    """A user's own Secret, ``<user>-secrets``: ``dev setup-secrets`` writes it, upstream's DGDs read it
+    (``envFromSecret: ${user:}-secrets``)."""
+    return f"{user}-secrets"
+
+
 def env_ref(env_name: str, secret_name: str, key: str) -> dict:
     """A container env entry read from ``key`` of the Secret."""
     return {"name": env_name, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}

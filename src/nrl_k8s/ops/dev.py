@@ -89,7 +89,7 @@ class Names:
 
     @property
     def secret(self) -> str:
-        return f"{self.user}-secrets"
+        return secret.user_secret(self.user)
 
     @property
     def rbac(self) -> str:
