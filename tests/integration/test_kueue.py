@@ -10,7 +10,9 @@ goes to its end.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import uuid
@@ -70,6 +72,9 @@ def test_the_lease_ends_a_dead_launchers_run_though_kueue_suspends_it(run, box):
         lease = run.batch.read_namespaced_job(f"{run.job}-lease", run.ns)
         assert lease.spec.suspend is True  # Kueue's webhook suspended it: it manages it
         assert run.custom.get_namespaced_custom_object(*RAYJOBS[:2], run.ns, RAYJOBS[2], run.job)
+        status = run_cli(["status", "-o", "json", *run.argv], env=run.env, cwd=ROOT)
+        held = {row["what"]: row["reason"] for row in json.loads(status.stdout)["left"]}[f"RayJob {run.job}"]
+        assert "held by its start lease" in held and re.search(r"at \d{4}-\d\d-\d\dT", held), held  # when it ends
         # the lease's deadline: 30 s + 120 s after it was made; never while Kueue holds it, before the fix
         for plural in (RAYJOBS, DGDS):
             observe(run.custom.list_namespaced_custom_object, *plural[:2], run.ns, plural[2],

@@ -100,3 +100,20 @@ def test_run_raycluster_does_not_submit_into_a_raycluster_made_with_kubectl(sand
     assert names == [f"{user}-ll-train"]  # neither the gym cluster nor anything else was made
     assert custom.list_namespaced_custom_object("nvidia.com", "v1alpha1", sandbox_namespace,
                                                 "dynamographdeployments")["items"] == []
+
+
+def test_adopt_takes_another_users_dgd_over_and_the_run_uses_it(users):
+    """The deliberate case: bob passes --adopt, so his run reuses alice's DGD, lists itself among its
+    users, and its driver reads that DGD's name; the run succeeds."""
+    made = users("alice", "cluster", "up", "--no-wait", "-t", "dynamo.serving")
+    assert made.returncode == 0, made.stderr
+
+    bobs = users("bob", "run", "--rayjob", "--adopt")
+    assert bobs.returncode == 0, bobs.stderr
+    assert any(line.partition("]")[2].split()[:3] == ["dynamo.serving", "reused", f"dgd-{users.tag}"]
+               for line in bobs.stderr.splitlines()), bobs.stderr
+    assert f"dgd_name: dgd-{users.tag}" in bobs.stdout  # the driver read the adopted DGD's name
+    dgd = users.custom.get_namespaced_custom_object("nvidia.com", "v1alpha1", users.ns, "dynamographdeployments",
+                                                    f"dgd-{users.tag}")
+    assert dgd["metadata"]["labels"]["nrl-k8s/owner"] == "alice"  # taken over for the run, not relabelled
+    assert f"tr-{users.tag}" in dgd["metadata"]["annotations"]["nrl-k8s.io/users"]
