@@ -369,6 +369,17 @@ def test_exec_plugin_failure_is_one_clear_error_without_the_secret(tmp_path, mod
     assert caught.value.hint and caught.value.exit_code == 1
 
 
+def test_a_plugin_that_never_gave_a_credential_is_not_run_again(tmp_path):
+    """Every thread of a command would otherwise wait for it in turn (a hung one: 4 s each)."""
+    conn = from_kubeconfig(plugin_kubeconfig(tmp_path, "fail"), None)[0]
+    messages = set()
+    for _ in range(3):
+        with pytest.raises(CredentialError) as caught:
+            conn.headers()
+        messages.add(caught.value.message)
+    assert len(messages) == 1 and runs(tmp_path) == 1
+
+
 def test_a_plugin_that_never_answers_is_stopped_with_its_children(tmp_path, monkeypatch):
     monkeypatch.setitem(credentials.EXEC_TIMEOUT_S, False, 2.0)  # a deadline, not a measurement
     conn = from_kubeconfig(plugin_kubeconfig(tmp_path, "hang"), None)[0]

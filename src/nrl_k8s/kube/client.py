@@ -10,7 +10,8 @@ outage is survived); a create that timed out may have landed, so its retry can r
 ConflictError. Connecting (TCP and TLS handshake) takes ``Tuning.reach_s`` at most. Until the
 server has answered once, its answer must come within that same budget, counted once for the
 whole Kube (the command): the first request that gets none raises ``UnreachableError``, unretried,
-and so does every request after it, at once; so does an exec credential plugin that fails then.
+and so does every request after it, at once (an exec credential plugin that never worked is not
+run again either, ``credentials.ExecPlugin``).
 Live commands only (it imports urllib3).
 """
 
@@ -32,7 +33,7 @@ import urllib3
 
 from nrl_k8s import __version__
 from nrl_k8s.config.kubeconfig import SERVICE_ACCOUNT_DIR
-from nrl_k8s.errors import ConflictError, CredentialError, ForbiddenError, NotFoundError, NrlK8sError
+from nrl_k8s.errors import ConflictError, ForbiddenError, NotFoundError, UnreachableError
 from nrl_k8s.kinds.base import Kind
 from nrl_k8s.kinds.core import SELF_SUBJECT_ACCESS_REVIEW, SELF_SUBJECT_RULES_REVIEW
 from nrl_k8s.kinds.pod import KIND as POD
@@ -137,7 +138,7 @@ class Kube(Closing):
         self.tuning = tuning
         self._answered = False  # the server has answered a request (connection errors then are outages)
         self._contact_by: float | None = None  # until it has: when its first answer is due
-        self._unreached: NrlK8sError | None = None  # why it never answered: every request raises it again
+        self._unreached: UnreachableError | None = None  # why it never answered: every request raises it again
         self.observer: Callable[[Request], None] | None = None  # told of every attempt (the CLI's --verbose)
 
     @classmethod
@@ -205,13 +206,8 @@ class Kube(Closing):
             delay = min(t.backoff_cap_s, t.backoff_s * 2 ** min(attempt, 30)) * random.uniform(0.5, 1.0)
             first = not self._answered
             if self._unreached is not None:  # an earlier request got no answer: neither would this one
-                raise type(self._unreached)(self._unreached.message, hint=self._unreached.hint)
-            try:
-                auth = self.connection.headers()
-            except CredentialError as exc:
-                if first:
-                    self._unreached = exc
-                raise
+                raise UnreachableError(self._unreached.message, hint=self._unreached.hint)
+            auth = self.connection.headers()
             reach = t.reach_s
             if first:
                 self._contact_by = self._contact_by or time.monotonic() + t.reach_s

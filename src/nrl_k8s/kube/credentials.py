@@ -145,11 +145,20 @@ class ExecPlugin:
         self.tls, self._lock = tls, threading.Lock()
         self._headers: dict[str, str] | None = None
         self._expires: datetime | None = None
+        self._worked = False  # it has given a credential
+        self._failed: CredentialError | None = None  # why it failed before it ever did: it is not run again
 
     def __call__(self) -> dict[str, str]:
         with self._lock:
+            if self._failed is not None:  # every thread of the command would wait for it in turn
+                raise CredentialError(self._failed.message, hint=self._failed.hint)
             if self._headers is None or (self._expires and datetime.now(UTC) >= self._expires):
-                self._headers, self._expires = self._run()
+                try:
+                    self._headers, self._expires = self._run()
+                except CredentialError as exc:
+                    self._failed = None if self._worked else exc
+                    raise
+                self._worked = True
             return self._headers
 
     def refresh(self, sent: Mapping[str, str]) -> bool:
