@@ -6,8 +6,8 @@ from __future__ import annotations
 import grimp
 import pytest
 
-from nrl_k8s.flows.owners import owners_patch
 from nrl_k8s.flows.rayjob import options_for
+from nrl_k8s.kinds.base import owners_patch
 from nrl_k8s.kinds.rayjob import DEFAULT_TTL_SECONDS, LOG_GRACE_S
 
 A = {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "a", "uid": "uid-a"}

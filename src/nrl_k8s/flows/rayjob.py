@@ -50,10 +50,9 @@ from nrl_k8s.events import Applied, Became, Emit, Waiting, Warning
 from nrl_k8s.flows import driver_log, head_services, lifecycle
 from nrl_k8s.flows import records as runs
 from nrl_k8s.flows.lifecycle import LiveOptions
-from nrl_k8s.flows.owners import owners_patch
 from nrl_k8s.flows.steps import GONE_TIMEOUT_S, PROVISION_TIMEOUT_S, BringUp
 from nrl_k8s.kinds import dgd, lease, raycluster, rayjob, secret
-from nrl_k8s.kinds.base import delete_command, managed, owned
+from nrl_k8s.kinds.base import delete_command, managed, owned, owners_patch
 from nrl_k8s.kinds.index import kind_of
 from nrl_k8s.kinds.readiness import Failed, Pending, Ready
 from nrl_k8s.ops.probe import run_permissions

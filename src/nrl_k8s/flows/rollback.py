@@ -23,11 +23,9 @@ from typing import TYPE_CHECKING
 from nrl_k8s.errors import ApiError, ConflictError, NotFoundError
 from nrl_k8s.events import Emit, LeftBehind, RolledBack, Waiting, Warning
 from nrl_k8s.kinds import dgd
-from nrl_k8s.kinds.base import Kind, delete_command
+from nrl_k8s.kinds.base import Kind, delete_command, owners_patch
 from nrl_k8s.kube import dgd_users as usage
 from nrl_k8s.signals import RollbackInterrupts
-
-from .owners import owners_patch
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube

@@ -25,7 +25,7 @@ from nrl_k8s.errors import (
 )
 from nrl_k8s.events import Applied, Became, Emit, LeftBehind, Waiting, Warning
 from nrl_k8s.kinds import crds, deployment, dgd
-from nrl_k8s.kinds.base import OWNER_LABEL, Kind, delete_command, maker, managed, owned, owner_reference
+from nrl_k8s.kinds.base import OWNER_LABEL, Kind, delete_command, maker, managed, owned, owner_reference, owners_patch
 from nrl_k8s.kinds.drift import spec_drift
 from nrl_k8s.kinds.index import kind_of
 from nrl_k8s.kube.diagnose import pod_selector
@@ -33,7 +33,6 @@ from nrl_k8s.kube.errors import KindNotServedError
 from nrl_k8s.ops.probe import Permission, missing_device_classes, missing_permissions
 
 from .concurrency import fan_out
-from .owners import owners_patch
 from .rollback import Created, Ledger
 from .serving import healthy, present, wait_http, wait_serving
 

@@ -145,3 +145,14 @@ def owned(manifest: dict, owner: dict) -> dict:
     """A copy of ``manifest`` created with ``owner`` already in its ownerReferences (no window
     in which it has none)."""
     return {**manifest, "metadata": {**manifest["metadata"], "ownerReferences": [owner_reference(owner)]}}
+
+
+def owners_patch(live: dict, add: dict | None = None, remove: str | None = None) -> dict | None:
+    """The one ownerReferences patch: the merge patch making ``add`` (an ownerReference) an owner of
+    ``live`` in place of its owner of uid ``remove`` (either may be None; moving an object from one
+    owner to another is one patch, never a moment without an owner); None when it is so already."""
+    before = live["metadata"].get("ownerReferences") or []
+    after = [o for o in before if o.get("uid") != remove]
+    if add is not None and not any(o.get("uid") == add["uid"] for o in after):
+        after.append(add)
+    return None if after == before else {"metadata": {"ownerReferences": after or None}}
