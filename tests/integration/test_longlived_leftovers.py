@@ -227,3 +227,31 @@ def test_a_rerun_takes_a_killed_bring_up_over_and_a_finished_one_is_never_a_left
     assert not [line for line in user.gc(now=far) if line.startswith("deleted")]
     assert set(user.mine()) == set(made)
     assert not user.left()
+
+
+RESOURCES = {"RayCluster": "rayclusters.ray.io", "Deployment": "deployments", "Service": "services",
+             "DynamoGraphDeployment": "dynamographdeployments.nvidia.com"}
+
+
+def test_a_run_killed_just_after_submitting_its_driver_is_finished_by_gc_not_deleted(user):
+    """The moment between the driver's submission and the run clearing its marks, made by marking a
+    finished run's objects again, past their deadline: gc finds the run's driver on its RayCluster
+    and finishes the bring-up (the marks come off) instead of deleting the clusters under it."""
+    ran = user.cli("run", "--raycluster", "--no-wait", *user.pair, "~infra.kuberay.gym")  # one Ray head is enough
+    assert ran.returncode == 0, ran.stderr
+    run_id = next(iter(user.mine().values()))["metadata"]["labels"][RUN_ID]
+    unowned = [what for what, obj in user.mine().items() if not obj["metadata"].get("ownerReferences")]
+    for what in unowned:
+        kind, name = what.split()
+        user.sandbox.kubectl("-n", user.ns, "label", RESOURCES[kind], name, f"{BRINGUP}=unfinished")
+        user.sandbox.kubectl("-n", user.ns, "annotate", RESOURCES[kind], name, f"{DEADLINE}=2000-01-01T00:00:00Z")
+
+    dry = user.gc("--dry-run")
+    assert sorted(line.split(" (")[0] for line in dry if line.startswith("would finish")) == \
+        sorted(f"would finish: {what}" for what in unowned), dry
+    assert f"run {run_id}: its driver was submitted" in "\n".join(dry)
+    done = user.gc()
+    assert not [line for line in done if line.startswith("deleted")], done
+    made = user.mine()
+    assert set(unowned) <= set(made)
+    assert not [what for what, obj in made.items() if BRINGUP in obj["metadata"]["labels"]]

@@ -25,9 +25,7 @@ from nrl_k8s.kinds import rayjob
 from nrl_k8s.kinds.base import labelled
 from nrl_k8s.ops import gc
 
-LABEL, UNFINISHED = gc.BRINGUP_LABEL, gc.UNFINISHED
-# The merge patch that finishes a bring-up's object: no marker left for gc.
-FINISHED = {"metadata": {"labels": {LABEL: None}, "annotations": {gc.DEADLINE_ANNOTATION: None}}}
+LABEL, UNFINISHED, FINISHED = gc.BRINGUP_LABEL, gc.UNFINISHED, gc.FINISHED
 
 
 def stamp(manifest: dict, run_id: str, seconds: float) -> dict:

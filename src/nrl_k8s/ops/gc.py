@@ -17,7 +17,9 @@ Objects created with an owner (``run --parallel``, ``run --raycluster``) never n
 deletes them with their owner. Deployments outlive runs by design and are never touched, but for
 those of a long-lived bring-up that never finished: the unowned objects of `run --raycluster` and
 `cluster up` carry the label ``nrl-k8s.io/bringup`` (``flows.unfinished``) and are judged here by
-``judge_unfinished``: only this user's, past their deadline.
+``judge_unfinished``: only this user's, past their deadline, are deleted, unless the run's driver
+(Ray job = its run id) is on one of its RayClusters: a run killed between submitting it and clearing
+the marks left a finished bring-up, which gc then ``finish``es (the marks come off).
 
 ``$NRL_K8S_NOW`` (seconds since the epoch, or ``+SECONDS`` from now) judges deadlines as of that
 time: what gc will do then (with ``--dry-run``), or a test's clock.
@@ -27,14 +29,14 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from nrl_k8s.config.interpolate import user_name
 from nrl_k8s.errors import ConfigError, ConflictError, NotFoundError
 from nrl_k8s.kinds import deployment, dgd, dra, raycluster, rayjob, secret, service
-from nrl_k8s.kinds.base import MANAGED_BY_SELECTOR, Kind, delete_command, maker, owner_reference
+from nrl_k8s.kinds.base import MANAGED_BY_SELECTOR, Kind, delete_command, maker, owner_reference, owners_patch
 from nrl_k8s.kube import dgd_users as usage
 from nrl_k8s.kube.errors import KindNotServedError
 
@@ -48,6 +50,8 @@ BRINGUP_LABEL = "nrl-k8s.io/bringup"  # an unfinished long-lived bring-up's obje
 UNFINISHED = "unfinished"  # its value
 SELECTOR = f"{MANAGED_BY_SELECTOR},{rayjob.RUN_ID_LABEL},!{BRINGUP_LABEL}"
 UNFINISHED_SELECTOR = f"{MANAGED_BY_SELECTOR},{BRINGUP_LABEL}={UNFINISHED}"
+# The merge patch that finishes a bring-up's object: no marker left for gc.
+FINISHED = {"metadata": {"labels": {BRINGUP_LABEL: None}, "annotations": {DEADLINE_ANNOTATION: None}}}
 NOW_ENV = "NRL_K8S_NOW"
 
 
@@ -87,7 +91,7 @@ class Leftover:
     kind: Kind
     name: str
     run_id: str
-    verdict: str  # delete | link | keep
+    verdict: str  # delete | link | finish | keep
     reason: str
     obj: dict
 
@@ -106,15 +110,38 @@ def find(kube: Kube, namespace: str, now: float | None = None) -> list[Leftover]
     return found + find_unfinished(kube, namespace, now)
 
 
-def find_unfinished(kube: Kube, namespace: str, now: float | None = None, user: str | None = None) -> list[Leftover]:
+def find_unfinished(kube: Kube, namespace: str, now: float | None = None, user: str | None = None, *,
+                    drivers: bool = True) -> list[Leftover]:
     """Every unfinished long-lived bring-up's object in ``namespace``, judged for ``user`` (default: this
-    user, as ``${user:}``)."""
+    user, as ``${user:}``); ``drivers``: ask the RayClusters of a run past its deadline for its driver."""
     now = current_time() if now is None else now
     user = user or user_name(os.environ)
     groups = ((raycluster.KIND,), (deployment.KIND,), (service.KIND,), dgd.KINDS)
-    return [Leftover(kind, obj["metadata"]["name"], obj["metadata"]["labels"].get(rayjob.RUN_ID_LABEL, "?"),
-                     *judge_unfinished(obj, user, now), obj)
-            for kind, obj in unowned(kube, namespace, groups, UNFINISHED_SELECTOR)]
+    found = [Leftover(kind, obj["metadata"]["name"], obj["metadata"]["labels"].get(rayjob.RUN_ID_LABEL, "?"),
+                      *judge_unfinished(obj, user, now), obj)
+             for kind, obj in unowned(kube, namespace, groups, UNFINISHED_SELECTOR)]
+    doomed = {item.run_id for item in found if item.verdict == "delete" and drivers}
+    running = {run_id for run_id in doomed if _driver_runs(kube, namespace, run_id, found)}
+    return [replace(item, verdict="finish", reason="its driver was submitted: the run was killed just after, "
+                    "before it marked its bring-up finished") if item.verdict == "delete" and item.run_id in running
+            else item for item in found]
+
+
+def _driver_runs(kube: Kube, namespace: str, run_id: str, found: list[Leftover]) -> bool:
+    """Whether one of run ``run_id``'s RayClusters has its driver (Ray job ``run_id``): a run killed
+    between the driver's submission and clearing its marks left a finished bring-up."""
+    from nrl_k8s.errors import NrlK8sError
+    from nrl_k8s.ray.dashboard import of_raycluster
+
+    for item in found:
+        if item.run_id == run_id and item.kind == raycluster.KIND:
+            try:
+                with of_raycluster(kube, item.obj, namespace, retries=1) as dash:
+                    if dash.get_job(run_id) is not None:
+                        return True
+            except NrlK8sError:
+                continue  # no head, no dashboard: no driver to keep
+    return False
 
 
 def judge_unfinished(obj: dict, user: str, now: float) -> tuple[str, str]:
@@ -142,7 +169,7 @@ def unfinished_rows(kube: Kube, namespace: str, user: str) -> list[dict]:
             "remove": f"if that run is gone: {delete_command(item.kind, item.name, namespace)}   (or after "
             f"{_utc(due)}: nrl-k8s -n {namespace} gc; a re-run finishes it instead)",
         }
-        for item in find_unfinished(kube, namespace, user=user)
+        for item in find_unfinished(kube, namespace, user=user, drivers=False)
         if item.verdict == "keep" and (due := deadline(item.obj)) is not None and maker(item.obj, user) is None
     ]
 
@@ -159,6 +186,8 @@ def collect(kube: Kube, namespace: str, leftovers: list[Leftover]) -> list[tuple
             done.append((item, _delete(kube, item, namespace)))
         elif item.verdict == "link":
             done.append((item, _link(kube, item, namespace)))
+        elif item.verdict == "finish":
+            done.append((item, _finish(kube, item, namespace)))
         else:
             done.append((item, "kept"))
     return done
@@ -221,13 +250,21 @@ def _link(kube: Kube, item: Leftover, namespace: str) -> str:
     ref = owner_reference(owner)
 
     def change(live: dict) -> dict | None:
-        return None if live["metadata"].get("ownerReferences") else {"metadata": {"ownerReferences": [ref]}}
+        return None if live["metadata"].get("ownerReferences") else owners_patch(live, add=ref)
 
     try:
         kube.modify(item.kind, item.name, change, namespace)
     except NotFoundError:
         return "already gone"
     return f"linked to {owner['kind']} {owner['metadata']['name']}"
+
+
+def _finish(kube: Kube, item: Leftover, namespace: str) -> str:
+    try:
+        kube.patch(item.kind, item.name, FINISHED, namespace=namespace)
+    except NotFoundError:
+        return "already gone"
+    return "finished (a long-lived cluster now: gc leaves it)"
 
 
 def _delete(kube: Kube, item: Leftover, namespace: str) -> str:
