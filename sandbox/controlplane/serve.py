@@ -209,18 +209,27 @@ def resources(plane: Plane) -> None:
     paths = {path.name: path for path in plane.installed.crds.glob("*.yaml") if path.name not in kueue.FILES}
     if plane.faults.get("old-rayjob-crd") is not None:
         paths["ray.io_rayjobs.yaml"] = plane.installed.crds / "old" / "ray.io_rayjobs.yaml"
-    # libyaml's parser: KubeRay's CRDs are 3 MB of YAML, 7 CPU-s for the pure-Python one
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    docs = [doc for path in paths.values() for doc in yaml.load_all(path.read_text(), Loader=loader) if doc]
+    docs = [doc for path in paths.values() for doc in _documents(path)]
     plane.dgds = plane.faults.get("no-dgd-crd") is None
     webhook = ConversionWebhook(plane.webhook_pair.cert, plane.webhook_pair.key)
     plane.keep(webhook)
     docs += [doc for doc in dynamo_crds(webhook.url, plane.ca.pem)
              if plane.dgds or not doc["metadata"]["name"].startswith("dynamographdeployments")]
-    for doc in docs:
+    _establish(plane, "the CRDs", docs)
+
+
+def _documents(path: Path) -> list[dict]:
+    # libyaml's parser: KubeRay's CRDs are 3 MB of YAML, 7 CPU-s for the pure-Python one
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            if doc]
+
+
+def _establish(plane: Plane, what: str, crds: list[dict]) -> None:
+    """Apply ``crds`` and wait until the API server serves each."""
+    for doc in crds:
         plane.apply(doc)
     ext = kubernetes.client.ApiextensionsV1Api(plane.api)
-    pending = {doc["metadata"]["name"] for doc in docs}
+    pending = {doc["metadata"]["name"] for doc in crds}
 
     def established() -> bool:
         for name in list(pending):
@@ -228,7 +237,7 @@ def resources(plane: Plane) -> None:
             if any(c.type == "Established" and c.status == "True" for c in conditions):
                 pending.discard(name)
         return not pending
-    plane.wait("the CRDs established", established)
+    plane.wait(f"{what} established", established)
 
 
 def access(plane: Plane) -> None:
@@ -289,14 +298,8 @@ def queues(plane: Plane) -> None:
         return
     settings, crds = kueue.parse(value), plane.installed.crds
     custom = kubernetes.client.CustomObjectsApi(plane.api)
-    ext = kubernetes.client.ApiextensionsV1Api(plane.api)
-    docs = [yaml.safe_load((crds / name).read_text()) for name in sorted(kueue.FILES - {kueue.WEBHOOKS})]
-    for doc in docs:
-        plane.apply(doc)
-    plane.wait("Kueue's CRDs established", lambda: all(
-        any(c.type == "Established" and c.status == "True"
-            for c in ext.read_custom_resource_definition(doc["metadata"]["name"]).status.conditions or [])
-        for doc in docs))
+    _establish(plane, "Kueue's CRDs", [doc for name in sorted(kueue.FILES - {kueue.WEBHOOKS})
+                                        for doc in _documents(crds / name)])
     plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kueue.NAMESPACE}})
     pair, certs = plane.ca.issue("kueue-webhook", "kueue-webhook", server=True), plane.dir / "kueue"
     certs.mkdir(mode=0o700, exist_ok=True)
@@ -308,8 +311,7 @@ def queues(plane: Plane) -> None:
     plane.processes.start("kueue", kueue.argv(plane.installed.path("kueue"), str(config)),
                           {"KUBECONFIG": str(plane.admin_config)})
     plane.wait("Kueue ready", lambda: _answers(f"http://127.0.0.1:{probe}/readyz"))
-    for doc in kueue.webhooks([d for d in yaml.safe_load_all((crds / kueue.WEBHOOKS).read_text()) if d],
-                              f"https://127.0.0.1:{port}", plane.ca.pem):
+    for doc in kueue.webhooks(_documents(crds / kueue.WEBHOOKS), f"https://127.0.0.1:{port}", plane.ca.pem):
         plane.apply(doc)
     for obj in kueue.queues(settings):
         plane.apply(obj)
