@@ -7,9 +7,9 @@ empty pip cache and an empty nrl-k8s cache (``XDG_CACHE_HOME``, ``GOCACHE``, ``G
 a temporary folder removed afterwards, so the machine's own caches are neither used nor touched;
 Go modules come from the Go module proxy and wheels from PyPI. make runs each recipe line through a
 shell that records its start, wall time and CPU time (its own and its children's); lines overlap
-when make runs them side by side. Then the steps ``sandbox build`` recorded (each ``go build`` and
-Dynamo's runtime, wall and CPU), and the machine's load over the run: the CPU time every process
-used (``/proc/stat``) against this run's own, so a run on a busy machine says so.
+when make runs them side by side. Then what ``sandbox build`` recorded (each ``go build``'s wall and
+CPU time, Dynamo's runtime's wall time), and the machine's load over the run: the CPU time every
+process used (``/proc/stat``) against this run's own, so a run on a busy machine says so.
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ def run(rev: str, target: str, scratch: Path) -> int:
         for part in json.loads(record.read_text()).get("steps", []):
             print(f"  {record.parent.parent.name}: {part['name']}: "
                   f"wall {part['seconds']:.0f} s, CPU {part['cpu']:.0f} s")
+    for complete in (scratch / "cache/nrl-k8s/dynamo").glob("*/.complete"):  # venv.build writes its seconds
+        print(f"  dynamo: {complete.parent.name}: wall {float(complete.read_text()):.0f} s")
     print(f"total: wall {wall:.0f} s ({wall / 60:.1f} min), CPU {mine:.0f} s; machine {load:.0f} CPU-s over the run "
           f"on {os.cpu_count()} cores, so {max(load - mine, 0):.0f} CPU-s by other processes (the sandbox daemon "
           f"the demo starts among them); load average now {os.getloadavg()[0]:.1f}")
