@@ -60,6 +60,9 @@ LatestRecipeArg = Annotated[Path | None, typer.Argument(
     help="Recipe YAML (NeMo-RL config); omitted: the latest run recorded by `run`.")]
 InfraOpt = Annotated[Path | None, typer.Option("--infra", "-i", help="Infra YAML (omit when the recipe has `infra:`).")]
 ShowSecretsOpt = Annotated[bool, typer.Option("--show-secrets", help="Print env values that look like secrets.")]
+PlaceAnywayOpt = Annotated[bool, typer.Option(
+    "--place-anyway", help="Apply even when a pod group never fits the cluster (`check` predicts it; refused "
+                           "without it, before anything is applied).")]
 
 
 def load(ctx: typer.Context, recipe: Path, overrides: list[str] | None, infra: Path | None):

@@ -47,7 +47,7 @@ def check(
     show_secrets: ShowSecretsOpt = False,
 ) -> None:
     """Validate a recipe/infra pair and summarise what would run (no cluster needed)."""
-    from nrl_k8s.flows.plan import plan_longlived, plan_run
+    from nrl_k8s.flows.plan import default_flow, plan_longlived, plan_run
     from nrl_k8s.ops.summary import bundle, summarize
 
     from ._console import err, print_warning
@@ -66,7 +66,9 @@ def check(
     render_summary(summary)
     for warning in summary["warnings"]:
         print_warning(warning["message"], warning["hint"])
-    _probe_cluster(ctx, cfg, plan.manifests() + plan_longlived(cfg).manifests())  # what either flow applies
+    longlived = plan_longlived(cfg)
+    placed = longlived.manifests() if default_flow(cfg.infra) == "raycluster" else plan.manifests()
+    _probe_cluster(ctx, cfg, plan.manifests() + longlived.manifests(), placed)  # permissions: either flow's
     if output is not None:
         _write_private(output, _bundle_text(bundle(cfg, plan, show_secrets=show_secrets), fmt))
         err.print(f"wrote {output}", markup=False)
@@ -170,7 +172,7 @@ def _write_private(path: Path, text: str) -> None:
         ) from None
 
 
-def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
+def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict], placed: list[dict]) -> None:
     """Namespace, CRDs and RBAC when a kubeconfig is usable; otherwise say the checks were skipped.
 
     With no cluster configured the checks are skipped. A configured one that cannot be reached
@@ -197,7 +199,7 @@ def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict]) -> None:
     try:
         kube = observed(ctx, Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
                                           tuning=Tuning(retry_budget_s=5, request_timeout_s=5)))
-        results = probe(kube, cfg.infra, manifests)
+        results = probe(kube, cfg.infra, manifests, placed)
     except NoClusterError as error:
         out.print(f"\n[bold]CLUSTER[/]\n  skipped: {escape(redact_text(error.message))}")
         return

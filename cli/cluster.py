@@ -12,6 +12,7 @@ from ._common import (
     Output,
     OutputOpt,
     OverridesArg,
+    PlaceAnywayOpt,
     RecipeArg,
     ShowSecretsOpt,
     connect,
@@ -47,6 +48,7 @@ def up(
     recreate: Annotated[bool, typer.Option("--recreate", help="Replace a live object whose spec drifted.")] = False,
     adopt: Annotated[bool, typer.Option("--adopt", help="Reuse a same-named object another user or a person made "
                                          "(refused without it).")] = False,
+    place_anyway: PlaceAnywayOpt = False,
     wait: WaitOpt = True,
     repo_root: Annotated[str | None, typer.Option(
         "--repo-root", help="Root of the daemons' rayUploadPaths (default: the git top-level).")] = None,
@@ -73,7 +75,8 @@ def up(
     from ._progress import Progress
 
     kube = connect(ctx, cfg.infra["namespace"])
-    options = clusters.UpOptions(recreate=recreate, adopt=adopt, wait=wait, repo_root=repo_root)
+    options = clusters.UpOptions(recreate=recreate, adopt=adopt, place_anyway=place_anyway, wait=wait,
+                                  repo_root=repo_root)
     with Progress() as progress:
         clusters.up(kube, plan, chosen, options, progress)
 

@@ -10,7 +10,17 @@ from typing import Annotated
 
 import typer
 
-from ._common import DashboardUrlOpt, InfraOpt, OverridesArg, RecipeArg, ShowSecretsOpt, connect, load, print_manifests
+from ._common import (
+    DashboardUrlOpt,
+    InfraOpt,
+    OverridesArg,
+    PlaceAnywayOpt,
+    RecipeArg,
+    ShowSecretsOpt,
+    connect,
+    load,
+    print_manifests,
+)
 
 # Flags that only one flow reads: refused by name in the other.
 _RAYJOB_ONLY = ("driver_grace", "parallel", "shutdown", "ttl_seconds", "active_deadline", "rayjob_name")
@@ -181,6 +191,7 @@ def run(
     repo_root: _RepoRootOpt = None,
     recreate: _RecreateOpt = False,
     adopt: _AdoptOpt = False,
+    place_anyway: PlaceAnywayOpt = False,
     mode: _ModeOpt = None,
     submitter: _SubmitterOpt = None,
     code_source: _CodeSourceOpt = None,
@@ -211,16 +222,16 @@ def run(
                               hint="pass --wait too, or drop --timeout")
         _run_raycluster(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, timeout=timeout,
                         dashboard_url=dashboard_url, run_id=run_id, replace=replace, skip_daemons=skip_daemons,
-                        repo_root=repo_root, recreate=recreate, adopt=adopt)
+                        repo_root=repo_root, recreate=recreate, adopt=adopt, place_anyway=place_anyway)
         return
 
     _run_rayjob(ctx, cfg, dry_run=dry_run, show_secrets=show_secrets, wait=wait, timeout=timeout,
-                dashboard_url=dashboard_url, adopt=adopt, driver_grace=driver_grace, shutdown=shutdown,
-                ttl_seconds=ttl_seconds, active_deadline=active_deadline, parallel=parallel)
+                dashboard_url=dashboard_url, adopt=adopt, place_anyway=place_anyway, driver_grace=driver_grace,
+                shutdown=shutdown, ttl_seconds=ttl_seconds, active_deadline=active_deadline, parallel=parallel)
 
 
-def _run_rayjob(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url, adopt, driver_grace, shutdown,
-                ttl_seconds, active_deadline, parallel) -> None:
+def _run_rayjob(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url, adopt, place_anyway, driver_grace,
+                shutdown, ttl_seconds, active_deadline, parallel) -> None:
     from nrl_k8s.flows.plan import parallel_bringup, plan_run
     from nrl_k8s.flows.rayjob import options_for
 
@@ -243,7 +254,8 @@ def _run_rayjob(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url
 
     kube = connect(ctx, cfg.infra["namespace"])
     options = LiveOptions(wait=wait, driver_grace_s=driver_grace, dashboard_url=dashboard_url, job_timeout_s=timeout,
-                          context=global_options(ctx).context, adopt=adopt, frees_cluster=frees_cluster)
+                          context=global_options(ctx).context, adopt=adopt, place_anyway=place_anyway,
+                          frees_cluster=frees_cluster)
     with Progress() as progress:
         result = run_rayjob(kube, plan, options, progress, on_log=progress.log,
                             bring_up=parallel_flow.bring_up if parallel else serial)
@@ -345,7 +357,7 @@ def _print_dry_run(plan, show_secrets: bool) -> None:
 
 
 def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard_url, run_id, replace, skip_daemons,
-                    repo_root, recreate, adopt) -> None:
+                    repo_root, recreate, adopt, place_anyway) -> None:
     from nrl_k8s.flows.plan import plan_longlived
     from nrl_k8s.ray.package import upload_sources
 
@@ -367,7 +379,7 @@ def _run_raycluster(ctx, cfg, *, dry_run, show_secrets, wait, timeout, dashboard
     kube = connect(ctx, cfg.infra["namespace"])
     options = LiveOptions(wait=wait, recreate=recreate, replace=replace, skip_daemons=skip_daemons,
                           repo_root=repo_root, dashboard_url=dashboard_url, context=global_options(ctx).context,
-                          job_timeout_s=timeout, adopt=adopt)
+                          job_timeout_s=timeout, adopt=adopt, place_anyway=place_anyway)
     with Progress() as progress:
         result = run_raycluster(kube, plan, options, progress, on_log=progress.log)
     render_longlived_result(result)

@@ -45,6 +45,10 @@ class ConfigError(NrlK8sError):
     exit_code = 2
 
 
+class FitError(ConfigError):
+    """A pod group of the run never fits the cluster (``ops.fit``). Nothing is applied."""
+
+
 class InfraError(ConfigError):
     """A bad value at infra ``key`` (a path tuple), found while rendering.
 

@@ -28,6 +28,7 @@ class LiveOptions:
     dashboard_url: str | None = None  # reach the training cluster's dashboard here
     context: str | None = None  # the kube context, kept in the run record
     adopt: bool = False  # --adopt: reuse a same-named object another user or a person made
+    place_anyway: bool = False  # --place-anyway: apply a pod group predicted never to fit (ops.fit)
     frees_cluster: bool = False  # --rayjob --wait: delete the ended job's cluster once its log is in (LOG_GRACE_S)
     driver_grace_s: float = 90.0  # --rayjob: how long KubeRay gets to submit the driver before the rescue
     recreate: bool = False  # --raycluster: replace a drifted object nrl-k8s made

@@ -99,7 +99,7 @@ class LongLived:
     def __init__(self, kube: Kube, plan: LongLivedPlan, options: LiveOptions, emit: Emit):
         self.kube, self.ns, self.emit = kube, plan.namespace, emit
         self.steps = BringUp(kube, plan.namespace, plan.driver.cluster, emit, adopt=options.adopt,
-                             stamp=self._stamp, reused=self._take_over)
+                             place_anyway=options.place_anyway, stamp=self._stamp, reused=self._take_over)
         self.plan, self.options = plan, options
         self.steps.cluster = plan.driver.cluster
         self.result = LongLivedResult(run_id=plan.run_id, namespace=plan.namespace, dgds=self.steps.dgd_actions,

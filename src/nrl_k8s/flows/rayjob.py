@@ -102,7 +102,7 @@ class RayJobRun:
     def __init__(self, kube: Kube, plan: RunPlan, options: LiveOptions, emit: Emit):
         name, ns = plan.rayjob["metadata"]["name"], plan.rayjob["metadata"]["namespace"]
         self.kube, self.ns, self.emit = kube, ns, emit
-        self.steps = BringUp(kube, ns, name, emit, adopt=options.adopt)
+        self.steps = BringUp(kube, ns, name, emit, adopt=options.adopt, place_anyway=options.place_anyway)
         self.plan, self.options = plan, options
         self.result = RunResult(rayjob=name, namespace=ns, dgds=self.steps.dgd_actions, owners=self.steps.dgd_owners)
         self.submitted = False  # the driver exists: from now on nothing is rolled back

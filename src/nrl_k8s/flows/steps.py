@@ -17,6 +17,7 @@ from nrl_k8s.errors import (
     ApiError,
     ConfigError,
     ConflictError,
+    FitError,
     ForbiddenError,
     NotFoundError,
     ResourceFailed,
@@ -30,6 +31,7 @@ from nrl_k8s.kinds.drift import spec_drift
 from nrl_k8s.kinds.index import kind_of
 from nrl_k8s.kube.diagnose import pod_selector
 from nrl_k8s.kube.errors import KindNotServedError
+from nrl_k8s.ops import fit
 from nrl_k8s.ops.probe import Permission, missing_device_classes, missing_permissions
 
 from .concurrency import fan_out
@@ -61,8 +63,8 @@ class BringUp:
     A flow's own rules for what it creates and reuses come in as ``stamp`` and ``reused``."""
 
     def __init__(self, kube: Kube, namespace: str, run: str, emit: Emit, *, adopt: bool = False,
-                 stamp: Stamp | None = None, reused: Reused | None = None):
-        self.kube, self.ns, self.emit, self.adopt = kube, namespace, emit, adopt
+                 place_anyway: bool = False, stamp: Stamp | None = None, reused: Reused | None = None):
+        self.kube, self.ns, self.emit, self.adopt, self.place_anyway = kube, namespace, emit, adopt, place_anyway
         self.stamp, self.reused = stamp, reused
         self.ledger = Ledger(kube, namespace, run, emit)
         self.dgd_actions: dict[str, str] = {}  # DGD name -> "created" | "reused"
@@ -112,9 +114,11 @@ class BringUp:
     def check_owners(self, manifests: list[dict]) -> None:
         """Refuse, before anything is applied, a planned object that exists and is not this user's
         own nrl-k8s object (``ensure`` refuses it too, should one appear meanwhile), and claims naming
-        a DeviceClass the cluster lacks (their pods would wait in Pending forever)."""
+        a DeviceClass the cluster lacks (their pods would wait in Pending forever), and pod groups that
+        never fit the cluster (``check_fit``)."""
         if missing := missing_device_classes(self.kube, manifests):
             raise missing
+        self.check_fit(manifests)
         for manifest in manifests:
             kind, name = kind_of(manifest), manifest["metadata"]["name"]
             try:
@@ -122,6 +126,20 @@ class BringUp:
             except KindNotServedError:
                 continue  # nothing of it can exist; check_dgds says which versions are served
             self.refuse_foreign(manifest, live)
+
+    def check_fit(self, manifests: list[dict]) -> None:
+        """Refuse a run with a pod group that never fits the cluster (unless ``place_anyway``); warn
+        about each that fits only once capacity frees."""
+        verdicts = fit.report(self.kube, self.ns, manifests)
+        never = [v for v in verdicts if v.state == fit.NEVER]
+        if never and not self.place_anyway:
+            raise FitError("; ".join(f"{v.group}: {v}" for v in never) + "; nothing was applied",
+                           hint="give its pods what a node has (nrl-k8s check shows the fit of every pod group), "
+                                "or pass --place-anyway to apply it regardless")
+        for verdict in verdicts:
+            if verdict.state in (fit.ONCE, fit.NEVER):
+                self.emit(Warning(f"{verdict.group}: {verdict}: its pods wait in Pending until then"
+                                  if verdict.state == fit.ONCE else f"{verdict.group}: {verdict} (--place-anyway)"))
 
     def read(self, kind: Kind, name: str) -> dict | None:
         """The live object: what ``check_owners`` read of it, the first time; else a fresh read."""

@@ -281,6 +281,11 @@ def workloads(dgd: dict) -> list[Workload]:
     return out
 
 
+def component_pods(dgd: dict) -> list[tuple[str, dict, int]]:
+    """Per service (v1beta1: component): its name, the pod spec the operator makes, and how many pods."""
+    return _version(dgd).component_pods(dgd.get("spec") or {})
+
+
 def desired_pods(dgd: dict) -> int:
     """How many pods the DGD runs when ready (replicas × nodes, summed over services)."""
     return sum(replicas * nodes for _, _, replicas, nodes, _ in _version(dgd).parts(dgd.get("spec") or {}))

@@ -13,6 +13,7 @@ from nrl_k8s.kinds import k8s_rules as rules
 from nrl_k8s.kinds.k8s_rules import Invalid
 
 from .base import Kind, without_nulls
+from .dra import GPU_RESOURCE as GPU
 from .pod_schema import check_extra_pod_spec, whole_number
 from .raycluster import pull_secret_refs
 
@@ -143,3 +144,27 @@ def parts(spec: dict) -> list[tuple[str, str | None, int, int, int]]:
             (name, service.get("componentType"), 1 if replicas is None else int(replicas), int(nodes), int(per_pod))
         )
     return out
+
+
+def component_pods(spec: dict) -> list[tuple[str, dict, int]]:
+    """Per service: (name, the pod spec the operator makes of it, pods: replicas x nodes). The pod spec
+    is ``extraPodSpec`` with ``mainContainer`` as its container, asking for the service's
+    ``resources`` (``gpu`` as ``nvidia.com/gpu``, or its ``gpuType``; ``custom`` as written)."""
+    out = []
+    for name, service in (spec.get("services") or {}).items():
+        pod = dict(service.get("extraPodSpec") or {})
+        main = dict(pod.pop("mainContainer", None) or {})
+        resources = service.get("resources") or {}
+        main["resources"] = {section: _native(resources[section]) for section in ("requests", "limits")
+                             if isinstance(resources.get(section), dict)} or main.get("resources") or {}
+        pod["containers"] = [{"name": "main", **main}, *(pod.get("containers") or [])]
+        replicas = service.get("replicas")
+        nodes = (service.get("multinode") or {}).get("nodeCount") or 1
+        out.append((name, pod, (1 if replicas is None else int(replicas)) * int(nodes)))
+    return out
+
+
+def _native(section: dict) -> dict:
+    custom, gpu_type = section.get("custom") or {}, section.get("gpuType") or GPU
+    return {(gpu_type if k == "gpu" else k): v for k, v in {**section, **custom}.items()
+            if k not in ("custom", "gpuType") and v not in (None, "")}

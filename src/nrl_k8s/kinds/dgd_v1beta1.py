@@ -259,3 +259,14 @@ def parts(spec: dict) -> list[tuple[str, str | None, int, int, int]]:
             (component["name"], component.get("type"), 1 if replicas is None else int(replicas), int(nodes), gpus)
         )
     return out
+
+
+def component_pods(spec: dict) -> list[tuple[str, dict, int]]:
+    """Per component: (name, its ``podTemplate``'s pod spec, pods: replicas x nodes)."""
+    out = []
+    for component in spec.get("components") or []:
+        replicas = component.get("replicas")
+        nodes = (component.get("multinode") or {}).get("nodeCount") or 1
+        pod = ((component.get("podTemplate") or {}).get("spec")) or {}
+        out.append((component["name"], pod, (1 if replicas is None else int(replicas)) * int(nodes)))
+    return out

@@ -23,6 +23,7 @@ _WAIT_S = {"kuberay": 1800.0, "deployments": 600.0}
 class UpOptions:
     recreate: bool = False
     adopt: bool = False  # reuse a same-named object another user or a person made
+    place_anyway: bool = False  # apply a pod group predicted never to fit
     wait: bool = True
     repo_root: str | None = None  # root of the daemons' rayUploadPaths
 
@@ -45,7 +46,8 @@ def up(kube: Kube, plan, chosen: list[targets.Target], options: UpOptions, emit:
     from nrl_k8s.flows.lifecycle import LiveOptions
     from nrl_k8s.flows.raycluster import LongLived
 
-    flow = LiveOptions(recreate=options.recreate, repo_root=options.repo_root, adopt=options.adopt)
+    flow = LiveOptions(recreate=options.recreate, repo_root=options.repo_root, adopt=options.adopt,
+                       place_anyway=options.place_anyway)
     with LongLived(kube, plan, flow, emit) as run:
         try:
             _up(run, plan, chosen, options)

@@ -9,6 +9,8 @@ from nrl_k8s.errors import ApiError, ForbiddenError, InfraError, UnauthorizedErr
 from nrl_k8s.kinds import core, crds, dra
 from nrl_k8s.kube.errors import KindNotServedError
 
+from . import fit
+
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
 
@@ -99,8 +101,9 @@ class Probe:
     warn: bool = False
 
 
-def probe(kube: Kube, infra: dict, manifests: list[dict]) -> list[Probe]:
-    """Namespace, CRDs, and every permission a run applying ``manifests`` needs."""
+def probe(kube: Kube, infra: dict, manifests: list[dict], placed: list[dict]) -> list[Probe]:
+    """Namespace, CRDs, every permission a run applying ``manifests`` needs, and whether the pods of
+    ``placed`` (the objects of the flow `run` takes) fit the cluster."""
     ns = infra["namespace"]
     try:
         results = [Probe(f"namespace {ns}", kube.find(core.NAMESPACE, ns) is not None,
@@ -110,6 +113,7 @@ def probe(kube: Kube, infra: dict, manifests: list[dict]) -> list[Probe]:
     for name, versions in crds.needed_versions(manifests).items():
         results += crd_probes(kube, name, versions)
     results += _device_class_probe(kube, manifests)
+    results += fit_probes(kube, ns, placed)
     results.append(_leftovers_probe(kube, ns))
     needed = run_permissions(manifests, proxy=not kube.in_cluster)
     try:
@@ -120,6 +124,21 @@ def probe(kube: Kube, infra: dict, manifests: list[dict]) -> list[Probe]:
         return results + [Probe(f"RBAC {permission}", False, err.message, err.hint or "") for permission in needed]
     return results + [Probe(f"RBAC {permission}", permission not in missing, "denied",
                             f"ask your admin for a Role allowing {permission} in {ns}") for permission in needed]
+
+
+def fit_probes(kube: Kube, ns: str, placed: list[dict]) -> list[Probe]:
+    """One row per pod group: fits now (ok), fits once capacity frees (a warning), never (a failure)."""
+    rows = []
+    for v in fit.report(kube, ns, placed):
+        if v.state in (fit.NOW, fit.UNKNOWN):
+            rows.append(Probe(f"{v.group}: {v}", True))
+        else:
+            rows.append(Probe(v.group, False, str(v), _FIT_HINTS[v.state], warn=v.state == fit.ONCE))
+    return rows
+
+
+_FIT_HINTS = {fit.ONCE: "its pods wait in Pending until then; run goes ahead",
+              fit.NEVER: "give its pods what a node has; run refuses it (--place-anyway applies it regardless)"}
 
 
 def missing_device_classes(kube: Kube, manifests: list[dict]) -> InfraError | None:
