@@ -132,6 +132,11 @@ def render_status(s: dict) -> None:
             owners = ", ".join(d["owners"]) or "no owner: will not be cleaned up automatically"
             out.print(f"    owner     {escape(owners)}")
             out.print(f"    users     {escape(', '.join(d['users']) or '-')}")
+    if s["waiting"]:
+        out.print("\n[bold]WAITING[/] (pods no node has taken yet, and why)")
+        for w in s["waiting"]:
+            pods = f"{w['pods']} pod{'s' if w['pods'] != 1 else ''}"
+            out.print(f"  {escape(w['group'])} ({pods}): {escape(w['reason'])}")
     if s["left"]:
         out.print("\n[bold]LEFT BEHIND[/] (what each is, and how to remove it)")
         for item in s["left"]:

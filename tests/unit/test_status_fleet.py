@@ -188,7 +188,8 @@ def table(row: dict) -> list[str]:
     from nrl_k8s_cli._render import render_status
 
     with out.capture() as captured:
-        render_status({"namespace": NS, "roles": [], "driver": None, "rayjob": None, "dynamo": [row], "left": []})
+        render_status({"namespace": NS, "roles": [], "driver": None, "rayjob": None, "dynamo": [row], "waiting": [],
+                       "left": []})
     lines = captured.get().splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("    frontend"))
     return [line.rstrip() for line in lines[first:] if not line.startswith(("    owner", "    users"))]

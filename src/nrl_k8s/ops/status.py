@@ -11,6 +11,8 @@ live one's: the row says which to expect by when).
 Per DGD, ``frontend`` and ``rl`` are what a trainer binds to (``fleet``: the frontend's health and
 models, the RL workers with their weight versions), asked through the API server's proxies
 within one bounded wait for the whole DYNAMO section.
+
+``waiting`` says why each of the run's pod groups that waits for a node waits (``ops.waiting``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from nrl_k8s.kinds import dgd, lease, pod, raycluster, rayjob
 from nrl_k8s.kinds.base import OWNER_LABEL, delete_command
 from nrl_k8s.kinds.readiness import condition_true
 from nrl_k8s.kube import dgd_users as usage
-from nrl_k8s.ops import fleet, gc
+from nrl_k8s.ops import fleet, gc, waiting
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
@@ -190,11 +192,14 @@ def collect(kube: Kube, infra: dict, record: dict | None = None, *, bounds: flee
     job = _rayjob(kube, infra, ns)
     budget = fleet.Budget(bounds)
     dynamo = [_dynamo(kube, key, dgd.render(infra, key), budget) for key in sorted(infra.get("dynamo") or {})]
+    roles = [_role(kube, infra, role, ns) for role in sorted(infra.get("kuberay") or {})]
     return {
         "namespace": ns,
-        "roles": [_role(kube, infra, role, ns) for role in sorted(infra.get("kuberay") or {})],
+        "roles": roles,
         "driver": _exec_driver(kube, infra, record),
         "rayjob": job,
         "dynamo": dynamo,
+        "waiting": waiting.collect(kube, waiting.owners(infra, [r["cluster"] for r in roles if r["cluster"]],
+                                                        [(d["name"], d["namespace"]) for d in dynamo])),
         "left": _left(kube, ns, job, dynamo, (infra.get("labels") or {}).get(OWNER_LABEL) or user_name(os.environ)),
     }

@@ -1,0 +1,126 @@
+"""Why a run's pods wait, for `status`: one line per waiting pod group.
+
+A group is a RayCluster's head or worker group, a DGD component or a Deployment. Its pods that are
+Pending and not bound to a node say why (``pod_reason``):
+
+- the scheduler's verdict, the message of the pod's PodScheduled=False condition (its
+  FailedScheduling event's text), summarised (``summarize``): ``0/10 nodes: 8 Insufficient
+  nvidia.com/gpu, 2 untolerated taint {dedicated: team-a}``, without the ``preemption: ...`` tail;
+- no PodScheduled condition and a ``schedulerName`` other than default-scheduler: no such
+  scheduler has picked it up;
+- scheduling gates that hold it.
+
+A group's line is the reason most of its waiting pods give.
+
+API calls: one list of Pending pods per namespace the run's pods are in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nrl_k8s.kinds import deployment, dgd, pod
+from nrl_k8s.kinds.placement import DEFAULT_SCHEDULER
+from nrl_k8s.kinds.readiness import condition
+
+if TYPE_CHECKING:
+    from nrl_k8s.kube.client import Kube
+
+_LONGEST = 200  # characters of a message that is no node count verdict
+_VERDICT = re.compile(r"(\d+)/(\d+) nodes are available:?(.*)")
+_PREEMPTION = re.compile(r"\bpreemption:.*", re.IGNORECASE)  # PostFilter's part: what preempting would do
+_NEXT_REASON = re.compile(r",\s*(?=\d+ )")  # reasons are "COUNT TEXT", joined by ", "
+_NODES = re.compile(r"^(\d+) node\(s\) (?:had |were |)")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose pods a group's are: ``name`` (``RayCluster NAME``) in ``namespace``, the labels its pods
+    carry, and the labels that name a pod's group within it (the first one set)."""
+
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    part: tuple[str, ...] = ()
+
+    def group(self, pod_labels: dict) -> str | None:
+        """The pod's group (``RayCluster NAME: gpu``) when the pod is this owner's, else None."""
+        if any(pod_labels.get(k) != v for k, v in self.labels.items()):
+            return None
+        part = next((pod_labels[k] for k in self.part if pod_labels.get(k)), None)
+        return f"{self.name}: {part}" if part else self.name
+
+
+def owners(infra: dict, clusters: list[str], dgds: list[tuple[str, str]]) -> list[Owner]:
+    """The run's pod owners: its live RayClusters ``clusters``, DGDs ``dgds`` (name, namespace) and
+    Deployments."""
+    ns = infra["namespace"]
+    found = [Owner(f"RayCluster {name}", ns, {"ray.io/cluster": name}, ("ray.io/group",)) for name in clusters]
+    found += [Owner(f"DGD {name}", where, {dgd.POD_LABEL: name},
+                    ("nvidia.com/dynamo-component", "nvidia.com/dynamo-component-type")) for name, where in dgds]
+    for key in sorted(infra.get("deployments") or {}):
+        manifest = deployment.render(infra, key)
+        found.append(Owner(f"Deployment {manifest['metadata']['name']}", ns,
+                           manifest["spec"]["selector"].get("matchLabels") or {}))
+    return found
+
+
+def summarize(message: str) -> str:
+    """The scheduler's verdict in short: ``0/10 nodes: 8 Insufficient nvidia.com/gpu, 2 didn't match
+    node affinity/selector`` (most nodes first; ``node(s) had``, ``Pod's`` dropped). Its first sentence
+    after ``0/N nodes are available:`` is the nodes' reasons (or the one PreFilter gave); what
+    follows, the PostFilter plugins' (DRA's deallocation, preemption), is dropped. A message of
+    another shape is kept on one line, without a ``preemption:`` tail, cut to 200 characters."""
+    text = _PREEMPTION.sub("", " ".join(message.split())).strip()
+    verdict = _VERDICT.search(text)
+    if verdict is None:
+        text = text.rstrip(",. ")
+        return text if len(text) <= _LONGEST else text[:_LONGEST - 3] + "..."
+    first = (verdict.group(3) + " ").split(". ", 1)[0].strip(" .")
+    reasons = [_NODES.sub(r"\1 ", reason).replace("Pod's ", "") for reason in _NEXT_REASON.split(first) if reason]
+    reasons.sort(key=lambda r: -int(r.split(" ", 1)[0]) if r[:1].isdigit() else 0)
+    return f"{verdict.group(1)}/{verdict.group(2)} nodes: {', '.join(reasons)}".rstrip(": ")
+
+
+def pod_reason(obj: dict) -> str | None:
+    """Why the Pending pod ``obj`` is not on a node yet; None when it is bound (or not Pending)."""
+    spec = obj.get("spec") or {}
+    if (obj.get("status") or {}).get("phase") != "Pending" or spec.get("nodeName"):
+        return None
+    if spec.get("schedulingGates"):
+        return "held by scheduling gates: " + ", ".join(g.get("name", "?") for g in spec["schedulingGates"])
+    scheduled = condition(obj, "PodScheduled")
+    if scheduled is None:
+        scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
+        if scheduler != DEFAULT_SCHEDULER:
+            return f"no scheduler {scheduler} has picked it up (is it installed?)"
+        return f"{DEFAULT_SCHEDULER} has not considered it yet"
+    if scheduled.get("status") != "False":
+        return None
+    return summarize(scheduled.get("message") or "") or scheduled.get("reason") or "not scheduled"
+
+
+def waiting_groups(pods: list[dict], run_owners: list[Owner]) -> list[dict]:
+    """``{group, pods, reason}`` per group of ``run_owners`` with waiting pods among ``pods`` (by
+    group); ``reason``: the one most of its waiting pods give."""
+    reasons: dict[str, Counter[str]] = {}
+    for obj in pods:
+        labels = obj["metadata"].get("labels") or {}
+        group = next(filter(None, (owner.group(labels) for owner in run_owners)), None)
+        reason = pod_reason(obj) if group else None
+        if group and reason:
+            reasons.setdefault(group, Counter())[reason] += 1
+    return [{"group": group, "pods": sum(seen.values()), "reason": seen.most_common(1)[0][0]}
+            for group, seen in sorted(reasons.items())]
+
+
+def collect(kube: Kube, run_owners: list[Owner]) -> list[dict]:
+    """The waiting groups of ``run_owners``' pods: one list of Pending pods per namespace."""
+    rows = []
+    for ns in sorted({owner.namespace for owner in run_owners}):
+        pending = kube.list(pod.KIND, ns, field_selector="status.phase=Pending")
+        rows += waiting_groups(pending, [owner for owner in run_owners if owner.namespace == ns])
+    return rows
