@@ -133,7 +133,7 @@ def render_status(s: dict) -> None:
             out.print(f"    owner     {escape(owners)}")
             out.print(f"    users     {escape(', '.join(d['users']) or '-')}")
     if s["waiting"]:
-        out.print("\n[bold]WAITING[/] (pods no node has taken yet, and why)")
+        out.print("\n[bold]WAITING[/] (pod groups not on a node yet, and why)")
         for w in s["waiting"]:
             pods = f"{w['pods']} pod{'s' if w['pods'] != 1 else ''}"
             out.print(f"  {escape(w['group'])} ({pods}): {escape(w['reason'])}")

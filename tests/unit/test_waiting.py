@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nrl_k8s.config.loader import load_config
-from nrl_k8s.kinds import dgd
+from nrl_k8s.kinds import dgd, kueue
 from nrl_k8s.ops import waiting
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,3 +121,53 @@ OTHER = "0/10 nodes are available: 10 node(s) didn't match Pod's node affinity/s
 ])
 def test_waiting_groups(pods, rows):
     assert waiting.waiting_groups(pods, [RAY, GRAPH]) == rows
+
+
+def cluster_queue(quota: dict[str, str], reserved: dict[str, str] | None = None) -> dict:
+    """A ClusterQueue as Kueue v0.17.0 serves it: quota split over two flavors, what is reserved."""
+    halves = [{"name": f"f{i}", "resources": [{"name": k, "nominalQuota": v} for k, v in quota.items()]}
+              for i in (1, 2)]
+    status = {"flavorsReservation": [{"name": "f1", "resources": [{"name": k, "total": v}
+                                                                   for k, v in (reserved or {}).items()]}]}
+    return {"spec": {"resourceGroups": [{"coveredResources": list(quota), "flavors": halves}]}, "status": status}
+
+
+def test_cluster_queue_quota_and_reservation():
+    queue = cluster_queue({"nvidia.com/gpu": "4", "memory": "1Gi"}, {"nvidia.com/gpu": "3", "memory": "512Mi"})
+    assert kueue.quota(queue) == {"nvidia.com/gpu": 8, "memory": 2 * 2**30}
+    assert kueue.reserved(queue) == {"nvidia.com/gpu": 3, "memory": 2**29}
+    assert kueue.quota({}) == kueue.reserved({}) == {}
+
+
+LOCAL = {"spec": {"clusterQueue": "team"}}
+PENDING = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                      "message": "couldn't assign flavors to pod set gpu: insufficient quota"}]}}
+RESERVED = {"status": {"conditions": [{"type": "QuotaReserved", "status": "True"}]}}
+GPU12 = {"nvidia.com/gpu": 12, "cpu": 4, "pods": 4}
+
+
+@pytest.mark.parametrize("local, queue, workload, demand, reason", [
+    pytest.param(None, None, None, GPU12, "Kueue: LocalQueue q does not exist in namespace ns", id="no-local-queue"),
+    pytest.param(LOCAL, None, None, GPU12, "Kueue: LocalQueue q feeds ClusterQueue team, which does not exist",
+                 id="no-cluster-queue"),
+    pytest.param(LOCAL, cluster_queue({"nvidia.com/gpu": "4"}), None, GPU12,
+                 "Kueue has made no Workload for it in LocalQueue q (is Kueue running?)", id="no-workload"),
+    pytest.param(LOCAL, cluster_queue({"nvidia.com/gpu": "4", "cpu": "16"}), PENDING, GPU12,
+                 "waiting for quota in ClusterQueue team: asks 12 nvidia.com/gpu, 8 of its 8 free",
+                 id="more-than-the-quota"),
+    pytest.param(LOCAL, cluster_queue({"nvidia.com/gpu": "4", "memory": "8Gi"}, {"nvidia.com/gpu": "6",
+                                                                              "memory": "14Gi"}),
+                 PENDING, {"nvidia.com/gpu": 4, "memory": 4 * 2**30},
+                 "waiting for quota in ClusterQueue team: asks 4 nvidia.com/gpu, 2 of its 8 free; "
+                 "asks 4Gi memory, 2Gi of its 16Gi free", id="quota-in-use"),
+    pytest.param(LOCAL, cluster_queue({"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "17"}), PENDING,
+                 {"nvidia.com/gpu": 1}, "waiting for quota in ClusterQueue team: asks 1 nvidia.com/gpu, 0 of its 16 "
+                 "free", id="borrowed-beyond-quota"),
+    pytest.param(LOCAL, cluster_queue({"nvidia.com/gpu": "8"}), PENDING, GPU12,
+                 "waiting in ClusterQueue team: couldn't assign flavors to pod set gpu: insufficient quota",
+                 id="fits-the-numbers-kueue-says-why"),
+    pytest.param(LOCAL, cluster_queue({"nvidia.com/gpu": "8"}), RESERVED, GPU12,
+                 "quota reserved in ClusterQueue team; not admitted yet (its admission checks)", id="reserved"),
+])
+def test_queue_reason(local, queue, workload, demand, reason):
+    assert waiting.queue_reason("q", "ns", local, queue, workload, demand) == reason

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
 
 
-def _role(kube: Kube, infra: dict, role: str, ns: str) -> dict:
+def _role(kube: Kube, infra: dict, role: str, ns: str) -> tuple[dict, list[dict]]:
+    """The role's row, and its live RayJob and RayCluster (those that exist)."""
     name = raycluster.cluster_name(infra, role)
     cluster = kube.find(raycluster.KIND, name, ns)
     job = kube.find(rayjob.KIND, name, ns)
@@ -40,8 +41,9 @@ def _role(kube: Kube, infra: dict, role: str, ns: str) -> dict:
         cluster = kube.find(raycluster.KIND, created, ns)
     row = {"role": role, "name": name, "cluster": None, "state": "not found", "head": "-", "workers": "-",
            "daemon": "-"}
+    live = [obj for obj in (job, cluster) if obj is not None]
     if cluster is None:
-        return row
+        return row, live
     cname = cluster["metadata"]["name"]
     pods = kube.list(pod.KIND, ns, label_selector=f"ray.io/cluster={cname}")
     heads = [p for p in pods if p["metadata"].get("labels", {}).get("ray.io/node-type") == "head"]
@@ -54,7 +56,7 @@ def _role(kube: Kube, infra: dict, role: str, ns: str) -> dict:
         workers=f"{sum(pod.containers_ready(p) for p in workers)}/{len(workers)} ready",
         daemon=_daemon(kube, infra, role, cluster, ns),
     )
-    return row
+    return row, live
 
 
 def _daemon(kube: Kube, infra: dict, role: str, live: dict, ns: str) -> str:
@@ -192,14 +194,19 @@ def collect(kube: Kube, infra: dict, record: dict | None = None, *, bounds: flee
     job = _rayjob(kube, infra, ns)
     budget = fleet.Budget(bounds)
     dynamo = [_dynamo(kube, key, dgd.render(infra, key), budget) for key in sorted(infra.get("dynamo") or {})]
-    roles = [_role(kube, infra, role, ns) for role in sorted(infra.get("kuberay") or {})]
+    roles, live = [], []
+    for role in sorted(infra.get("kuberay") or {}):
+        row, objects = _role(kube, infra, role, ns)
+        roles.append(row)
+        live += objects
+    owners = waiting.owners(infra, [r["cluster"] for r in roles if r["cluster"]],
+                            [(d["name"], d["namespace"]) for d in dynamo])
     return {
         "namespace": ns,
         "roles": roles,
         "driver": _exec_driver(kube, infra, record),
         "rayjob": job,
         "dynamo": dynamo,
-        "waiting": waiting.collect(kube, waiting.owners(infra, [r["cluster"] for r in roles if r["cluster"]],
-                                                        [(d["name"], d["namespace"]) for d in dynamo])),
+        "waiting": waiting.collect(kube, owners, live),
         "left": _left(kube, ns, job, dynamo, (infra.get("labels") or {}).get(OWNER_LABEL) or user_name(os.environ)),
     }

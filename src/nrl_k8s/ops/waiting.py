@@ -12,7 +12,13 @@ Pending and not bound to a node say why (``pod_reason``):
 
 A group's line is the reason most of its waiting pods give.
 
-API calls: one list of Pending pods per namespace the run's pods are in.
+A RayJob or RayCluster that Kueue holds (suspended, with a ``kueue.x-k8s.io/queue-name`` label)
+has no pods yet: its line (``held``) says which LocalQueue or ClusterQueue is missing, or in which
+ClusterQueue it waits for quota, with what its pods ask and what of the quota is free (nominal
+quota minus what workloads have reserved); else what Kueue's Workload for it says.
+
+API calls: one list of Pending pods per namespace the run's pods are in; per object Kueue holds,
+its LocalQueue, ClusterQueue and Workload.
 """
 
 from __future__ import annotations
@@ -22,9 +28,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nrl_k8s.kinds import deployment, dgd, pod
-from nrl_k8s.kinds.placement import DEFAULT_SCHEDULER
+from nrl_k8s.errors import ApiError
+from nrl_k8s.kinds import deployment, dgd, kueue, placement, pod
+from nrl_k8s.kinds.placement import DEFAULT_SCHEDULER, show
+from nrl_k8s.kinds.raycluster import KUEUE_QUEUE_LABEL
 from nrl_k8s.kinds.readiness import condition
+from nrl_k8s.kube.errors import KindNotServedError
 
 if TYPE_CHECKING:
     from nrl_k8s.kube.client import Kube
@@ -117,10 +126,66 @@ def waiting_groups(pods: list[dict], run_owners: list[Owner]) -> list[dict]:
             for group, seen in sorted(reasons.items())]
 
 
-def collect(kube: Kube, run_owners: list[Owner]) -> list[dict]:
-    """The waiting groups of ``run_owners``' pods: one list of Pending pods per namespace."""
+def held(kube: Kube, obj: dict) -> dict | None:
+    """The line of the RayJob or RayCluster ``obj`` when Kueue holds it, else None."""
+    queue = (obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    if not queue or not (obj.get("spec") or {}).get("suspend"):
+        return None
+    (group,) = placement.pod_groups([obj])
+    try:
+        reason = _queued(kube, obj, queue, group.demand())
+    except KindNotServedError:
+        reason = f"suspended for Kueue LocalQueue {queue}, but no Kueue {kueue.WORKLOAD.api_version} is served here"
+    except ApiError as err:
+        reason = f"suspended for Kueue LocalQueue {queue} (cannot read why: {err.message})"
+    return {"group": f"{obj['kind']} {obj['metadata']['name']}", "pods": group.count, "reason": reason}
+
+
+def _queued(kube: Kube, obj: dict, queue: str, demand: dict[str, float]) -> str:
+    ns = obj["metadata"]["namespace"]
+    local = kube.find(kueue.LOCAL_QUEUE, queue, ns)
+    name = ((local or {}).get("spec") or {}).get("clusterQueue")
+    cluster_queue = kube.find(kueue.CLUSTER_QUEUE, name) if name else None
+    workloads = kube.list(kueue.WORKLOAD, ns, label_selector=f"{kueue.JOB_UID_LABEL}={obj['metadata']['uid']}") \
+        if cluster_queue else []
+    return queue_reason(queue, ns, local, cluster_queue, workloads[0] if workloads else None, demand)
+
+
+def queue_reason(queue: str, ns: str, local: dict | None, cluster_queue: dict | None, workload: dict | None,
+                 demand: dict[str, float]) -> str:
+    """Why Kueue holds a job of LocalQueue ``queue`` in ``ns`` whose pods ask ``demand``: ``local``
+    (that LocalQueue), ``cluster_queue`` (the one it feeds), ``workload`` (the job's) as read, None
+    when absent."""
+    if local is None:
+        return f"Kueue: LocalQueue {queue} does not exist in namespace {ns}"
+    name = (local.get("spec") or {}).get("clusterQueue")
+    if cluster_queue is None:
+        return f"Kueue: LocalQueue {queue} feeds ClusterQueue {name}, which does not exist"
+    if workload is None:
+        return f"Kueue has made no Workload for it in LocalQueue {queue} (is Kueue running?)"
+    reservation = condition(workload, "QuotaReserved") or {}
+    if reservation.get("status") == "True":
+        return f"quota reserved in ClusterQueue {name}; not admitted yet (its admission checks)"
+    quota, used = kueue.quota(cluster_queue), kueue.reserved(cluster_queue)
+    free = {r: max(quota[r] - used.get(r, 0), 0) for r in quota}
+    short = [f"asks {show(r, demand[r])}, {_amount(r, free[r])} of its {_amount(r, quota[r])} free"
+             for r in quota if demand.get(r, 0) > free[r]]  # in the order the ClusterQueue lists them
+    if short:
+        return f"waiting for quota in ClusterQueue {name}: {'; '.join(short)}"
+    said = summarize(reservation.get("message") or "")
+    return f"waiting in ClusterQueue {name}" + (f": {said}" if said else "")
+
+
+def _amount(resource: str, amount: float) -> str:
+    """``amount`` as ``show`` writes it, without the resource's name (``8``, ``16Gi``)."""
+    return show(resource, amount).rsplit(" ", 1)[0]
+
+
+def collect(kube: Kube, run_owners: list[Owner], live: list[dict]) -> list[dict]:
+    """The waiting groups of ``run_owners``' pods (one list of Pending pods per namespace), then a
+    line per object of ``live`` (the run's RayJob and RayClusters) that Kueue holds."""
     rows = []
     for ns in sorted({owner.namespace for owner in run_owners}):
         pending = kube.list(pod.KIND, ns, field_selector="status.phase=Pending")
         rows += waiting_groups(pending, [owner for owner in run_owners if owner.namespace == ns])
-    return rows
+    return rows + [line for obj in live if (line := held(kube, obj))]
