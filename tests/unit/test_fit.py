@@ -98,7 +98,7 @@ def test_pod_groups_of_every_kind():
     v1b = {"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment", "metadata": {"name": "e"},
            "spec": {"components": [{"name": "F", "replicas": 1, "podTemplate": {"spec": spec(2)}}]}}
     groups = pod_groups([dep, ray, v1a, v1b])
-    assert [(g.label, g.count, g.queue, g.gang) for g in groups] == [
+    assert [(g.label, g.count, g.queue, g.held) for g in groups] == [
         ("Deployment web", 3, None, False), ("RayJob j: head + 4 x gpu", 5, "q", True),
         ("DGD d: W", 4, None, False), ("DGD e: F", 1, None, False)]
     (w_spec, _), = groups[2].pods
@@ -146,12 +146,12 @@ def test_never_when_the_gang_is_larger_than_its_nodes_together():
 
 
 def test_a_gang_that_fits_only_together_is_not_split():
-    """Two groups of one run: the second sees the room the first takes (serving first)."""
+    """Two groups of one run: the RayJob's sees the room the DGD takes (it comes up first)."""
     dgd = group("DGD d: W", ((spec(4), 2),))
-    ray = group("RayCluster t: head + 2 x gpu", ((spec(), 1), (spec(4), 2)), gang=True)
+    ray = group("RayJob t: head + 2 x gpu", ((spec(), 1), (spec(4), 2)), held=True)
     verdicts = predict([ray, dgd], Cluster(NODES, []))
     assert [v.state for v in verdicts] == [fit.NOW, fit.NOW]
-    ray3 = group("RayCluster t: head + 3 x gpu", ((spec(), 1), (spec(4), 3)), gang=True)
+    ray3 = group("RayJob t: head + 3 x gpu", ((spec(), 1), (spec(4), 3)), held=True)
     v_ray, v_dgd = predict([ray3, dgd], Cluster(NODES, []))
     assert v_dgd.state == fit.NOW and v_ray.state == fit.NEVER and "beside this run's other pods" in v_ray.reason
 

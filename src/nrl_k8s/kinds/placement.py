@@ -48,7 +48,7 @@ class PodGroup:
     pods: tuple[tuple[dict, int], ...]  # (pod spec, how many)
     devices: tuple[tuple[str, int], ...] = ()  # per pod: (DeviceClass, count) its DRA claims ask for
     queue: str | None = None  # the Kueue LocalQueue the owner names (kueue.x-k8s.io/queue-name)
-    gang: bool = False  # a Ray cluster's: KubeRay makes its pods once the serving ones run
+    held: bool = False  # a RayJob's: its cluster's pods come once the run hands it over, after the DGDs serve
 
     @property
     def count(self) -> int:
@@ -91,7 +91,8 @@ def gpus(spec: dict) -> int:
 # -- the pods a run's manifests make ---------------------------------------------------------------
 
 def pod_groups(manifests: list[dict]) -> list[PodGroup]:
-    """One group per RayCluster (a RayJob's too), DGD component and Deployment, in ``manifests``' order."""
+    """One group per RayCluster (a RayJob's too), DGD component and Deployment, in ``manifests``' order
+    (the order a run applies them, but for a RayJob's: held until its DGDs serve)."""
     from . import dgd
 
     templates = {m["metadata"]["name"]: m for m in manifests if m.get("kind") == "ResourceClaimTemplate"}
@@ -107,7 +108,7 @@ def pod_groups(manifests: list[dict]) -> list[PodGroup]:
                       g.get("groupName", "workers")) for g in cluster.get("workerGroupSpecs") or []]
             label = f"{kind} {name}: " + " + ".join(f"{n} x {what}" if what != "head" else "head"
                                                      for _, n, what in pods if n)
-            groups.append(_group(label, [(s, n) for s, n, _ in pods if n], templates, queue, gang=True))
+            groups.append(_group(label, [(s, n) for s, n, _ in pods if n], templates, queue, kind == "RayJob"))
         elif kind == "Deployment":
             groups.append(_group(f"Deployment {name}", [(spec["template"]["spec"], int(spec.get("replicas", 1)))],
                                  templates, queue))
@@ -118,7 +119,7 @@ def pod_groups(manifests: list[dict]) -> list[PodGroup]:
 
 
 def _group(label: str, pods: list[tuple[dict, int]], templates: dict[str, dict], queue: str | None,
-           gang: bool = False) -> PodGroup:
+           held: bool = False) -> PodGroup:
     devices: dict[str, int] = {}
     for spec, _ in pods[:1]:
         for claim in spec.get("resourceClaims") or []:
@@ -129,7 +130,7 @@ def _group(label: str, pods: list[tuple[dict, int]], templates: dict[str, dict],
                 if exactly.get("deviceClassName"):
                     devices[exactly["deviceClassName"]] = devices.get(exactly["deviceClassName"], 0) + int(
                         exactly.get("count") or 1)
-    return PodGroup(label, tuple(pods), tuple(devices.items()), queue, gang)
+    return PodGroup(label, tuple(pods), tuple(devices.items()), queue, held)
 
 
 # -- kube-scheduler's node filters -------------------------------------------------------------------

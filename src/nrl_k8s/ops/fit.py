@@ -2,7 +2,7 @@
 
 A group (``placement.pod_groups``: a RayCluster's pods, a DGD component's, a Deployment's) is
 weighed against the nodes' allocatable minus what bound, non-terminated pods already request, the
-run's earlier groups included (they are applied first), all its pods at once (a gang):
+run's earlier groups included (placed first, as the run brings them up), all its pods at once (a gang):
 
 - ``fits now``;
 - ``fits once N nvidia.com/gpu free (held by ...)``: it fits the nodes it may use, not what is free
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from nrl_k8s.errors import ForbiddenError
-from nrl_k8s.kinds import dra, pod
+from nrl_k8s.kinds import dra, kueue, pod
 from nrl_k8s.kinds.base import Kind
 from nrl_k8s.kinds.placement import (
     DEFAULT_SCHEDULER,
@@ -43,8 +43,6 @@ NODE = Kind("", "v1", "nodes", "Node", namespaced=False)
 LEASE = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 RESOURCE_SLICE = Kind("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
 RESOURCE_CLAIM = Kind("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
-LOCAL_QUEUE = Kind("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-CLUSTER_QUEUE = Kind("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
 _DRIVER_RULE = re.compile(r'\s*device\.driver\s*==\s*"([^"]+)"\s*')
 _CLASS = "DeviceClass "  # what Free.takes names a DRA shortfall by
 NOW, ONCE, NEVER, UNKNOWN = "fits now", "fits once", "never fits", "not verified"
@@ -126,12 +124,12 @@ def _driver(device_class: dict) -> str | None:
 
 
 def _read_queues(kube: Kube, namespace: str, cluster: Cluster) -> None:
-    local = _readable(lambda: kube.list(LOCAL_QUEUE, namespace))
+    local = _readable(lambda: kube.list(kueue.LOCAL_QUEUE, namespace))
     if local is None:
         return
     cluster.local_queues = {q["metadata"]["name"]: str((q.get("spec") or {}).get("clusterQueue")) for q in local}
     for name in set(cluster.local_queues.values()):
-        if (found := _readable(lambda name=name: kube.find(CLUSTER_QUEUE, name))) is not None:
+        if (found := _readable(lambda name=name: kube.find(kueue.CLUSTER_QUEUE, name))) is not None:
             cluster.cluster_queues[name] = found
 
 
@@ -160,8 +158,8 @@ def predict(groups: list[PodGroup], cluster: Cluster) -> list[Verdict]:
         return [Verdict(g.label, UNKNOWN, "no permission to list nodes") for g in groups]
     rooms = Rooms(_room(cluster, in_use=True), _room(cluster, in_use=False), _room(cluster, in_use=False),
                   _holders(cluster))
-    serving_first = sorted(groups, key=lambda g: g.gang)  # the DGDs and Deployments come up before training
-    verdicts = {id(g): _static(g, cluster) or _verdict(g, cluster, rooms) for g in serving_first}
+    in_order = sorted(groups, key=lambda g: g.held)  # as they come up: a RayJob's cluster after the DGDs
+    verdicts = {id(g): _static(g, cluster) or _verdict(g, cluster, rooms) for g in in_order}
     return [verdicts[id(g)] for g in groups]
 
 
@@ -337,15 +335,7 @@ def _quota(group: PodGroup, cluster: Cluster) -> Verdict | None:
     queue = cluster.cluster_queues.get(name)
     if queue is None:
         return Verdict(group.label, NEVER, f"LocalQueue {group.queue} feeds ClusterQueue {name}, which does not exist")
-    quota: dict[str, float] = {}
-    for rg in (queue.get("spec") or {}).get("resourceGroups") or []:
-        for flavor in rg.get("flavors") or []:
-            for res in flavor.get("resources") or []:
-                quota[res["name"]] = quota.get(res["name"], 0) + quantity(res.get("nominalQuota"))
-    used: dict[str, float] = {}
-    for flavor in (queue.get("status") or {}).get("flavorsReservation") or []:
-        for res in flavor.get("resources") or []:
-            used[res["name"]] = used.get(res["name"], 0) + quantity(res.get("total"))
+    quota, used = kueue.quota(queue), kueue.reserved(queue)
     demand = group.demand()
     for resource in quota:
         asked = demand.get(resource, 0)
