@@ -60,6 +60,31 @@ def _delay_fault(specs: list[str]) -> str:
     return "delay=" + ";".join(entries)
 
 
+def _nodes_fault(specs: list[str]) -> str:
+    """``--nodes POOL`` flags → the start option ``nodes=POOL;...``; ConfigError naming the bad POOL."""
+    from nrl_k8s.errors import ConfigError
+    from nrl_k8s_sandbox.controlplane import nodes
+
+    try:
+        nodes.parse(";".join(specs))
+    except ValueError as err:
+        raise ConfigError(f"--nodes {err}", hint=nodes.HINT) from None
+    return "nodes=" + ";".join(specs)
+
+
+def _pool(pool: dict) -> str:
+    """One line of ``sandbox status``: a pool's nodes, what each holds, its labels and taints."""
+    names = f"{pool['name']}-0" + (f"..{pool['count'] - 1}" if pool["count"] > 1 else "")
+    gpus = f"{pool['gpus']} nvidia.com/gpu" + (f" {pool['product']}" if pool["product"] else "") + ", "
+    text = f"{names}: {gpus if pool['gpus'] else ''}cpu {pool['cpu']}, memory {pool['memory']}, pods {pool['pods']}"
+    if pool["labels"]:
+        text += "; labels " + ", ".join(f"{k}={v}" for k, v in pool["labels"].items())
+    if pool["taints"]:
+        text += "; taints " + ", ".join(
+            t["key"] + (f"={t['value']}" if "value" in t else "") + f":{t['effect']}" for t in pool["taints"])
+    return text
+
+
 DirOption = Annotated[
     Path | None, typer.Option("--dir", help="Sandbox directory (default ~/.cache/nrl-k8s/sandbox).")
 ]
@@ -100,6 +125,16 @@ def up(
             "(default: the sandbox's capacity as quota).",
         ),
     ] = None,
+    nodes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--nodes",
+            metavar="POOL[:KEY=VALUE,...]",
+            help="A pool of kwok nodes POOL-0.. (repeatable), instead of the default 8 GB300 nodes of 4 GPUs and "
+            "2 CPU nodes. KEYs: count, gpus, product, label=K=V, taint=K[=V]:EFFECT, cpu, memory, pods; e.g. "
+            "h100:count=2,gpus=8,product=NVIDIA-H100-80GB-HBM3,taint=dedicated=team-a:NoSchedule.",
+        ),
+    ] = None,
 ) -> None:
     """Start the sandbox in the background; print `export KUBECONFIG=...` once it is ready."""
     from nrl_k8s_sandbox import process
@@ -109,6 +144,8 @@ def up(
         faults.append(_delay_fault(delay))
     if kueue is not None:
         faults.append(f"kueue={kueue}")
+    if nodes:
+        faults.append(_nodes_fault(nodes))
     info = process.up(dir, faults)
     _say(f"sandbox ready: API {info['api_url']} (Kubernetes {info['versions']['kubernetes']}, "
          f"KubeRay {info['versions']['kuberay']})")
@@ -132,7 +169,7 @@ def status(
     dir: DirOption = None,  # noqa: A002
     output: Annotated[str, typer.Option("-o", "--output", help="text or json")] = "text",
 ) -> None:
-    """Whether the sandbox runs, its URLs, pids, active faults and object counts."""
+    """Whether the sandbox runs, its URLs, pids, active faults, node pools and object counts."""
     from nrl_k8s.errors import ConfigError
     from nrl_k8s_sandbox import process
 
@@ -153,6 +190,8 @@ def status(
     _data(f"kubeconfig: {report['kubeconfig']}")
     _data("pids:       " + ", ".join(f"{k} {v}" for k, v in report["pids"].items()))
     _data(f"faults:     {_faults(report['faults'])}")
+    for index, pool in enumerate(report["pools"]):
+        _data(f"{'nodes:' if index == 0 else '':<12}{_pool(pool)}")
     _data("objects:    " + ", ".join(f"{k} {v}" for k, v in report["objects"].items()))
 
 

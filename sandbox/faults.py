@@ -17,6 +17,8 @@ A fault is active when set; its value is ``""`` for plain switches. Values:
                                       SECONDS after it is created (``sandbox up --delay KIND=SECONDS``)
     kueue=queued|all[,RES=QTY...]     read at start (``sandbox up --kueue``): Kueue runs, managing
                                       queued jobs or all of them (``controlplane.kueue``)
+    nodes=POOL[;POOL...]              read at start (``sandbox up --nodes POOL``): the kwok nodes, in
+                                      pools that replace the default ones (``controlplane.nodes``)
 
 VERB is one of get, list, watch, create, update, patch, delete or ``*``; RESOURCE is a plural
 (``rayjobs``, ``pods``) or ``*``. ``api-errors`` counts down as calls consume it and clears
@@ -101,6 +103,14 @@ def validate(name: str, value: str | None) -> str:
 
         parse(value or "")
         return str(value)
+    if name == "nodes":
+        from .controlplane import nodes
+
+        try:
+            nodes.parse(value or "")
+        except ValueError as err:
+            raise ValueError(f"fault nodes: {err}") from None
+        return str(value)
     if name in ("frontend-unavailable", "slow", "api-outage"):
         _number(name, value, positive=name != "frontend-unavailable")
         return str(value)
@@ -135,6 +145,7 @@ class Faults:
         "delay",
         "rules-incomplete",
         "kueue",
+        "nodes",
     )
 
     def __init__(self) -> None:

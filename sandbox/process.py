@@ -222,7 +222,7 @@ def _admin(paths: Paths, method: str, path: str, body: dict | None = None) -> ob
 
 
 def status(sandbox_dir: Path | str | None = None) -> dict:
-    """Running or not, URLs, pids, active faults and object counts."""
+    """Running or not, URLs, pids, active faults, the node pools and object counts."""
     paths = Paths.of(sandbox_dir)
     daemon = _running_daemon(paths)
     report: dict = {"dir": str(paths.dir), "running": daemon is not None, "kubeconfig": str(paths.kubeconfig)}
@@ -234,7 +234,7 @@ def status(sandbox_dir: Path | str | None = None) -> dict:
     info = json.loads(paths.runtime.read_text())
     report.update(api_url=info["api_url"], versions=info["versions"],
                   pids={"daemon": daemon, **info["pids"]}, faults=_admin(paths, "GET", "/sandbox/faults"),
-                  objects=_admin(paths, "GET", "/sandbox/objects"))
+                  pools=info.get("pools", []), objects=_admin(paths, "GET", "/sandbox/objects"))
     return report
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 
+from . import nodes
+
 NAMESPACE = "kueue-system"
 QUEUE = "sandbox"  # the ResourceFlavor's, the ClusterQueue's and default's LocalQueue's name
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -30,8 +32,9 @@ WEBHOOKS = "manifests.yaml"  # the module's config/components/webhook/manifests.
 FILES = frozenset([*(f"kueue.x-k8s.io_{name}.yaml" for name in CRDS), WEBHOOKS])  # kept out of every sandbox
 FRAMEWORKS = ("batch/job", "ray.io/rayjob", "ray.io/raycluster")
 _SERVED = {("batch", "jobs"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters")}  # Kueue's own group besides
-#: The sandbox's capacity (serve.NODES): what the ClusterQueue admits unless told otherwise.
-QUOTA = {"cpu": "1440", "memory": "9600Gi", "nvidia.com/gpu": "32"}
+#: The default sandbox's capacity: what the ClusterQueue admits unless told otherwise (``parse``'s
+#: ``capacity``, that of the ``--nodes`` pools when they are given).
+QUOTA = nodes.capacity(nodes.DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -40,12 +43,12 @@ class Settings:
     quota: dict[str, str] = field(default_factory=dict)
 
 
-def parse(value: str) -> Settings:
-    """``queued|all[,RESOURCE=QUANTITY...]``; ValueError naming what is wrong."""
+def parse(value: str, capacity: dict[str, str] = QUOTA) -> Settings:
+    """``queued|all[,RESOURCE=QUANTITY...]``, the quota ``capacity`` unless given; ValueError naming what is wrong."""
     mode, *quotas = [part.strip() for part in value.split(",")]
     if mode not in ("queued", "all"):
         raise ValueError(f"kueue: {mode!r} is neither 'queued' nor 'all' (manageJobsWithoutQueueName: true)")
-    quota = dict(QUOTA)
+    quota = dict(capacity)
     for item in quotas:
         name, sep, amount = item.partition("=")
         if not (sep and name.strip() and amount.strip()):

@@ -4,13 +4,13 @@
 etcd and kube-apiserver (TLS, RBAC, a token for the user, the egress selector to
 ``egress.EgressProxy``), the CRDs (KubeRay's and kwok's from their modules, Dynamo's and the
 ComputeDomain's of our own, the DGD conversion webhook), the user's RBAC and kwok's Stages, kwok
-nodes with GPUs and their DRA devices, then kube-controller-manager, kube-scheduler, kwok, the
-KubeRay operator (``--use-kubernetes-proxy``) and, in this process, the local kubelet and the
-Dynamo and DRA controllers; last the user's door (``front.FrontProxy``) and ``sandbox.json``.
-``ready`` goes to the inherited pipe when all of that answers; a child that exits during
-start-up fails it at once, naming the child and its log. Everything listens on 127.0.0.1 (the
-egress proxy on a Unix socket, 0600) and every file is private (umask 077). SIGTERM stops it
-all, the last started first.
+nodes in pools (``nodes``) and the GPU nodes' DRA devices, then kube-controller-manager,
+kube-scheduler, kwok, the KubeRay operator (``--use-kubernetes-proxy``) and, in this process, the
+local kubelet and the Dynamo and DRA controllers; last the user's door (``front.FrontProxy``) and
+``sandbox.json``. ``ready`` goes to the inherited pipe when all of that answers; a child that
+exits during start-up fails it at once, naming the child and its log. Everything listens on
+127.0.0.1 (the egress proxy on a Unix socket, 0600) and every file is private (umask 077).
+SIGTERM stops it all, the last started first.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from nrl_k8s.errors import SandboxError
 from ..faults import Faults
 from ..pids import MARKER
 from ..ray_head import free_ports, temp_dir_for
-from . import binaries, components, kueue, rbac, stages
+from . import binaries, components, kueue, nodes, rbac, stages
 from .crds import crds as dynamo_crds
 from .dra import ComputeDomains
 from .dra import devices as dra_devices
@@ -54,11 +54,6 @@ log = logging.getLogger("nrl_k8s_sandbox.controlplane")
 USER = "nrl-k8s-user"
 USER_GROUP = "nrl-k8s:users"
 START_S = 180.0
-#: kwok nodes: (name prefix, count, GPUs each, labels).
-GB300 = {"nvidia.com/gpu.product": "NVIDIA-GB300", "nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "4",
-         "nvidia.com/gpu.family": "blackwell", "nvidia.com/gpu.memory": "284000",
-         "node.kubernetes.io/instance-type": "gb300-nvl72"}
-NODES = (("gb300", 8, 4, GB300), ("cpu", 2, 0, {}))
 #: What ``sandbox status`` counts, by plural: (group, version) or None for the core group.
 COUNTED = {"pods": None, "services": None, "rayclusters": ("ray.io", "v1"), "rayjobs": ("ray.io", "v1"),
            "dynamographdeployments": ("nvidia.com", "v1alpha1")}
@@ -80,17 +75,6 @@ def _environment(sandbox_dir: Path) -> dict[str, str]:
     return env
 
 
-def _node(name: str, gpus: int, labels: dict[str, str]) -> dict:
-    capacity = {"cpu": "144", "memory": "960Gi", "pods": "250", "ephemeral-storage": "4Ti"}
-    if gpus:
-        capacity["nvidia.com/gpu"] = str(gpus)
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                    "kubernetes.io/arch": "amd64", "type": "kwok", **labels}},
-            "status": {"capacity": capacity, "allocatable": capacity}}
-
-
 def _answers(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
         with urllib.request.urlopen(url, context=context, timeout=5) as response:
@@ -109,6 +93,7 @@ class Plane:
         self.faults = Faults()
         for name, value in faults.items():
             self.faults.set(name, value)
+        self.pools = nodes.pools(self.faults.get("nodes"))
         self.installed = binaries.find()
         self.env = _environment(sandbox_dir)
         self.processes = components.Processes(sandbox_dir, self.installed, self.env)
@@ -253,10 +238,10 @@ def access(plane: Plane) -> None:
             plane.apply(stage)
     plane.on_faults = on_faults
     on_faults(plane.faults.active())
-    for prefix, count, gpus, labels in NODES:
-        for index in range(count):
-            plane.apply(_node(f"{prefix}-{index}", gpus, labels))
-    for obj in dra_devices([f"{prefix}-{i}" for prefix, count, gpus, _ in NODES if gpus for i in range(count)]):
+    for pool in plane.pools:
+        for name in pool.names():
+            plane.apply(pool.node(name))
+    for obj in dra_devices([name for pool in plane.pools if pool.gpus for name in pool.names()]):
         plane.apply(obj)
 
 
@@ -280,14 +265,18 @@ def operators(plane: Plane) -> None:
     plane.wait("the KubeRay operator ready", lambda: _answers(f"http://127.0.0.1:{probe}/readyz"))
     # the node lifecycle controller taints a node until kwok reports it Ready: a pod made before then
     # is told "untolerated taint" by the scheduler, and then, once it retries, something else
-    plane.wait("every node Ready and untainted", lambda: _schedulable(kubernetes.client.CoreV1Api(plane.api)))
+    expected = sum(pool.count for pool in plane.pools)
+    plane.wait("every node Ready, without the lifecycle controller's taints",
+               lambda: _schedulable(kubernetes.client.CoreV1Api(plane.api), expected))
 
 
-def _schedulable(core: kubernetes.client.CoreV1Api) -> bool:
-    nodes = core.list_node().items
-    return len(nodes) == sum(count for _, count, _, _ in NODES) and all(
-        not node.spec.taints and any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-        for node in nodes)
+def _schedulable(core: kubernetes.client.CoreV1Api, expected: int) -> bool:
+    """Whether ``expected`` nodes are Ready with no ``node.kubernetes.io/`` taint (a pool's own stay)."""
+    listed = core.list_node().items
+    return len(listed) == expected and all(
+        not any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or [])
+        and any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+        for node in listed)
 
 
 def queues(plane: Plane) -> None:
@@ -296,7 +285,7 @@ def queues(plane: Plane) -> None:
     value = plane.faults.get("kueue")
     if value is None:
         return
-    settings, crds = kueue.parse(value), plane.installed.crds
+    settings, crds = kueue.parse(value, nodes.capacity(plane.pools)), plane.installed.crds
     custom = kubernetes.client.CustomObjectsApi(plane.api)
     _establish(plane, "Kueue's CRDs", [doc for name in sorted(kueue.FILES - {kueue.WEBHOOKS})
                                         for doc in _documents(crds / name)])
@@ -336,6 +325,7 @@ def front_door(plane: Plane) -> None:
         "admin_url": front_url, "ca_file": str(plane.ca.cert), "operator_token": plane.operator_token,
         "scratch": str(plane.scratch), "admin_kubeconfig": str(plane.admin_config), "daemon_pid": os.getpid(),
         "bin": str(plane.installed.bin), "pids": {name: p.pid for name, p in plane.processes.running.items()},
+        "pools": [pool.summary() for pool in plane.pools],
         "versions": {"kubernetes": binaries.KUBERNETES, "etcd": binaries.ETCD, "kwok": binaries.KWOK,
                      "kuberay": binaries.KUBERAY},
     }, indent=2))
