@@ -29,10 +29,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import kubernetes
 import yaml
+from kubernetes.watch.watch import iter_resp_lines
 
 from nrl_k8s.errors import SandboxError
 
@@ -54,6 +56,7 @@ log = logging.getLogger("nrl_k8s_sandbox.controlplane")
 USER = "nrl-k8s-user"
 USER_GROUP = "nrl-k8s:users"
 START_S = 180.0
+APPLYING = 8  # objects applied at once (the admin ApiClient keeps 5 connections a CPU)
 #: What ``sandbox status`` counts, by plural: (group, version) or None for the core group.
 COUNTED = {"pods": None, "services": None, "rayclusters": ("ray.io", "v1"), "rayjobs": ("ray.io", "v1"),
            "dynamographdeployments": ("nvidia.com", "v1alpha1")}
@@ -62,8 +65,10 @@ KWOK_CONFIG = {
     "options": {"enableCRDs": ["Stage", "Logs", "ClusterLogs", "Exec", "ClusterExec", "PortForward",
                                "ClusterPortForward", "Attach", "ClusterAttach"],
                 "enableDebuggingHandlers": True, "enableProfilingHandler": False,
-                "nodeLeaseDurationSeconds": 40, "nodeLeaseParallelism": 2,
-                "podPlayStageParallelism": 4, "nodePlayStageParallelism": 2}}
+                # kwok plays a node once it holds its Lease: 16 at a time bring 500 nodes up in seconds; a
+                # Lease renewed every 150 s (the lifecycle controller waits an hour) keeps them idle cheaply
+                "nodeLeaseDurationSeconds": 600, "nodeLeaseParallelism": 16,
+                "podPlayStageParallelism": 4, "nodePlayStageParallelism": 16}}
 
 
 def _environment(sandbox_dir: Path) -> dict[str, str]:
@@ -116,12 +121,19 @@ class Plane:
             time.sleep(0.1)
         log.info("%s (%.1f s)", what, time.monotonic() - self.started)
 
-    def apply(self, obj: dict) -> None:
-        """Create or update ``obj`` (server-side apply keeps re-applying idempotent)."""
+    def apply(self, *objs: dict) -> None:
+        """Create or update ``objs`` (server-side apply keeps re-applying idempotent), ``APPLYING`` at a
+        time: 500 nodes and their 1,000 ResourceSlices take a minute one by one."""
         dynamic = kubernetes.dynamic.DynamicClient(self.api)
-        resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        namespace = (obj.get("metadata") or {}).get("namespace")
-        resource.server_side_apply(body=obj, namespace=namespace, field_manager="nrl-k8s-sandbox", force_conflicts=True)
+        kinds = {(obj["apiVersion"], obj["kind"]) for obj in objs}
+        resources = {kind: dynamic.resources.get(api_version=kind[0], kind=kind[1]) for kind in kinds}
+
+        def one(obj: dict) -> None:
+            resources[obj["apiVersion"], obj["kind"]].server_side_apply(
+                body=obj, namespace=(obj.get("metadata") or {}).get("namespace"), field_manager="nrl-k8s-sandbox",
+                force_conflicts=True)
+        with ThreadPoolExecutor(APPLYING) as pool:
+            list(pool.map(one, objs))
 
     def keep(self, thing) -> None:
         """Start ``thing``; it is stopped with the plane, before the children."""
@@ -238,11 +250,9 @@ def access(plane: Plane) -> None:
             plane.apply(stage)
     plane.on_faults = on_faults
     on_faults(plane.faults.active())
-    for pool in plane.pools:
-        for name in pool.names():
-            plane.apply(pool.node(name))
-    for obj in dra_devices([name for pool in plane.pools if pool.gpus for name in pool.names()]):
-        plane.apply(obj)
+    plane.apply(*(pool.node(name) for pool in plane.pools for name in pool.names()),
+                *dra_devices([name for pool in plane.pools if pool.gpus for name in pool.names()]))
+    log.info("the nodes and their DRA devices applied (%.1f s)", time.monotonic() - plane.started)
 
 
 def operators(plane: Plane) -> None:
@@ -265,18 +275,46 @@ def operators(plane: Plane) -> None:
     plane.wait("the KubeRay operator ready", lambda: _answers(f"http://127.0.0.1:{probe}/readyz"))
     # the node lifecycle controller taints a node until kwok reports it Ready: a pod made before then
     # is told "untolerated taint" by the scheduler, and then, once it retries, something else
-    expected = sum(pool.count for pool in plane.pools)
     plane.wait("every node Ready, without the lifecycle controller's taints",
-               lambda: _schedulable(kubernetes.client.CoreV1Api(plane.api), expected))
+               _NodesReady(kubernetes.client.CoreV1Api(plane.api), sum(pool.count for pool in plane.pools)))
 
 
-def _schedulable(core: kubernetes.client.CoreV1Api, expected: int) -> bool:
-    """Whether ``expected`` nodes are Ready with no ``node.kubernetes.io/`` taint (a pool's own stay)."""
-    listed = core.list_node().items
-    return len(listed) == expected and all(
-        not any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or [])
-        and any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-        for node in listed)
+class _NodesReady:
+    """``Plane.wait``'s probe: whether ``expected`` nodes are Ready with no ``node.kubernetes.io/`` taint (a
+    pool's own stay). One list, then a watch of a second per call: listing 500 nodes ten times a second
+    would take the API server's CPU from the controllers it waits for."""
+
+    def __init__(self, core: kubernetes.client.CoreV1Api, expected: int):
+        self.core, self.expected = core, expected
+        self.ready: dict[str, bool] = {}
+        self.version: str | None = None
+
+    def __call__(self) -> bool:
+        if self.version is None:
+            listing = json.loads(self.core.list_node(_preload_content=False).data)
+            self.version = listing["metadata"]["resourceVersion"]
+            self.ready = {node["metadata"]["name"]: _ready(node) for node in listing["items"]}
+        else:
+            response = self.core.list_node(watch=True, resource_version=self.version, timeout_seconds=1,
+                                           _preload_content=False)
+            try:
+                for line in iter_resp_lines(response):
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":  # 410: too old, list again
+                        self.version = None
+                        break
+                    node, self.version = event["object"], event["object"]["metadata"]["resourceVersion"]
+                    self.ready[node["metadata"]["name"]] = event["type"] != "DELETED" and _ready(node)
+            finally:
+                response.close()
+                response.release_conn()
+        return sum(self.ready.values()) == self.expected
+
+
+def _ready(node: dict) -> bool:
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    return not any(t["key"].startswith("node.kubernetes.io/") for t in spec.get("taints") or []) and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
 
 
 def queues(plane: Plane) -> None:
