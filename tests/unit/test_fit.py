@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from nrl_k8s.kinds import placement
@@ -113,7 +115,8 @@ def test_dra_claims_count_devices_by_class():
     cluster = {"kind": "RayCluster", "metadata": {"name": "t"}, "spec": {"headGroupSpec": {"template": {"spec": {
         **spec(4), "resourceClaims": [{"name": "roce-channel", "resourceClaimTemplateName": "t-roce"}]}}}}}
     (g,) = pod_groups([cluster, template])
-    assert g.devices == (("roce.nvidia.com", 8),)
+    assert g.claims == {"t-roce": {"roce.nvidia.com": 8}}
+    assert g.needs(g.pods[0][0]) == {GPU: 4, "pods": 1, "DeviceClass roce.nvidia.com": 8}
 
 
 # -- verdicts ------------------------------------------------------------------------------------------
@@ -175,16 +178,23 @@ def test_taints_count_per_node():
                         "2 untolerated taint dedicated=team-a:NoSchedule")
 
 
+def claiming(count: int, gpus: int, cls: str, devices: int) -> PodGroup:
+    """``count`` pods of ``gpus`` GPUs, each claiming ``devices`` devices of DeviceClass ``cls``."""
+    pod = {**spec(gpus), "resourceClaims": [{"name": "roce-channel", "resourceClaimTemplateName": "t"}]}
+    return group(pods=((spec(), 1), (pod, count)), claims={"t": {cls: devices}})
+
+
 def test_devices():
+    """Only the workers claim; each node publishes 8 RoCE devices."""
     classes = {"roce.nvidia.com": "roce.nvidia.com"}
-    devices = {(f"g{i}", "roce.nvidia.com"): 8 for i in range(4)}
-    g = group(pods=((spec(4), 2),), devices=(("roce.nvidia.com", 8),))
+    devices = Counter({(f"g{i}", "roce.nvidia.com"): 8 for i in range(4)})
+    g = claiming(2, 4, "roce.nvidia.com", 8)
     assert one(g, Cluster(NODES, [], classes, devices)).state == fit.NOW
-    missing = one(group(pods=((spec(4), 1),), devices=(("x.example.com", 1),)), Cluster(NODES, [], classes, devices))
+    missing = one(claiming(1, 4, "x.example.com", 1), Cluster(NODES, [], classes, devices))
     assert missing.state == fit.NEVER and missing.reason == "the cluster has no DeviceClass x.example.com"
-    claimed = Cluster(NODES, [], classes, devices, claimed={("g0", "roce.nvidia.com"): 8,
+    claimed = Cluster(NODES, [], classes, devices, claimed=Counter({("g0", "roce.nvidia.com"): 8,
                                                                   ("g1", "roce.nvidia.com"): 8,
-                                                                  ("g2", "roce.nvidia.com"): 8})
+                                                                  ("g2", "roce.nvidia.com"): 8}))
     v = one(g, claimed)
     assert v.state == fit.ONCE and "devices of DeviceClass roce.nvidia.com" in v.reason
 

@@ -23,6 +23,7 @@ _SUFFIX = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
 _QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?")
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 DEFAULT_SCHEDULER = "default-scheduler"
+CLASS = "DeviceClass "  # a DRA DeviceClass's devices, counted as a resource of the node
 
 
 def quantity(value: object) -> float:
@@ -33,7 +34,7 @@ def quantity(value: object) -> float:
 
 def show(resource: str, amount: float) -> str:
     """``amount`` of ``resource`` as a person reads it: ``4 nvidia.com/gpu``, ``2.5 cpu``, ``12Gi memory``."""
-    if resource.startswith("DeviceClass "):
+    if resource.startswith(CLASS):
         return f"{amount:g} devices of {resource}"
     if resource in ("memory", "ephemeral-storage"):
         return f"{amount / 2**30:g}Gi {resource}"
@@ -44,9 +45,9 @@ def show(resource: str, amount: float) -> str:
 class PodGroup:
     """The pods of one owner (a RayCluster, a DGD component, a Deployment), placed all at once."""
 
-    label: str  # RayCluster NAME: head + 2 gpu-workers, DGD NAME: VllmDecodeWorker, Deployment NAME
+    label: str  # RayCluster NAME: head + 2 x gpu, DGD NAME: VllmDecodeWorker, Deployment NAME
     pods: tuple[tuple[dict, int], ...]  # (pod spec, how many)
-    devices: tuple[tuple[str, int], ...] = ()  # per pod: (DeviceClass, count) its DRA claims ask for
+    claims: dict[str, dict[str, int]] = field(default_factory=dict)  # claim template -> DeviceClass -> count
     queue: str | None = None  # the Kueue LocalQueue the owner names (kueue.x-k8s.io/queue-name)
     held: bool = False  # a RayJob's: its cluster's pods come once the run hands it over, after the DGDs serve
 
@@ -57,6 +58,19 @@ class PodGroup:
     @property
     def scheduler(self) -> str:
         return str(next((s["schedulerName"] for s, _ in self.pods if s.get("schedulerName")), DEFAULT_SCHEDULER))
+
+    @property
+    def device_classes(self) -> set[str]:
+        return {cls for counts in self.claims.values() for cls in counts}
+
+    def needs(self, spec: dict) -> dict[str, float]:
+        """What one pod of ``spec`` needs of a node: its requests, and per DeviceClass (as ``DeviceClass
+        NAME``) the devices its claims ask for."""
+        need = requests(spec)
+        for claim in spec.get("resourceClaims") or []:
+            for cls, count in self.claims.get(claim.get("resourceClaimTemplateName") or "", {}).items():
+                need[CLASS + cls] = need.get(CLASS + cls, 0) + count
+        return need
 
     def demand(self) -> dict[str, float]:
         """What all its pods request together (Kueue counts a workload's whole)."""
@@ -120,17 +134,17 @@ def pod_groups(manifests: list[dict]) -> list[PodGroup]:
 
 def _group(label: str, pods: list[tuple[dict, int]], templates: dict[str, dict], queue: str | None,
            held: bool = False) -> PodGroup:
-    devices: dict[str, int] = {}
-    for spec, _ in pods[:1]:
+    claims: dict[str, dict[str, int]] = {}
+    for spec, _ in pods:
         for claim in spec.get("resourceClaims") or []:
-            template = templates.get(claim.get("resourceClaimTemplateName") or "")
-            for request in (((template or {}).get("spec") or {}).get("spec") or {}).get("devices", {}).get(
-                    "requests") or []:
-                exactly = request.get("exactly") or request
-                if exactly.get("deviceClassName"):
-                    devices[exactly["deviceClassName"]] = devices.get(exactly["deviceClassName"], 0) + int(
-                        exactly.get("count") or 1)
-    return PodGroup(label, tuple(pods), tuple(devices.items()), queue, held)
+            name = claim.get("resourceClaimTemplateName") or ""
+            template = ((templates.get(name) or {}).get("spec") or {}).get("spec") or {}
+            for request in (template.get("devices") or {}).get("requests") or []:
+                exactly = request.get("exactly") or request  # resource.k8s.io v1, else v1beta1's flat request
+                if cls := exactly.get("deviceClassName"):
+                    counts = claims.setdefault(name, {})
+                    counts[cls] = counts.get(cls, 0) + int(exactly.get("count") or 1)
+    return PodGroup(label, tuple(pods), claims, queue, held)
 
 
 # -- kube-scheduler's node filters -------------------------------------------------------------------
@@ -204,24 +218,15 @@ def wanted_labels(spec: dict) -> str:
 
 @dataclass
 class Free:
-    """One node's room: allocatable minus what bound, non-terminated pods request; DRA devices by class."""
+    """One node's room: allocatable (and DRA devices, as ``DeviceClass NAME``) less what is held."""
 
     name: str
     room: dict[str, float]
-    devices: dict[str, int] = field(default_factory=dict)
 
-    def takes(self, need: dict[str, float], devices: tuple[tuple[str, int], ...]) -> str | None:
-        """The first resource (or ``DeviceClass NAME``) short for a pod needing ``need``; None: it fits."""
-        for resource, amount in need.items():
-            if amount > self.room.get(resource, 0) + 1e-9:
-                return resource
-        for cls, count in devices:
-            if count > self.devices.get(cls, 0):
-                return f"DeviceClass {cls}"
-        return None
+    def takes(self, need: dict[str, float]) -> str | None:
+        """The first resource short for a pod needing ``need``; None: it fits."""
+        return next((r for r, amount in need.items() if amount > self.room.get(r, 0) + 1e-9), None)
 
-    def take(self, need: dict[str, float], devices: tuple[tuple[str, int], ...]) -> None:
+    def take(self, need: dict[str, float]) -> None:
         for resource, amount in need.items():
             self.room[resource] = self.room.get(resource, 0) - amount
-        for cls, count in devices:
-            self.devices[cls] = self.devices.get(cls, 0) - count

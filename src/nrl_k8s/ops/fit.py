@@ -24,6 +24,7 @@ from nrl_k8s.errors import ForbiddenError
 from nrl_k8s.kinds import dra, kueue, pod
 from nrl_k8s.kinds.base import Kind
 from nrl_k8s.kinds.placement import (
+    CLASS,
     DEFAULT_SCHEDULER,
     Free,
     PodGroup,
@@ -44,7 +45,6 @@ LEASE = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 RESOURCE_SLICE = Kind("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
 RESOURCE_CLAIM = Kind("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
 _DRIVER_RULE = re.compile(r'\s*device\.driver\s*==\s*"([^"]+)"\s*')
-_CLASS = "DeviceClass "  # what Free.takes names a DRA shortfall by
 NOW, ONCE, NEVER, UNKNOWN = "fits now", "fits once", "never fits", "not verified"
 
 
@@ -81,7 +81,7 @@ def read(kube: Kube, namespace: str, groups: list[PodGroup]) -> Cluster:
     cluster.pods = _readable(lambda: [p for p in kube.list(pod.KIND, all_namespaces=True,
                                                           field_selector="status.phase!=Succeeded,status.phase!=Failed")
                                       if (p.get("spec") or {}).get("nodeName")])
-    if any(g.devices for g in groups):
+    if any(g.claims for g in groups):
         _read_devices(kube, cluster)
     if any(g.queue for g in groups):
         _read_queues(kube, namespace, cluster)
@@ -180,11 +180,11 @@ def _room(cluster: Cluster, *, in_use: bool) -> dict[str, Free]:
         (n.get("status") or {}).get("allocatable") or {}).items()}) for n in cluster.nodes or []}
     for p in cluster.pods or [] if in_use else []:
         if node := room.get(p["spec"]["nodeName"]):
-            node.take(requests(p["spec"]), ())
+            node.take(requests(p["spec"]))
     for (node, driver), count in cluster.devices.items():
         for cls, cls_driver in (cluster.device_classes or {}).items():
             if node in room and cls_driver == driver:
-                room[node].devices[cls] = count - (cluster.claimed.get((node, driver), 0) if in_use else 0)
+                room[node].room[CLASS + cls] = count - (cluster.claimed.get((node, driver), 0) if in_use else 0)
     return room
 
 
@@ -206,7 +206,7 @@ def _static(group: PodGroup, cluster: Cluster) -> Verdict | None:
     if runs is False:
         return Verdict(group.label, NEVER, f"no scheduler {group.scheduler} runs on the cluster (no pod or Lease "
                                            "of that name): nothing would ever bind its pods")
-    for cls, _ in group.devices:
+    for cls in sorted(group.device_classes):
         if cluster.device_classes is not None and cls not in cluster.device_classes:
             return Verdict(group.label, NEVER, f"the cluster has no DeviceClass {cls}")
     if group.queue and cluster.local_queues is not None and group.queue not in cluster.local_queues:
@@ -226,17 +226,17 @@ class Short(NamedTuple):
 
 def _verdict(group: PodGroup, cluster: Cluster, rooms: Rooms) -> Verdict:
     nodes = cluster.nodes or []
-    pods = [(spec, requests(spec)) for spec, n in group.pods for _ in range(n)]
+    pods = [(spec, group.needs(spec)) for spec, n in group.pods for _ in range(n)]
     eligible: dict[int, list[str]] = {}
     for spec, need in pods:
         if id(spec) not in eligible:
             eligible[id(spec)] = [n["metadata"]["name"] for n in nodes if refusal(n, spec) is None]
             if not eligible[id(spec)]:
                 return Verdict(group.label, NEVER, _why_no_node(spec, nodes))
-        if too_large := _too_large(spec, need, group.devices, [rooms.total[n] for n in eligible[id(spec)]], nodes):
+        if too_large := _too_large(spec, need, [rooms.total[n] for n in eligible[id(spec)]], nodes):
             return Verdict(group.label, NEVER, too_large)
-    if (short := _place(pods, group.devices, eligible, _copy(rooms.own))) is not None:
-        beside = "" if _place(pods, group.devices, eligible, _copy(rooms.total)) else " beside this run's other pods"
+    if (short := _place(pods, eligible, _copy(rooms.own))) is not None:
+        beside = "" if _place(pods, eligible, _copy(rooms.total)) else " beside this run's other pods"
         return Verdict(group.label, NEVER, f"its {group.count} pods need {show(short.resource, short.asked)} at once "
                                            f"on the nodes they may use, which have {show(short.resource, short.had)}"
                                            f"{beside}")
@@ -246,39 +246,35 @@ def _verdict(group: PodGroup, cluster: Cluster, rooms: Rooms) -> Verdict:
         return Verdict(group.label, UNKNOWN, "fits the nodes; what is free not known (no permission to list pods "
                                              "in every namespace)")
     trial, placed = _copy(rooms.free), list[tuple[str, dict[str, float]]]()
-    if (short := _place(pods, group.devices, eligible, trial, placed)) is None:
+    if (short := _place(pods, eligible, trial, placed)) is None:
         rooms.free.update(trial)
         for node, need in placed:
-            rooms.own[node].take(need, group.devices)
+            rooms.own[node].take(need)
             rooms.holders.setdefault(node, []).append((f"this run's {group.label.partition(':')[0]}", need))
         return Verdict(group.label, NOW)
     held: dict[str, float] = {}
     for node in {n for names in eligible.values() for n in names}:
         for who, asks in rooms.holders.get(node, []):
-            held[who] = held.get(who, 0) + _amount_of(asks, dict(group.devices), short.resource)
+            held[who] = held.get(who, 0) + asks.get(short.resource, 0)
     by = ", ".join(f"{who}: {amount:g}" for who, amount in sorted(held.items(), key=lambda kv: -kv[1])[:3] if amount)
     return Verdict(group.label, ONCE, f"{show(short.resource, max(short.asked - short.had, 1))} free"
                                       + (f" (held by {by})" if by else ""))
 
 
-def _too_large(spec: dict, need: dict[str, float], devices: tuple[tuple[str, int], ...], room: list[Free],
-               nodes: list[dict]) -> str | None:
+def _too_large(spec: dict, need: dict[str, float], room: list[Free], nodes: list[dict]) -> str | None:
     """Why no node a pod of ``spec`` may use could take even that one pod, empty; None when one could."""
-    shorts = [free.takes(need, devices) for free in room]
+    shorts = [free.takes(need) for free in room]
     if not all(shorts):
         return None
     resource = str(shorts[0])
-    if resource.startswith(_CLASS):
-        what, most = resource, ""
-    else:
-        largest = max(free.room.get(resource, 0) for free in room)
-        what, most = show(resource, need[resource]), f" (the most one has: {show(resource, largest)})"
+    largest = max(free.room.get(resource, 0) for free in room)
+    what, most = show(resource, need[resource]), f" (the most one has: {show(resource, largest)})"
     refused = _refusals(spec, nodes)
     return f"no node has {what}{wanted_labels(spec)}{most}" + (f"; {refused}" if refused else "")
 
 
 def _copy(room: dict[str, Free]) -> dict[str, Free]:
-    return {k: Free(v.name, dict(v.room), dict(v.devices)) for k, v in room.items()}
+    return {k: Free(v.name, dict(v.room)) for k, v in room.items()}
 
 
 def _why_no_node(spec: dict, nodes: list[dict]) -> str:
@@ -293,8 +289,7 @@ def _refusals(spec: dict, nodes: list[dict]) -> str:
         f"{count} {why}" for why, count in reasons.most_common()) if refused else ""
 
 
-def _place(pods: list[tuple[dict, dict[str, float]]], devices: tuple[tuple[str, int], ...],
-           eligible: dict[int, list[str]], room: dict[str, Free],
+def _place(pods: list[tuple[dict, dict[str, float]]], eligible: dict[int, list[str]], room: dict[str, Free],
            placed: list[tuple[str, dict[str, float]]] | None = None) -> Short | None:
     """Place every pod in ``room`` (largest first, each on the node it leaves least room on), taking
     what each uses (and listing (node, requests) in ``placed``); None when all are placed, else what
@@ -304,27 +299,17 @@ def _place(pods: list[tuple[dict, dict[str, float]]], devices: tuple[tuple[str, 
     order.sort(key=lambda i: -pods[i][1].get(dra.GPU_RESOURCE, 0))
     for i in order:
         spec, need = pods[i]
-        shorts = {n: room[n].takes(need, devices) for n in eligible[id(spec)]}
+        shorts = {n: room[n].takes(need) for n in eligible[id(spec)]}
         fits = [room[n] for n, short in shorts.items() if short is None]
         if not fits:
             resource = str(Counter(shorts.values()).most_common(1)[0][0])  # what most of its nodes lack
-            asked = sum(_amount_of(n, dict(devices), resource) for _, n in pods)
-            return Short(resource, asked, sum(max(_amount(had[n], resource), 0) for n in eligible[id(spec)]))
+            asked = sum(n.get(resource, 0) for _, n in pods)
+            return Short(resource, asked, sum(max(had[n].room.get(resource, 0), 0) for n in eligible[id(spec)]))
         best = min(fits, key=lambda f: (f.room.get(dra.GPU_RESOURCE, 0), f.room.get("cpu", 0), f.name))
-        best.take(need, devices)
+        best.take(need)
         if placed is not None:
             placed.append((best.name, need))
     return None
-
-
-def _amount_of(need: dict[str, float], devices: dict[str, int], resource: str) -> float:
-    """What one pod asks of ``resource`` (a DeviceClass's devices: of ``devices``)."""
-    return devices.get(resource.removeprefix(_CLASS), 0) if resource.startswith(_CLASS) else need.get(resource, 0)
-
-
-def _amount(free: Free, resource: str) -> float:
-    return free.devices.get(resource.removeprefix(_CLASS), 0) if resource.startswith(_CLASS) else \
-        free.room.get(resource, 0)
 
 
 def _quota(group: PodGroup, cluster: Cluster) -> Verdict | None:
