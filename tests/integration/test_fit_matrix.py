@@ -219,3 +219,21 @@ def _workload(box, owner: str) -> dict | None:
     items = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", box.ns, "workloads")["items"]
     return next((w for w in items if any(o.get("name") == owner for o in w["metadata"].get("ownerReferences") or [])),
                 None)
+
+
+@pytest.mark.parametrize("command", [["run", "--rayjob"], ["run", "--raycluster"], ["cluster", "up"]],
+                         ids=["run --rayjob", "run --raycluster", "cluster up"])
+def test_a_run_that_never_fits_is_refused_before_anything_is_applied(box, command):
+    """Exit 2, one error line naming the group and why, a hint naming --place-anyway; nothing created."""
+    name = f"n{uuid.uuid4().hex[:6]}"
+    argv = [*PAIR, f"infra.namespace={box.ns}", f"infra.kuberay.training.name={name}",
+            f"infra.dynamo.serving.name={name}-dgd", workers(1, 8, selector=GB300)]
+    result = cli(box, *command, *argv)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith(("error:", "hint:"))]
+    assert lines[0].startswith("error: ") and f"{name}: head + 1 x gpu" in lines[0] and "never fits" in lines[0]
+    assert "8 nvidia.com/gpu with nvidia.com/gpu.product=NVIDIA-GB300" in lines[0]
+    assert "--place-anyway" in lines[1] and "Traceback" not in result.stderr
+    for kind in ("rayjobs.ray.io", "rayclusters.ray.io", "dynamographdeployments.nvidia.com", "secrets", "jobs"):
+        listed = box.kubectl("get", kind, "-n", box.ns, "-o", "name").stdout
+        assert name not in listed, (kind, listed)
