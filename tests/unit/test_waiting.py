@@ -111,7 +111,7 @@ OTHER = "0/10 nodes are available: 10 node(s) didn't match Pod's node affinity/s
                  [{"group": "DGD g: Frontend", "pods": 1,
                    "reason": "no scheduler kai has picked it up (is it installed?)"},
                   {"group": "DGD g: Worker", "pods": 1, "reason": "0/10 nodes: 10 Insufficient nvidia.com/gpu"},
-                  {"group": "RayCluster c: headgroup", "pods": 1,
+                  {"group": "RayCluster c: head", "pods": 1,
                    "reason": "0/10 nodes: 10 Insufficient nvidia.com/gpu"}], id="groups-by-name"),
     pytest.param([make_pod({"ray.io/cluster": "someone-elses", "ray.io/group": "gpu"}, scheduled=UNFIT),
                   make_pod({}, scheduled=UNFIT)], [], id="not-the-runs"),

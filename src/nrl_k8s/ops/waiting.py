@@ -45,6 +45,9 @@ _NEXT_REASON = re.compile(r",\s*(?=\d+ )")  # reasons are "COUNT TEXT", joined b
 _NODES = re.compile(r"^(\d+) node\(s\) (?:had |were |)")
 
 
+KUBERAY_HEAD_GROUP = "headgroup"  # the ray.io/group KubeRay gives every head pod
+
+
 @dataclass(frozen=True)
 class Owner:
     """Whose pods a group's are: ``name`` (``RayCluster NAME``) in ``namespace``, the labels its pods
@@ -60,6 +63,7 @@ class Owner:
         if any(pod_labels.get(k) != v for k, v in self.labels.items()):
             return None
         part = next((pod_labels[k] for k in self.part if pod_labels.get(k)), None)
+        part = "head" if part == KUBERAY_HEAD_GROUP else part
         return f"{self.name}: {part}" if part else self.name
 
 
