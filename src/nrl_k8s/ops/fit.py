@@ -86,7 +86,7 @@ def read(kube: Kube, namespace: str, groups: list[PodGroup]) -> Cluster:
     if any(g.queue for g in groups):
         _read_queues(kube, namespace, cluster)
     for name in {g.scheduler for g in groups} - {DEFAULT_SCHEDULER}:
-        cluster.schedulers[name] = _scheduler_runs(kube, name)
+        cluster.schedulers[name] = _scheduler_runs(kube, name, cluster.pods)
     return cluster
 
 
@@ -133,15 +133,16 @@ def _read_queues(kube: Kube, namespace: str, cluster: Cluster) -> None:
             cluster.cluster_queues[name] = found
 
 
-def _scheduler_runs(kube: Kube, name: str) -> bool | None:
-    """Whether a scheduler ``name`` runs: a pod or a leader-election Lease named after it, in any
-    namespace (KAI's is ``kai-scheduler-default``); None when neither may be listed."""
-    seen = None
-    for kind in (pod.KIND, LEASE):
-        items = _readable(lambda kind=kind: kube.list(kind, all_namespaces=True))
-        if items is not None:
-            seen = bool(seen) or any(i["metadata"]["name"].startswith(name) for i in items)
-    return seen
+def _scheduler_runs(kube: Kube, name: str, pods: list[dict] | None) -> bool | None:
+    """Whether a scheduler ``name`` runs: one of the bound ``pods`` (already read) or a leader-election
+    Lease named after it, in any namespace (KAI's is ``kai-scheduler-default``); None when neither
+    may be listed."""
+    if pods is not None and any(p["metadata"]["name"].startswith(name) for p in pods):
+        return True
+    leases = _readable(lambda: kube.list(LEASE, all_namespaces=True))
+    if leases is not None:
+        return any(lease["metadata"]["name"].startswith(name) for lease in leases)
+    return None if pods is None else False
 
 
 def report(kube: Kube, namespace: str, manifests: list[dict]) -> list[Verdict]:
@@ -228,12 +229,11 @@ def _verdict(group: PodGroup, cluster: Cluster, rooms: Rooms) -> Verdict:
     nodes = cluster.nodes or []
     pods = [(spec, group.needs(spec)) for spec, n in group.pods for _ in range(n)]
     eligible: dict[int, list[str]] = {}
-    for spec, need in pods:
-        if id(spec) not in eligible:
-            eligible[id(spec)] = [n["metadata"]["name"] for n in nodes if refusal(n, spec) is None]
-            if not eligible[id(spec)]:
-                return Verdict(group.label, NEVER, _why_no_node(spec, nodes))
-        if too_large := _too_large(spec, need, [rooms.total[n] for n in eligible[id(spec)]], nodes):
+    for spec, _ in group.pods:  # each distinct pod once, not once per replica
+        eligible[id(spec)] = [n["metadata"]["name"] for n in nodes if refusal(n, spec) is None]
+        if not eligible[id(spec)]:
+            return Verdict(group.label, NEVER, _why_no_node(spec, nodes))
+        if too_large := _too_large(spec, group.needs(spec), [rooms.total[n] for n in eligible[id(spec)]], nodes):
             return Verdict(group.label, NEVER, too_large)
     if (short := _place(pods, eligible, _copy(rooms.own))) is not None:
         beside = "" if _place(pods, eligible, _copy(rooms.total)) else " beside this run's other pods"
