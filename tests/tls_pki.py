@@ -25,6 +25,9 @@ from cryptography.x509.oid import NameOID
 
 from nrl_k8s_sandbox.json_reply import send_json
 
+#: A TLS alert record: content type 21, TLS 1.2, 2 bytes: fatal (2), decode_error (50).
+FATAL_DECODE_ERROR = bytes([21, 3, 3, 0, 2, 2, 50])
+
 
 def issue(name: str, issuer: tuple | None, *, ca: bool = False, ip: str | None = None, dns: str | None = None):
     """(certificate, key) for ``name``, signed by ``issuer`` (certificate, key), else self-signed."""
@@ -70,8 +73,10 @@ def make_pki(directory: Path) -> dict:
 
 
 @contextlib.contextmanager
-def https_server(pki: dict, server: str = "server", body: dict | None = None) -> Iterator[tuple[str, list[dict]]]:
-    """A TLS server requiring client certificates from the CA; yields (base URL, list of seen requests)."""
+def https_server(pki: dict, server: str = "server", body: dict | None = None,
+                 alerts: int = 0) -> Iterator[tuple[str, list[dict]]]:
+    """A TLS server requiring client certificates from the CA; yields (base URL, list of seen requests).
+    Its first ``alerts`` connections get a fatal TLS alert (decode_error) instead of a handshake."""
     seen: list[dict] = []
     payload = body or {"version": "4", "ray_version": "2.60.0"}
 
@@ -92,8 +97,19 @@ def https_server(pki: dict, server: str = "server", body: dict | None = None) ->
     context.load_cert_chain(*pki[server])
     context.load_verify_locations(pki["ca"])
     context.verify_mode = ssl.CERT_REQUIRED
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    left = [alerts]
+
+    class Server(ThreadingHTTPServer):
+        def get_request(self):
+            sock, address = self.socket.accept()
+            if left[0] > 0:
+                left[0] -= 1
+                sock.sendall(FATAL_DECODE_ERROR)
+                sock.close()
+                raise OSError("alerted")  # socketserver drops this connection
+            return context.wrap_socket(sock, server_side=True), address
+
+    httpd = Server(("127.0.0.1", 0), Handler)
     with _serving(httpd) as port:
         yield f"https://127.0.0.1:{port}", seen
 

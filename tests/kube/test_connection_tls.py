@@ -104,3 +104,22 @@ def test_tls_failure_is_not_retried(tmp_path, pki, server, message):
     assert "certificate-authority" in caught.value.hint
     assert seen == []
     assert json.dumps(caught.value.message).count("tok-1") == 0
+
+
+@pytest.mark.parametrize("alerts", [1, 3])
+def test_a_handshake_the_server_breaks_off_is_tried_again(tmp_path, pki, alerts):
+    """A loaded server (or its load balancer) now and then answers a handshake with an alert: the
+    request is tried again, on first contact within the reach budget, and then gets its answer."""
+    with https_server(pki, body=DEFAULT_NS, alerts=alerts) as (url, seen):
+        with Kube.connect(kubeconfig=kubeconfig(tmp_path, pki, url, "files"), tuning=FAST) as kube:
+            assert kube.get(NAMESPACE, "default")["metadata"]["name"] == "default"
+            assert kube.get(NAMESPACE, "default")["metadata"]["name"] == "default"
+    assert len(seen) == 2
+
+
+def test_alerts_past_the_reach_budget_are_unreachable(tmp_path, pki):
+    with https_server(pki, body=DEFAULT_NS, alerts=10**6) as (url, seen):
+        with Kube.connect(kubeconfig=kubeconfig(tmp_path, pki, url, "files"), tuning=FAST) as kube:
+            with pytest.raises(UnreachableError, match=f"cannot reach the API server at {url}: TLS failed"):
+                kube.get(NAMESPACE, "default")
+    assert seen == []

@@ -9,7 +9,9 @@ exponential backoff and jitter for up to ``Tuning.retry_budget_s`` (a minute: a 
 outage is survived); a create that timed out may have landed, so its retry can raise
 ConflictError. Connecting (TCP and TLS handshake) takes ``Tuning.reach_s`` at most. Until the
 server has answered once, its answer must come within that same budget, counted once for the
-whole Kube (the command): the first request that gets none raises ``UnreachableError``, unretried,
+whole Kube (the command): the first request that gets none raises ``UnreachableError``, unretried
+(a handshake the server broke off with an alert is tried again within that budget, or within the
+retry budget once it has answered; a certificate refused never is),
 and so does every request after it, at once (an exec credential plugin that never worked is not
 run again either, ``credentials.ExecPlugin``).
 Live commands only (it imports urllib3).
@@ -53,6 +55,7 @@ from nrl_k8s.kube.errors import (
     retry_after,
     retryable,
     status_body,
+    tls_interrupted,
     unreachable,
 )
 
@@ -219,7 +222,8 @@ class Kube(Closing):
                                               timeout=limits, retries=False, redirect=False, preload_content=False)
             except urllib3.exceptions.HTTPError as exc:
                 self._observe(method, shown, None, sent, exc)
-                if first or isinstance(exc, urllib3.exceptions.SSLError):  # not retried
+                again = tls_interrupted(exc) and (not first or time.monotonic() + delay < (self._contact_by or 0))
+                if not again and (first or isinstance(exc, urllib3.exceptions.SSLError)):  # not retried
                     failure = unreachable(exc, self.connection.host, t.reach_s)
                     if first:
                         self._unreached = failure

@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import urllib3
+from urllib3.util.ssl_match_hostname import CertificateError
 
 from nrl_k8s.errors import (
     ApiError,
@@ -97,6 +99,14 @@ def retry_after(exc: HttpError) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+def tls_interrupted(exc: urllib3.exceptions.HTTPError) -> bool:
+    """A TLS handshake the server broke off (an alert, a closed connection), which a loaded server or
+    load balancer does now and then; not a certificate refused, which no retry changes."""
+    reason = exc.args[0] if exc.args else None
+    return isinstance(exc, urllib3.exceptions.SSLError) and not isinstance(
+        reason, ssl.SSLCertVerificationError | CertificateError)
 
 
 def unreachable(exc: urllib3.exceptions.HTTPError, host: str, within_s: float) -> UnreachableError:
