@@ -151,6 +151,7 @@ class _Handler(socketserver.BaseRequestHandler):
 class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # socketserver's 5 overflows when a loaded machine's tests all connect at once
     front: FrontProxy
 
 
