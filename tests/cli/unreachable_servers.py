@@ -102,9 +102,10 @@ def _mute(scheme: str) -> Iterator[tuple[str, list[bytes]]]:
 
 @contextlib.contextmanager
 def refused(directory: Path) -> Failure:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        server = f"https://127.0.0.1:{probe.getsockname()[1]}"  # closed again below: nothing listens there
-    yield kubeconfig(directory, server), server, []
+    with socket.socket() as held:  # bound and never listening: connecting is refused, and while
+        held.bind(("127.0.0.1", 0))  # it is held no other process (another test's server) takes the port
+        server = f"https://127.0.0.1:{held.getsockname()[1]}"
+        yield kubeconfig(directory, server), server, []
 
 
 @contextlib.contextmanager
