@@ -38,7 +38,7 @@ lint: $(STAMP)
 # Four workers: the suite is CPU-bound on two cores (Ray heads are ~45 % of it), and a fourth fills
 # the gaps while the others wait on a head or a controller (11:22 against 12:17 with three).
 test: setup
-	$(BIN)/pytest -q -n 4 --dist loadfile --durations=25
+	$(BIN)/pytest -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
 # For the edit loop: lint, then the tests that need no sandbox.
 test-fast: lint
