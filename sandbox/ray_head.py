@@ -14,6 +14,7 @@ binds 127.0.0.1; job drivers inherit the variable and connect over loopback too.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from nrl_k8s.errors import SandboxError
@@ -97,6 +99,49 @@ def _private_dir(path: Path) -> None:
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise SandboxError(f"{path} is not a directory of this user", hint="remove it, then start the sandbox again")
     path.chmod(0o700)
+
+
+#: Where the start slots of every sandbox of this user are (``start_slot``), and how long a head
+#: waiting for one sleeps between tries (the kubelet's retry pace).
+SLOTS = Path("/tmp") / f"nrlsb-starts-{os.getuid()}"
+SLOT_RETRY_S = 0.2
+
+
+@contextlib.contextmanager
+def start_slot(given_up: Callable[[], bool], directory: Path = SLOTS) -> Iterator[bool]:
+    """Hold one of this machine's Ray head start slots, one per CPU this process may run on, for the
+    block; yield False instead when ``given_up()`` turns true while waiting for one.
+
+    Ray aborts a head whose raylet has not registered within 30 s of its start (``node.py``,
+    ``raylet_start_wait_time_s``), and a head's start is a burst of ~7 CPU-seconds in a dozen
+    processes: heads started together on a busy machine starve one another past that, each retry
+    adding to the load. So, as a kubelet pulls one image at a time, every sandbox of this user
+    starts at most one head per CPU at once (a lock file per slot in a private directory: a slot
+    is freed however its holder ends)."""
+    _private_dir(directory)
+    slots = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    files = [os.open(directory / f"slot-{k}", os.O_RDWR | os.O_CREAT, 0o600) for k in range(slots)]
+    try:
+        while True:
+            held = next((fd for fd in random.sample(files, len(files)) if _locked(fd)), None)
+            if held is not None:
+                yield True
+                return
+            if given_up():
+                yield False
+                return
+            time.sleep(SLOT_RETRY_S)
+    finally:
+        for fd in files:
+            os.close(fd)  # closing releases the lock
+
+
+def _locked(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _ray_executable() -> str:

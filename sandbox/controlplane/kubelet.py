@@ -54,7 +54,7 @@ from ..driver_env import DriverEnv
 from ..dynamo_runtime.engines import NotDynamo
 from ..faults import Faults
 from ..pids import open_private, terminate
-from ..ray_head import RayHead, free_ports
+from ..ray_head import RayHead, free_ports, start_slot
 from .cluster_dns import ClusterDns
 from .dynamo_pods import ENGINE_ANNOTATION, DynamoPods, is_dynamo, main_container
 from .stages import LOCAL_PODS, delays_of, local_kind
@@ -406,22 +406,25 @@ class LocalKubelet:
                                         **self._exec_secrets(local, {k: container[k] for k in hidden}),
                                         "RAY_ADDRESS": head.gcs_address, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
                                         EXEC_MARK: local.uid})
-        for attempt in range(1, RAY_START_ATTEMPTS + 1):
-            with self._container_log(local) as out:
-                head.start(out)
-            local.process = head.process
-            try:
-                head.wait_ready(RAY_READY_S)
-                break
-            except Exception as err:  # noqa: BLE001 - any failure to start is reported on the pod
-                if head.process.poll() is None or attempt == RAY_START_ATTEMPTS or local.stopped:
-                    log.warning("the Ray head of %s/%s did not start: %s", local.namespace, local.name, err)
-                    self._finished(local, head.process.poll() or 1)
-                    return
-                # its raylet aborts when its agents take over 15 s to come up (a loaded machine)
-                log.warning("the Ray head of %s/%s exited during start-up (attempt %d of %d), starting it again",
-                            local.namespace, local.name, attempt, RAY_START_ATTEMPTS)
-                head.stop()
+        with start_slot(lambda: local.stopped or self._stop.is_set()) as slot:
+            if not slot or local.stopped:
+                return
+            for attempt in range(1, RAY_START_ATTEMPTS + 1):
+                with self._container_log(local) as out:
+                    head.start(out)
+                local.process = head.process
+                try:
+                    head.wait_ready(RAY_READY_S)
+                    break
+                except Exception as err:  # noqa: BLE001 - any failure to start is reported on the pod
+                    if head.process.poll() is None or attempt == RAY_START_ATTEMPTS or local.stopped:
+                        log.warning("the Ray head of %s/%s did not start: %s", local.namespace, local.name, err)
+                        self._finished(local, head.process.poll() or 1)
+                        return
+                    # Ray aborts it when its raylet has not registered within 30 s (a loaded machine)
+                    log.warning("the Ray head of %s/%s exited during start-up (attempt %d of %d), starting it again",
+                                local.namespace, local.name, attempt, RAY_START_ATTEMPTS)
+                    head.stop()
         self._ready(local)
         threading.Thread(target=self._await_exit, args=(local,), daemon=True).start()
 

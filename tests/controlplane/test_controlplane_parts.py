@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -114,3 +116,31 @@ def test_prebuilt_binaries_folder_must_hold_them_all(tmp_path):
     result = run_cli(["sandbox", "up", "--dir", str(tmp_path / "box")], env=env)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert binaries.ENV_BIN in result.stderr and "kube-apiserver" in result.stderr
+
+
+SLOT_USER = """import os, pathlib, sys
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU: one slot
+from nrl_k8s_sandbox.ray_head import start_slot
+with start_slot(lambda: sys.argv[2] == "try", pathlib.Path(sys.argv[1])) as got:
+    print(got, flush=True)
+    if got and sys.argv[2] == "hold":
+        sys.stdin.read()  # until the test ends it
+"""
+
+
+def test_ray_heads_start_at_most_one_per_cpu_across_sandboxes(tmp_path):
+    """Heads started together on a busy machine starve one another past Ray's 30 s start-up limit:
+    the kubelets of every sandbox (separate processes) share one start slot per CPU, and a slot is
+    freed however its holder ends."""
+    slots = tmp_path / "slots"
+    use = lambda how, **kw: subprocess.Popen([sys.executable, "-c", SLOT_USER, str(slots), how],  # noqa: E731
+                                             stdout=subprocess.PIPE, text=True, **kw)
+    holder = use("hold", stdin=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == "True\n"
+        assert use("try").communicate(timeout=60)[0] == "False\n"  # the one slot is held
+    finally:
+        holder.kill()
+        holder.wait()
+    assert use("try").communicate(timeout=60)[0] == "True\n"
+    assert oct(slots.stat().st_mode & 0o777) == "0o700"
