@@ -27,9 +27,10 @@ from sandbox_harness import separate_sandbox as _separate
 
 #: The folders of live tests, in the order their files are handed out: the make test run (xdist,
 #: ``--dist loadfile --no-loadscope-reorder``) gives each worker the next file as it finishes one, so
-#: the long live files start first and the short offline ones fill the workers' tails. (xdist's own
-#: order, most tests first, started files of two tests that run four minutes last.)
-LIVE_FIRST = ("sandbox", "integration", "controlplane", "kube", "dashboard")
+#: the long live files start first and the short offline ones fill the workers' tails (xdist's own
+#: order, most tests first, started files of two tests that run four minutes last). The sandbox's
+#: own tests, which start control planes, come while the integration tests' Ray heads still run.
+LIVE_FIRST = ("integration", "sandbox", "controlplane", "kube", "dashboard")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
