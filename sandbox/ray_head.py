@@ -123,8 +123,7 @@ def start_slot(given_up: Callable[[], bool], directory: Path = SLOTS) -> Iterato
     files = [os.open(directory / f"slot-{k}", os.O_RDWR | os.O_CREAT, 0o600) for k in range(slots)]
     try:
         while True:
-            held = next((fd for fd in random.sample(files, len(files)) if _locked(fd)), None)
-            if held is not None:
+            if any(_locked(fd) for fd in random.sample(files, len(files))):
                 yield True
                 return
             if given_up():
