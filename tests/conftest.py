@@ -24,7 +24,6 @@ import pytest
 from sandbox_harness import Sandbox, eventually, start_sandbox, stop_sandbox, unique
 from sandbox_harness import separate_sandbox as _separate
 
-
 #: The folders of live tests, in the order their files are handed out: the make test run (xdist,
 #: ``--dist loadfile --no-loadscope-reorder``) gives each worker the next file as it finishes one, so
 #: the long live files start first and the short offline ones fill the workers' tails (xdist's own
