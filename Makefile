@@ -35,10 +35,9 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# Two workers per CPU this run may use, four at most: the suite is CPU-bound (Ray heads are ~45 % of
-# it) and each worker runs a sandbox of its own; on two cores a fourth worker fills the gaps while
-# the others wait on a head or a controller (11:22 against 12:17 with three), on one core four
-# starve each other.
+# Two workers per CPU this run may use, four at most: the suite is CPU-bound (Ray heads ~44 % of it,
+# control planes ~32 %) and each worker runs a sandbox of its own; on two cores a fourth worker fills
+# the gaps while the others wait on a head or a controller, on one core four starve each other.
 WORKERS := $(shell $(PY) -c 'import os; print(min(4, 2 * len(os.sched_getaffinity(0))))')
 test: setup
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
