@@ -154,3 +154,12 @@ def terminate(pids: list[int], grace: float) -> list[int]:
         _signal(pid, signal.SIGKILL)
     wait_gone(survivors, 5.0)
     return pids
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of the log at ``path``, headed by where it is."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    return f"last lines of {path}:\n" + "\n".join(text.splitlines()[-lines:])

@@ -29,7 +29,7 @@ from nrl_k8s.errors import ConfigError, SandboxError
 
 from . import faults as fault_rules
 from .controlplane import binaries
-from .pids import MARKER, marked, open_private, read_pid, terminate, write_pid
+from .pids import MARKER, log_tail, marked, open_private, read_pid, terminate, write_pid
 from .ray_head import temp_dir_for
 
 CONTEXT = "nrl-k8s-sandbox"
@@ -72,14 +72,6 @@ def parse_faults(specs: list[str] | tuple[str, ...]) -> dict[str, str]:
         except ValueError as err:
             raise ConfigError(str(err), hint=f"valid faults: {', '.join(fault_rules.Faults.KNOWN)}") from None
     return parsed
-
-
-def _log_tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        return f"(no log at {path})"
-    return f"last lines of {path}:\n" + "\n".join(text.splitlines()[-lines:])
 
 
 def _running_daemon(paths: Paths) -> int | None:
@@ -147,7 +139,7 @@ def _wait_ready(fd: int, daemon: subprocess.Popen, paths: Paths, timeout: float)
         if not readable:
             _cleanup(paths)
             raise SandboxError(
-                f"the sandbox was not ready within {timeout:.0f}s; stopped it", hint=_log_tail(paths.daemon_log)
+                f"the sandbox was not ready within {timeout:.0f}s; stopped it", hint=log_tail(paths.daemon_log)
             )
         chunk = os.read(fd, 256)
         if not chunk:
@@ -157,7 +149,7 @@ def _wait_ready(fd: int, daemon: subprocess.Popen, paths: Paths, timeout: float)
                 code = None
             _cleanup(paths)
             raise SandboxError(
-                f"the sandbox daemon exited during start-up (code {code})", hint=_log_tail(paths.daemon_log)
+                f"the sandbox daemon exited during start-up (code {code})", hint=log_tail(paths.daemon_log)
             )
         received += chunk
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from nrl_k8s.errors import SandboxError
 
-from .pids import group_members, open_private, terminate
+from .pids import group_members, log_tail, open_private, terminate
 
 NUM_CPUS = 8
 OBJECT_STORE_BYTES = 200 * 1024 * 1024
@@ -59,11 +59,23 @@ def _ephemeral_start() -> int:
         return 32768
 
 
-def free_ports(count: int) -> list[int]:
+#: Where this user's sandboxes note the ports ``free_ports`` handed out, and for how long a port
+#: noted there is not handed out again: long enough for the slowest server to bind it (kwok binds
+#: its port ~30 s after the sandbox chose it on an idle machine; a head may wait for a start slot).
+CLAIMS = Path("/tmp") / f"nrlsb-ports-{os.getuid()}"
+CLAIM_S = 900.0
+
+
+def free_ports(count: int, claims: Path = CLAIMS) -> list[int]:
     """``count`` distinct loopback ports that were free a moment ago, chosen below the kernel's
     ephemeral range: a port that is let go and bound later by its server cannot meanwhile become
     the source port of a connection or a port some process asked the kernel for (Ray's own
-    metrics and agent servers do), which took a head's container port once."""
+    metrics and agent servers do), which took a head's container port once.
+
+    Each port is claimed for ``CLAIM_S`` (a file per port in a private directory), so no other
+    sandbox of this user, nor this one, hands it out again before its server has bound it: a
+    sandbox's kwok once found its port, chosen 28 s earlier, taken by another sandbox's choice."""
+    _private_dir(claims)
     low, high = _RAY_WORKER_PORTS_END, _ephemeral_start()
     sockets: list[socket.socket] = []
     tries = 0
@@ -78,11 +90,27 @@ def free_ports(count: int) -> list[int]:
             except OSError:
                 sock.close()
                 continue
+            if port and not _claimed(claims / str(port)):
+                sock.close()
+                continue
             sockets.append(sock)
         return [sock.getsockname()[1] for sock in sockets]
     finally:
         for sock in sockets:
             sock.close()
+
+
+def _claimed(path: Path) -> bool:
+    """Claim a port by creating ``path``; False if a claim younger than ``CLAIM_S`` holds it."""
+    with contextlib.suppress(FileNotFoundError):
+        if time.time() - path.stat().st_mtime < CLAIM_S:
+            return False
+        path.unlink()  # a stale claim: its server bound the port long ago, or never will
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False  # another sandbox claimed it just now
+    return True
 
 
 def temp_dir_for(sandbox_dir: Path) -> Path:
@@ -214,7 +242,7 @@ class RayHead:
         pause = 0.05
         while True:
             if self.process.poll() is not None:
-                raise SandboxError(f"the Ray head exited with code {self.process.returncode}", hint=self._log_tail())
+                raise SandboxError(f"the Ray head exited with code {self.process.returncode}", hint=log_tail(self.log_path))
             try:
                 version = self._get("/api/version")
                 nodes = ((self._get("/api/v0/nodes").get("data") or {}).get("result") or {}).get("result") or []
@@ -223,7 +251,7 @@ class RayHead:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() > deadline:
-                raise SandboxError(f"the Ray head was not ready within {timeout:.0f}s", hint=self._log_tail())
+                raise SandboxError(f"the Ray head was not ready within {timeout:.0f}s", hint=log_tail(self.log_path))
             time.sleep(pause)
             pause = min(pause * 2, 0.5)
 
@@ -245,10 +273,3 @@ class RayHead:
         stopped = terminate(members, grace)
         self.process.wait()
         return stopped
-
-    def _log_tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return f"no log at {self.log_path}"
-        return f"last lines of {self.log_path}:\n" + "\n".join(text.splitlines()[-lines:])

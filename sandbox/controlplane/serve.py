@@ -39,7 +39,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from nrl_k8s.errors import SandboxError
 
 from ..faults import Faults
-from ..pids import MARKER
+from ..pids import MARKER, log_tail
 from ..ray_head import free_ports, temp_dir_for
 from . import binaries, components, kueue, nodes, rbac, stages
 from .crds import crds as dynamo_crds
@@ -115,7 +115,7 @@ class Plane:
             if exited:
                 name, code = next(iter(exited.items()))
                 raise SandboxError(f"{name} exited with code {code} while waiting for {what}",
-                                   hint=f"see {self.dir / 'logs' / (name + '.log')}")
+                                   hint=log_tail(self.dir / "logs" / f"{name}.log", 5))
             if time.monotonic() > self.deadline:
                 raise SandboxError(f"{what} did not happen within {START_S:.0f} s", hint=f"see {self.dir / 'logs'}")
             time.sleep(0.1)
