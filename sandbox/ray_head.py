@@ -242,7 +242,8 @@ class RayHead:
         pause = 0.05
         while True:
             if self.process.poll() is not None:
-                raise SandboxError(f"the Ray head exited with code {self.process.returncode}", hint=log_tail(self.log_path))
+                raise SandboxError(f"the Ray head exited with code {self.process.returncode}",
+                                   hint=log_tail(self.log_path))
             try:
                 version = self._get("/api/version")
                 nodes = ((self._get("/api/v0/nodes").get("data") or {}).get("result") or {}).get("result") or []
