@@ -57,7 +57,7 @@ from ..pids import open_private, terminate
 from ..ray_head import RayHead, free_ports, start_slot
 from .cluster_dns import ClusterDns
 from .dynamo_pods import ENGINE_ANNOTATION, DynamoPods, is_dynamo, main_container
-from .stages import LOCAL_PODS, delays_of, local_kind
+from .stages import LOCAL_PODS, PLAYED_LABEL, delays_of, local_kind
 
 log = logging.getLogger("nrl_k8s_sandbox.kubelet")
 POD_CIDR = ipaddress.ip_network("10.250.0.0/16")
@@ -83,6 +83,8 @@ _SERVICE_DNS = re.compile(
 def is_local(pod: dict) -> bool:
     """Whether ``pod`` is one this kubelet runs (the same terms as kwok's Stages leave out)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
+    if PLAYED_LABEL in labels:
+        return False
     owners = [o.get("kind") for o in (pod.get("metadata") or {}).get("ownerReferences") or []]
     for query, values in LOCAL_PODS:
         if query.startswith(".metadata.ownerReferences"):

@@ -23,6 +23,10 @@ LOCAL_PODS = (
     ('.metadata.labels["nvidia.com/dynamo-graph-deployment-name"]', None),
     ('.metadata.labels["nrl-k8s.io/deployment"]', None),  # None: the label is present
 )
+#: A pod labelled so is played by kwok whatever it is, a Ray head or a DGD's pod too: for tests and
+#: demos that place many pods and need none of them to run (``tests/integration/test_fit_matrix.py``).
+PLAYED_LABEL = "sandbox.nrl-k8s.io/played"
+_PLAYED = f'.metadata.labels["{PLAYED_LABEL}"]'
 #: Which kind's delay a pod that is not local waits: the first term it matches.
 KINDS = (
     ("raycluster", '.metadata.labels["ray.io/cluster"]'),
@@ -121,7 +125,9 @@ def stages(delays: dict[str, float]) -> list[dict]:
     result = [_stage("node-ready", "Node", [{"key": '.status.conditions.[] | select(.type == "Ready") | .status',
                                              "operator": "NotIn", "values": ["True"]}],
                      0, {"statusTemplate": _NODE_STATUS})]
-    earlier: list[dict] = []
+    result.append(_stage("pod-ready-played", "Pod", [*waiting, _term(_PLAYED, None, negate=False)], 0,
+                         {"statusTemplate": _POD_READY}))
+    earlier = [_term(_PLAYED, None, negate=True)]
     for kind, query in KINDS:
         own = [] if query is None else [{"key": query, "operator": "Exists"}]
         result.append(_stage(f"pod-ready-{kind}", "Pod", [*waiting, *not_local, *earlier, *own],

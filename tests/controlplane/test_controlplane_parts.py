@@ -88,14 +88,22 @@ def test_front_classifies_requests_as_the_fault_rules_name_them(method, target, 
     ({"metadata": {"labels": {"nvidia.com/dynamo-component-type": "worker"}}}, False),
     ({"metadata": {"labels": {"nrl-k8s.io/deployment": "web"}}}, True),
     ({"metadata": {}}, False),
+    ({"metadata": {"labels": {"ray.io/node-type": "head", stages.PLAYED_LABEL: "true"}}}, False),
+    ({"metadata": {"labels": {"nvidia.com/dynamo-graph-deployment-name": "g", stages.PLAYED_LABEL: ""}}}, False),
 ])
 def test_kwok_leaves_exactly_the_local_kubelets_pods_alone(pod, local):
-    """The pod-ready Stages exclude LOCAL_PODS; kubelet.is_local reads the same terms."""
+    """The pod-ready Stages of each kind exclude LOCAL_PODS and played pods; one Stage takes every
+    played pod; kubelet.is_local reads the same terms."""
     assert kubelet.is_local(pod) is local
-    ready = [s for s in stages.stages({}) if s["metadata"]["name"].startswith("pod-ready-")]
-    excluded = {(t["key"], t["operator"]) for s in ready for t in s["spec"]["selector"]["matchExpressions"]}
-    for query, values in stages.LOCAL_PODS:
-        assert (query, "DoesNotExist" if values is None else "NotIn") in excluded
+    ready = {s["metadata"]["name"]: s["spec"]["selector"]["matchExpressions"] for s in stages.stages({})
+             if s["metadata"]["name"].startswith("pod-ready-")}
+    played = f'.metadata.labels["{stages.PLAYED_LABEL}"]'
+    assert {"key": played, "operator": "Exists"} in ready.pop("pod-ready-played")
+    for terms in ready.values():
+        excluded = {(t["key"], t["operator"]) for t in terms}
+        assert (played, "DoesNotExist") in excluded
+        for query, values in stages.LOCAL_PODS:
+            assert (query, "DoesNotExist" if values is None else "NotIn") in excluded
 
 
 def test_delays_go_to_the_stage_of_their_kind():

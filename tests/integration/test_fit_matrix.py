@@ -10,6 +10,8 @@ places them, each group's pods decided before the next owner is applied, so that
 room is what the earlier ones left): every group
 predicted to fit now has every pod bound to a node; every other group has a pod the scheduler
 marked Unschedulable, or (no scheduler of its name, a queue out of quota) none bound at all.
+Only placement matters here, so every pod is labelled for kwok to play (no Ray head or Dynamo
+process starts).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from kubernetes import client
 from sandbox_harness import DEADLINE_S, NRL_K8S, eventually
 from sandbox_harness import separate_sandbox as own_sandbox
 
-from nrl_k8s_sandbox.controlplane import kueue
+from nrl_k8s_sandbox.controlplane import kueue, stages
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -161,13 +163,29 @@ def test_the_prediction_is_what_the_scheduler_does(box, overrides, expected):
         docs = list(yaml.safe_load_all(stream.stdout))
         # what the pods read (DRA templates, Secrets) first; then the pods' owners in the stream's order
         for doc in sorted(docs, key=lambda d: _kind(d) in ("RayCluster", "DGD", "Deployment")):
-            box.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+            box.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(_played(doc)))
             for group in [g for g in want if g.startswith(f"{_kind(doc)} {doc['metadata']['name']}")]:
                 _observe(box, group, name, want[group])
     finally:
         box.kubectl("delete", "-f", "-", "--wait=false", stdin=stream.stdout, check=False)
         eventually(lambda: not _pods(box, f"ray.io/cluster={name}") and not _pods(
             box, f"nvidia.com/dynamo-graph-deployment-name={name}-dgd"), what=f"the pods of {name} gone")
+
+
+def _played(doc: dict) -> dict:
+    """``doc`` with every pod it makes labelled for kwok to play."""
+    spec = doc.get("spec") or {}
+    if doc["kind"] == "RayCluster":
+        templates = [spec["headGroupSpec"]["template"], *(g["template"] for g in spec.get("workerGroupSpecs") or [])]
+        for template in templates:
+            template.setdefault("metadata", {}).setdefault("labels", {})[stages.PLAYED_LABEL] = "true"
+    elif doc["kind"] == "DynamoGraphDeployment":  # v1alpha1's services, or v1beta1's components
+        for part in spec.get("services", {}).values():
+            part.setdefault("extraPodMetadata", {}).setdefault("labels", {})[stages.PLAYED_LABEL] = "true"
+        for part in spec.get("components", []):
+            template = part.setdefault("podTemplate", {})
+            template.setdefault("metadata", {}).setdefault("labels", {})[stages.PLAYED_LABEL] = "true"
+    return doc
 
 
 def _kind(doc: dict) -> str:
