@@ -69,26 +69,6 @@ def sandbox(tmp_path_factory, private_user_cache) -> Iterator[Sandbox]:
         stop_sandbox(box)
 
 
-@pytest.fixture(scope="session")
-def fault_sandbox(tmp_path_factory, private_user_cache) -> Iterator[Callable[..., Sandbox]]:
-    """``fault_sandbox(*faults)``: a sandbox started with these start-time faults (``no-dgd-crd``,
-    ``old-rayjob-crd``), shared by every test of this worker that asks for the same ones, so only
-    for tests that create nothing in it; started on first use, stopped with the session."""
-    started: dict[tuple[str, ...], Sandbox] = {}
-
-    def get(*faults: str) -> Sandbox:
-        key = tuple(sorted(faults))
-        if key not in started:
-            started[key] = start_sandbox(tmp_path_factory.mktemp("faulty"), *key)
-        return started[key]
-
-    try:
-        yield get
-    finally:
-        for box in started.values():
-            stop_sandbox(box)
-
-
 @pytest.fixture
 def separate_sandbox(tmp_path) -> Callable[..., contextlib.AbstractContextManager[Sandbox]]:
     """``with separate_sandbox(*faults, env=None, flags=()) as box:`` — a sandbox of its own, always stopped."""

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, run_cli, status_is, status_of
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, History, interruptible, status_is, status_of
 from test_run_rayjob import EXAMPLE_ENTRYPOINT, NVIDIA, PAIR, RAY, Run
 
 from nrl_k8s.flows.plan import START_MARGIN_S
@@ -75,20 +75,6 @@ def test_parallel_creates_every_dgd_owned_and_submits_the_driver_once_it_serves(
         logs = run.driver_logs(done["status"]["jobId"])
         assert f"dgd_name: {run.dgd}" in logs and f"run={done['status']['jobId']}" in logs
         dgds.wait(lambda h: any(kind == "DELETED" for kind, _ in h.events(run.dgd)), what="DGD deleted by GC")
-
-
-def test_parallel_is_refused_when_kuberay_lacks_interactive_mode(fault_sandbox, tmp_path):
-    box = fault_sandbox("old-rayjob-crd")
-    env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-    result = run_cli(["run", "--parallel", *PAIR], env=env, timeout=DEADLINE_S)
-    assert result.returncode == 2, result.stderr
-    assert "--parallel needs spec.preRunningDeadlineSeconds" in result.stderr and "nothing was created" in result.stderr
-    assert "Traceback" not in result.stderr
-    custom = client.CustomObjectsApi(box.api_client())
-    assert (
-        custom.list_namespaced_custom_object("nvidia.com", "v1alpha1", "default", "dynamographdeployments")["items"]
-        == []
-    )
 
 
 class Killed:

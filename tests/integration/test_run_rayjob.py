@@ -304,12 +304,3 @@ def test_status_shows_dynamo_section(run, tmp_path):
     table = run.cli("status", *PAIR, *run.overrides(*extra))
     assert "DYNAMO" in table.stdout and "owner     RayCluster" in table.stdout
     gate.open()
-
-
-def test_check_reports_missing_dgd_crd(fault_sandbox):
-    box = fault_sandbox("no-dgd-crd")
-    env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-    result = run_cli(["check", *PAIR], env=env, timeout=DEADLINE_S)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "FAIL CRD dynamographdeployments.nvidia.com" in result.stdout
-    assert "helmfile -f helm/helmfile.yaml.gotmpl -e prod apply" in result.stdout
