@@ -20,6 +20,25 @@ from typing import IO
 
 MARKER = "NRL_K8S_SANDBOX_DIR"
 
+#: How much nicer than the daemon everything the sandbox runs is, but a Ray head while it starts:
+#: Ray gives a head's raylet 30 s to register (``node.py``) and aborts it after, the only deadline
+#: here that nobody can lengthen, so on a loaded machine a starting head takes the CPU first and,
+#: once ready, goes to the background with the control plane, the pods' processes and its jobs.
+BACKGROUND_NICE = 10
+
+
+def background_niceness() -> int:
+    return min(19, os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE)
+
+
+def to_background(pgid: int) -> None:
+    """Every thread of every process in group ``pgid`` (and what they start later) at the background
+    niceness; a group already gone is left alone."""
+    try:
+        os.setpriority(os.PRIO_PGRP, pgid, background_niceness())
+    except ProcessLookupError:
+        pass
+
 
 def read_pid(path: Path) -> int | None:
     """The pid stored in ``path`` if that very process (same start time) still runs, else None."""

@@ -1,14 +1,17 @@
 """The control plane's processes: how each is started, and on which loopback ports.
 
 Every process is a child of the sandbox daemon: it gets SIGKILL when the daemon dies
-(``PR_SET_PDEATHSIG``), carries the sandbox marker in its environment (so ``sandbox down`` finds it
-after a crash) and logs to ``DIR/logs/NAME.log`` (0600).
+(``PR_SET_PDEATHSIG``), runs at the background niceness (``pids.BACKGROUND_NICE``), carries the
+sandbox marker in its environment (so ``sandbox down`` finds it after a crash) and logs to
+``DIR/logs/NAME.log`` (0600).
 """
 
 from __future__ import annotations
 
 import base64
 import ctypes
+import functools
+import os
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from ..pids import MARKER, open_private, terminate
+from ..pids import MARKER, background_niceness, open_private, terminate
 from .binaries import Installed
 from .pki import Authority, Pair
 
@@ -25,8 +28,10 @@ SERVICE_CIDR = "10.96.0.0/16"
 CLUSTER_NAME = "nrl-k8s-sandbox"
 
 
-def _die_with_parent() -> None:
+def _child(niceness: int) -> None:
+    """In the child before exec: die with the daemon, run in the background (before any thread)."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setpriority(os.PRIO_PROCESS, 0, niceness)
 
 
 def kubeconfig(server: str, ca_pem: bytes, user: dict, namespace: str = "default") -> str:
@@ -63,7 +68,7 @@ class Processes:
         with open_private(logs / f"{name}.log", "ab") as log:
             process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                        env={**self.env, **(extra_env or {}), MARKER: str(self.dir)},
-                                       preexec_fn=_die_with_parent, cwd=self.dir)
+                                       preexec_fn=functools.partial(_child, background_niceness()), cwd=self.dir)
         self.running[name] = process
         return process
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..dynamo_runtime import engines, model, venv
-from ..pids import open_private, terminate
+from ..pids import open_private, terminate, to_background
 from ..ray_head import free_ports
 
 log = logging.getLogger("nrl_k8s_sandbox.dynamo_pods")
@@ -133,6 +133,7 @@ class DynamoPods:
                     broker = subprocess.Popen([str(venv.python()), str(BROKER), str(xsub), str(xpub)],
                                               stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                               start_new_session=True)
+                to_background(broker.pid)
                 graph = Graph(folder, broker, xsub, xpub, graph.pods if graph else set())
                 self._graphs[(namespace, dgd)] = graph
             graph.pods.add(uid)

@@ -53,7 +53,7 @@ from nrl_k8s.errors import SandboxError
 from ..driver_env import DriverEnv
 from ..dynamo_runtime.engines import NotDynamo
 from ..faults import Faults
-from ..pids import open_private, terminate
+from ..pids import open_private, terminate, to_background
 from ..ray_head import RayHead, free_ports, start_slot
 from .cluster_dns import ClusterDns
 from .dynamo_pods import ENGINE_ANNOTATION, DynamoPods, is_dynamo, main_container
@@ -417,6 +417,7 @@ class LocalKubelet:
                 local.process = head.process
                 try:
                     head.wait_ready(RAY_READY_S)
+                    to_background(head.process.pid)  # its process group, jobs and all
                     break
                 except Exception as err:  # noqa: BLE001 - any failure to start is reported on the pod
                     if head.process.poll() is None or attempt == RAY_START_ATTEMPTS or local.stopped:
@@ -531,6 +532,7 @@ class LocalKubelet:
         with self._container_log(local) as out:
             local.process = subprocess.Popen(argv, env=env, cwd=local.folder, stdin=subprocess.DEVNULL,
                                              stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        to_background(local.process.pid)
 
     @contextlib.contextmanager
     def _container_log(self, local: Local) -> Iterator[int]:

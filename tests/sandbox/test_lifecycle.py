@@ -18,7 +18,7 @@ from operator_helpers import not_private, proxy, rayjob, served_deployment
 from sandbox_harness import DEADLINE_S, Sandbox, eventually, nrl_k8s, observe, start_sandbox, stop_sandbox, unique
 
 from nrl_k8s_sandbox.faults import Faults
-from nrl_k8s_sandbox.pids import alive, marked, read_pid, start_time, wait_gone
+from nrl_k8s_sandbox.pids import BACKGROUND_NICE, alive, marked, read_pid, start_time, wait_gone
 
 
 def test_starting_twice_is_refused(sandbox):
@@ -33,6 +33,9 @@ def test_status_reports_urls_pids_faults_and_objects(sandbox):
     assert (report["running"], report["api_url"]) == (True, sandbox.api_url)
     assert {"daemon", "etcd", "kube-apiserver", "kuberay-operator", "kwok"} <= set(report["pids"])
     assert all(alive(pid) for pid in report["pids"].values())
+    daemon = report["pids"].pop("daemon")  # everything it runs is in the background
+    assert {name: os.getpriority(os.PRIO_PROCESS, pid) for name, pid in report["pids"].items()} == \
+        dict.fromkeys(report["pids"], _background(daemon))
     assert report["faults"] == sandbox.faults
     assert report["versions"] == sandbox.info["versions"]
     assert set(report["objects"]) == {"pods", "services", "rayclusters", "rayjobs", "dynamographdeployments"}
@@ -143,6 +146,8 @@ def test_a_ray_head_that_aborts_its_start_up_is_started_again(sandbox, tmp_path)
             sandbox, tmp_path, name, head_env=env
         )  # jobs run: the head is up, not dying behind a ready dashboard
         assert alive(driver) and (tmp_path / "slowed").exists()
+        # the head started at the daemon's priority; ready, it went to the background, its jobs with it
+        assert os.getpriority(os.PRIO_PROCESS, driver) == _background(read_pid(sandbox.dir / "daemon.pid"))
         log = (sandbox.dir / "daemon.log").read_text()
         assert re.search(rf"the Ray head of default/{name}-\S+ exited during start-up \(attempt 1 of 3\)", log), log[
             -3000:
@@ -150,6 +155,10 @@ def test_a_ray_head_that_aborts_its_start_up_is_started_again(sandbox, tmp_path)
     finally:
         with sandbox.api_client() as api:  # its cluster goes with it, and the sleeping driver with the head
             client.CustomObjectsApi(api).delete_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", name)
+
+
+def _background(daemon: int) -> int:
+    return min(19, os.getpriority(os.PRIO_PROCESS, daemon) + BACKGROUND_NICE)
 
 
 @pytest.fixture(scope="module")
