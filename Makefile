@@ -35,8 +35,8 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# Two workers per CPU this run may use, four at most: the suite is CPU-bound (Ray heads ~44 % of it,
-# control planes ~32 %) and each worker runs a sandbox of its own; on two cores a fourth worker fills
+# Two workers per CPU this run may use, four at most: the suite is CPU-bound (Ray heads ~42 % of it,
+# control planes ~31 %) and each worker runs a sandbox of its own; on two cores a fourth worker fills
 # the gaps while the others wait on a head or a controller, on one core four starve each other.
 WORKERS := $(shell $(PY) -c 'import os; print(min(4, 2 * len(os.sched_getaffinity(0))))')
 test: setup
