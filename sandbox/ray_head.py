@@ -90,7 +90,7 @@ def free_ports(count: int, claims: Path = CLAIMS) -> list[int]:
             except OSError:
                 sock.close()
                 continue
-            if port and not _claimed(claims / str(port)):
+            if port and not _claim(claims / str(port)):
                 sock.close()
                 continue
             sockets.append(sock)
@@ -100,7 +100,7 @@ def free_ports(count: int, claims: Path = CLAIMS) -> list[int]:
             sock.close()
 
 
-def _claimed(path: Path) -> bool:
+def _claim(path: Path) -> bool:
     """Claim a port by creating ``path``; False if a claim younger than ``CLAIM_S`` holds it."""
     with contextlib.suppress(FileNotFoundError):
         if time.time() - path.stat().st_mtime < CLAIM_S:

@@ -33,9 +33,13 @@ def fault_sandbox(tmp_path_factory, private_user_cache) -> Iterator[Callable[[st
         yield get
 
 
-def check(box) -> subprocess.CompletedProcess:
+def cli(box, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-    return run_cli(["check", *PAIR], env=env, timeout=DEADLINE_S)
+    return run_cli([*args, *PAIR], env=env, timeout=DEADLINE_S)
+
+
+def check(box) -> subprocess.CompletedProcess:
+    return cli(box, "check")
 
 
 def test_check_warns_that_kuberay_1_5_lacks_what_parallel_needs(fault_sandbox):
@@ -66,8 +70,7 @@ def test_check_passes_the_parallel_fields_on_the_current_sandbox(sandbox):
 
 def test_run_refuses_a_dgd_version_the_cluster_does_not_serve_before_creating_anything(fault_sandbox):
     box = fault_sandbox("no-dgd-crd")
-    env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-    result = run_cli(["run", "--rayjob", "--no-wait", *PAIR], env=env, timeout=DEADLINE_S)
+    result = cli(box, "run", "--rayjob", "--no-wait")
     with box.api_client() as api:
         jobs = client.CustomObjectsApi(api).list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")
         secrets = client.CoreV1Api(api).list_namespaced_secret("default")
@@ -80,17 +83,15 @@ def test_run_refuses_a_dgd_version_the_cluster_does_not_serve_before_creating_an
 
 def test_check_reports_missing_dgd_crd(fault_sandbox):
     box = fault_sandbox("no-dgd-crd")
-    env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-    result = run_cli(["check", *PAIR], env=env, timeout=DEADLINE_S)
+    result = check(box)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL CRD dynamographdeployments.nvidia.com" in result.stdout
     assert "helmfile -f helm/helmfile.yaml.gotmpl -e prod apply" in result.stdout
 
 
-def test_parallel_is_refused_when_kuberay_lacks_interactive_mode(fault_sandbox, tmp_path):
+def test_parallel_is_refused_when_kuberay_lacks_interactive_mode(fault_sandbox):
     box = fault_sandbox("old-rayjob-crd")
-    env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
-    result = run_cli(["run", "--parallel", *PAIR], env=env, timeout=DEADLINE_S)
+    result = cli(box, "run", "--parallel")
     assert result.returncode == 2, result.stderr
     assert "--parallel needs spec.preRunningDeadlineSeconds" in result.stderr and "nothing was created" in result.stderr
     assert "Traceback" not in result.stderr

@@ -176,15 +176,16 @@ def _played(doc: dict) -> dict:
     """``doc`` with every pod it makes labelled for kwok to play."""
     spec = doc.get("spec") or {}
     if doc["kind"] == "RayCluster":
-        templates = [spec["headGroupSpec"]["template"], *(g["template"] for g in spec.get("workerGroupSpecs") or [])]
-        for template in templates:
-            template.setdefault("metadata", {}).setdefault("labels", {})[stages.PLAYED_LABEL] = "true"
+        metas = [g["template"].setdefault("metadata", {})
+                 for g in [spec["headGroupSpec"], *(spec.get("workerGroupSpecs") or [])]]
     elif doc["kind"] == "DynamoGraphDeployment":  # v1alpha1's services, or v1beta1's components
-        for part in spec.get("services", {}).values():
-            part.setdefault("extraPodMetadata", {}).setdefault("labels", {})[stages.PLAYED_LABEL] = "true"
-        for part in spec.get("components", []):
-            template = part.setdefault("podTemplate", {})
-            template.setdefault("metadata", {}).setdefault("labels", {})[stages.PLAYED_LABEL] = "true"
+        metas = [*(part.setdefault("extraPodMetadata", {}) for part in (spec.get("services") or {}).values()),
+                 *(part.setdefault("podTemplate", {}).setdefault("metadata", {})
+                   for part in spec.get("components") or [])]
+    else:
+        metas = []
+    for meta in metas:
+        meta.setdefault("labels", {})[stages.PLAYED_LABEL] = "true"
     return doc
 
 
