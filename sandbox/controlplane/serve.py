@@ -42,6 +42,7 @@ from ..faults import Faults
 from ..pids import MARKER, log_tail
 from ..ray_head import free_ports, temp_dir_for
 from . import binaries, components, kueue, nodes, rbac, stages
+from .controller import json_body
 from .crds import crds as dynamo_crds
 from .dra import ComputeDomains
 from .dra import devices as dra_devices
@@ -106,6 +107,7 @@ class Plane:
         self.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.running: list = []  # what has a stop(), in start order
         self.kubelet: LocalKubelet | None = None
+        self.dynamic: kubernetes.dynamic.DynamicClient | None = None
         self.info: dict = {}
 
     def wait(self, what: str, probe: Callable[[], bool]) -> None:
@@ -124,9 +126,10 @@ class Plane:
     def apply(self, *objs: dict) -> None:
         """Create or update ``objs`` (server-side apply keeps re-applying idempotent), ``APPLYING`` at a
         time: 500 nodes and their 1,000 ResourceSlices take a minute one by one."""
-        dynamic = kubernetes.dynamic.DynamicClient(self.api)
+        if self.dynamic is None:  # its discovery (cached in the sandbox's folder) refreshes on an unknown kind
+            self.dynamic = kubernetes.dynamic.DynamicClient(self.api, cache_file=str(self.dir / "discovery.json"))
         kinds = {(obj["apiVersion"], obj["kind"]) for obj in objs}
-        resources = {kind: dynamic.resources.get(api_version=kind[0], kind=kind[1]) for kind in kinds}
+        resources = {kind: self.dynamic.resources.get(api_version=kind[0], kind=kind[1]) for kind in kinds}
 
         def one(obj: dict) -> None:
             resources[obj["apiVersion"], obj["kind"]].server_side_apply(
@@ -222,19 +225,28 @@ def _documents(path: Path) -> list[dict]:
 
 
 def _establish(plane: Plane, what: str, crds: list[dict]) -> None:
-    """Apply ``crds`` and wait until the API server serves each."""
-    for doc in crds:
-        plane.apply(doc)
-    ext = kubernetes.client.ApiextensionsV1Api(plane.api)
-    pending = {doc["metadata"]["name"] for doc in crds}
+    """Create ``crds`` and wait until the API server serves each.
 
-    def established() -> bool:
-        for name in list(pending):
-            conditions = ext.read_custom_resource_definition(name).status.conditions or []
-            if any(c.type == "Established" and c.status == "True" for c in conditions):
-                pending.discard(name)
+    KubeRay's CRDs are ~1 MB each: they are created once (the plane's etcd is new) with their
+    answers left unread, and watched for in discovery, which lists a CRD's resource once it is
+    Established (reading the CRDs until then costs the API server more than creating them)."""
+    ext, custom = kubernetes.client.ApiextensionsV1Api(plane.api), kubernetes.client.CustomObjectsApi(plane.api)
+    for doc in crds:
+        ext.create_custom_resource_definition(doc, _preload_content=False).drain_conn()  # read, not parsed
+    pending = {(doc["spec"]["group"], version["name"], doc["spec"]["names"]["plural"])
+               for doc in crds for version in doc["spec"]["versions"] if version.get("served", True)}
+
+    def served() -> bool:
+        for group_version in {(group, version) for group, version, _ in pending}:
+            try:
+                listed = json_body(custom.get_api_resources(*group_version, _preload_content=False))
+            except kubernetes.client.ApiException as exc:
+                if exc.status == 404:  # no version of the group served yet
+                    continue
+                raise
+            pending.difference_update({(*group_version, r["name"]) for r in listed["resources"]})
         return not pending
-    plane.wait(f"{what} established", established)
+    plane.wait(f"{what} established", served)
 
 
 def access(plane: Plane) -> None:
