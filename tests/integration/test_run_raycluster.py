@@ -89,6 +89,11 @@ class LongLived:
     def write(self) -> None:
         (self.dir / "infra.yaml").write_text(yaml.safe_dump(self.infra))
 
+    def without_gym(self) -> None:
+        """Only the training cluster, for a test about its driver: one Ray head fewer to start."""
+        del self.infra["kuberay"]["gym"]
+        self.write()
+
     def cli(self, *args: str, timeout: float = DEADLINE_S) -> subprocess.CompletedProcess:
         env = {**os.environ, "KUBECONFIG": str(self.sandbox.kubeconfig), "NRL_K8S_USER": "it",
                "XDG_CACHE_HOME": str(self.dir / "cache")}
@@ -184,6 +189,7 @@ def test_long_lived_run_then_warm_rerun_then_cluster_down(ll):
 
 
 def test_running_driver_needs_replace(ll, tmp_path):
+    ll.without_gym()
     gate = Gate(tmp_path)
     ll.infra["launch"]["entrypoint"] = gate.entrypoint(READ_RECIPE)
     ll.write()
@@ -313,6 +319,7 @@ def _gone(pid: int) -> bool:
 
 
 def test_exec_submitter_runs_the_driver_on_the_head_pod_and_keeps_its_log(ll):
+    ll.without_gym()
     token = f"hf_{uuid.uuid4().hex}"
     _exec_infra(ll, token)
     run = ll.run("--wait", "--submitter", "exec", "--code-source", "image", "--code-path", str(ll.dir))
