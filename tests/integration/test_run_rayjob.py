@@ -100,7 +100,8 @@ def test_happy_path_suspend_order_then_dgd_moved_to_cluster_and_gc_cleans_up(run
     gate = Gate(tmp_path)
     with run.history(RAY, "rayjobs") as jobs, run.history(RAY, "rayclusters") as clusters, \
             run.history(NVIDIA, "dynamographdeployments") as dgds, run.sandbox.fault("delay", "dgd:3"):
-        result = run.run("--no-wait", "--driver-grace", "30", extra=(gate.override(EXAMPLE_ENTRYPOINT),))
+        extra = (gate.override(EXAMPLE_ENTRYPOINT),)
+        result = run.run("--no-wait", "--driver-grace", "30", extra=extra)
         assert result.returncode == 0, result.stderr
         # The driver waits for the gate: the job, its RayCluster and the linked DGD are all live.
         job = run.get(RAY, "rayjobs", run.job)
@@ -126,6 +127,7 @@ def test_happy_path_suspend_order_then_dgd_moved_to_cluster_and_gc_cleans_up(run
         moved = next(obj for _, obj in dgd_events if _uids(obj) == [cluster_uid])
         assert _rv(served) < _rv(clusters.events(cluster)[0][1]) < _rv(moved)
         assert all(_uids(obj) for _, obj in dgd_events), "the DGD had a moment without an owner"
+        _status_shows_the_run(run, extra)
 
         gate.open()
         done = run.wait_for(
@@ -137,6 +139,22 @@ def test_happy_path_suspend_order_then_dgd_moved_to_cluster_and_gc_cleans_up(run
         clusters.wait(lambda h: _deleted(h, cluster), what=f"RayCluster {cluster} deleted")
         dgds.wait(lambda h: _deleted(h, run.dgd), what=f"DGD {run.dgd} deleted")
     assert _rv(_deleted(clusters, cluster)) < _rv(_deleted(dgds, run.dgd))
+
+
+def _status_shows_the_run(run, extra: tuple[str, ...]) -> None:
+    """`status` of a run whose driver runs: its cluster, and the DGD it serves from, with its owner."""
+    status = run.cli("status", *PAIR, *run.overrides(*extra), "-o", "json")
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    (dyn,) = data["dynamo"]
+    assert dyn["name"] == run.dgd and dyn["state"] == "successful"
+    assert dyn["owners"] == [f"RayCluster {data['rayjob']['raycluster']}"]
+    assert dyn["frontend"]["reachable"] is True
+    assert all(s["ready"] == s["desired"] for s in dyn["services"])
+    (role,) = data["roles"]
+    assert role["cluster"] == data["rayjob"]["raycluster"] and role["name"] == run.job
+    table = run.cli("status", *PAIR, *run.overrides(*extra))
+    assert "DYNAMO" in table.stdout and "owner     RayCluster" in table.stdout
 
 
 def test_wait_exits_zero_on_success_with_summary(run):
@@ -285,22 +303,3 @@ def test_ctrl_c_during_dgd_wait_rolls_back(run):
     assert "rolled back: deleted DynamoGraphDeployment" in stderr and "Traceback" not in stderr
     run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, _gone)
 
-
-def test_status_shows_dynamo_section(run, tmp_path):
-    gate = Gate(tmp_path)  # the job runs until the test has looked at it
-    extra = (gate.override(),)
-    result = run.run("--no-wait", extra=extra)
-    assert result.returncode == 0, result.stderr
-    status = run.cli("status", *PAIR, *run.overrides(*extra), "-o", "json")
-    assert status.returncode == 0, status.stderr
-    data = json.loads(status.stdout)
-    (dyn,) = data["dynamo"]
-    assert dyn["name"] == run.dgd and dyn["state"] == "successful"
-    assert dyn["owners"] == [f"RayCluster {data['rayjob']['raycluster']}"]
-    assert dyn["frontend"]["reachable"] is True
-    assert all(s["ready"] == s["desired"] for s in dyn["services"])
-    (role,) = data["roles"]
-    assert role["cluster"] == data["rayjob"]["raycluster"] and role["name"] == run.job
-    table = run.cli("status", *PAIR, *run.overrides(*extra))
-    assert "DYNAMO" in table.stdout and "owner     RayCluster" in table.stdout
-    gate.open()
