@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, find_custom, observe, run_cli, status_is
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, find_custom, observe, run_cli, status_is
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -184,8 +184,10 @@ def test_timeout_exits_1_naming_what_still_runs_and_deletes_nothing(user, tmp_pa
         run_id = job["metadata"]["labels"]["nrl-k8s.io/run-id"]
         assert f"`nrl-k8s logs -f --run {run_id}`" in result.stderr, result.stderr
         assert f"`nrl-k8s job stop --run {run_id}`" in result.stderr
-        pasted = user.cli("logs", "--run", run_id)  # the hint as pasted, less -f (the job runs on)
-        assert pasted.returncode == 0 and "started" in pasted.stdout, pasted.stderr
+        # The hint as pasted, less -f (the job runs on): after 3 s the driver may not have printed
+        # yet (PENDING), so the command is repeated until its output shows the line.
+        eventually(lambda: (out := user.cli("logs", "--run", run_id)).returncode == 0
+                   and "started" in out.stdout, what="`logs --run` showing the driver's line")
         assert job["status"].get("jobDeploymentStatus") not in ("Complete", "Failed")
         assert user.get("rayclusters", cluster) is not None and user.get("dynamographdeployments", user.dgd, NVIDIA)
     finally:
