@@ -125,11 +125,24 @@ def apiserver(bin: Installed, ca: Authority, serving: Pair, kubelet_client: Pair
     return argv
 
 
+#: The controllers the sandbox's objects need: owner GC, namespace deletion, Jobs (the lease, KubeRay's
+#: submitter), Deployments, Services' endpoints, each namespace's ServiceAccount and CA, DRA claims,
+#: node taints and pod GC. The rest (volumes, StatefulSets, DaemonSets, CronJobs, autoscaling, quota,
+#: disruption budgets, cloud, certificates) would only watch and resync: they cost CPU on every run.
+CONTROLLERS = (
+    "garbage-collector-controller", "namespace-controller", "job-controller", "ttl-after-finished-controller",
+    "deployment-controller", "replicaset-controller", "endpoints-controller", "endpointslice-controller",
+    "serviceaccount-controller", "root-ca-certificate-publisher-controller", "service-cidr-controller",
+    "clusterrole-aggregation-controller", "resourceclaim-controller", "node-lifecycle-controller",
+    "taint-eviction-controller", "pod-garbage-collector-controller",
+)
+
+
 def controller_manager(bin: Installed, admin: Path, ca: Authority, sa: Pair) -> list[str]:
     return [bin.path("kube-controller-manager"), f"--kubeconfig={admin}", "--leader-elect=false",
             "--bind-address=127.0.0.1", "--secure-port=0", f"--service-account-private-key-file={sa.key}",
             f"--root-ca-file={ca.cert}", "--use-service-account-credentials=false",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--controllers=*,-nodeipam,-csrsigning,-csrapproving",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", f"--controllers={','.join(CONTROLLERS)}",
             "--node-monitor-grace-period=3600s", "--profiling=false", "--v=0",
             # its client's default 20 requests/s untaint 500 new nodes in two minutes; kwokctl lifts it too
             "--kube-api-qps=5000", "--kube-api-burst=10000"]
