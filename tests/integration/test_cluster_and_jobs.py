@@ -74,20 +74,6 @@ def test_cluster_down_leaves_objects_it_did_not_create(cli):
     )
 
 
-def test_job_list_and_logs(cli):
-    run = cli("run", "--wait", "--no-shutdown")
-    assert run.returncode == 0, run.stderr
-    job_id = cli.custom.get_namespaced_custom_object("ray.io", "v1", cli.ns, "rayjobs", cli.job)["status"]["jobId"]
-
-    listed = cli("job", "list")
-    assert listed.returncode == 0, listed.stderr
-    assert job_id in listed.stdout and "SUCCEEDED" in listed.stdout
-    for argv in (["logs", "--role", "training"], ["logs", "-f"], ["job", "logs", "--job", job_id]):
-        logs = cli(*argv)
-        assert logs.returncode == 0, logs.stderr
-        assert f"dgd_name: {cli.job}-dgd" in logs.stdout and "step 3/3" in logs.stdout
-
-
 def test_job_stop(cli, tmp_path):
     run = cli("run", "--no-wait", extra=(Gate(tmp_path).override(),))  # never released: only a stop ends it
     assert run.returncode == 0, run.stderr
@@ -108,7 +94,8 @@ def test_job_stop(cli, tmp_path):
 @pytest.mark.parametrize("flow", [("--rayjob", "--no-shutdown"), ("--raycluster",)], ids=["rayjob", "raycluster"])
 def test_a_head_service_named_in_the_spec_is_how_the_dashboard_is_reached(cli, flow):
     """`headGroupSpec.headService.metadata.name` renames the head Service KubeRay makes: following
-    the driver, `job list` and `logs` all reach the dashboard through that Service."""
+    the driver, `job list`, `logs` (also `-f`) and `job logs` all reach the dashboard through that
+    Service, and find the finished driver."""
     service = f"{cli.job}-dash"
     named = (f"+infra.kuberay.training.spec.headGroupSpec.headService={{metadata: {{name: {service}}}}}",)
     run = cli("run", *flow, "--wait", extra=named)
@@ -121,5 +108,8 @@ def test_a_head_service_named_in_the_spec_is_how_the_dashboard_is_reached(cli, f
 
     listed = cli("job", "list", extra=named)
     assert listed.returncode == 0 and "SUCCEEDED" in listed.stdout, listed.stderr
-    logs = cli("logs", "--role", "training", extra=named)
-    assert logs.returncode == 0 and "step 3/3" in logs.stdout, logs.stderr
+    job_id = next(line.split()[0] for line in listed.stdout.splitlines() if "SUCCEEDED" in line)
+    for argv in (["logs", "--role", "training"], ["logs", "-f"], ["job", "logs", "--job", job_id]):
+        logs = cli(*argv, extra=named)
+        assert logs.returncode == 0, (argv, logs.stderr)
+        assert f"dgd_name: {cli.job}-dgd" in logs.stdout and "step 3/3" in logs.stdout, argv

@@ -210,7 +210,7 @@ def listed_then_removed(user: User, others: list[str], made: dict[str, dict]) ->
     assert not [row for row in user.left() if row.startswith(("RayCluster", "Deployment", "Service"))]
 
 
-def test_a_rerun_takes_a_killed_bring_up_over_and_a_finished_one_is_never_a_leftover(user):
+def test_a_rerun_takes_a_killed_bring_up_over_a_finished_one_is_never_a_leftover_and_gc_finishes_it(user):
     killed_when(user, "RayCluster", f"{user.name}-ll-train")
     killed = {what: obj for what, obj in user.mine().items() if not obj["metadata"].get("ownerReferences")}
     assert killed and all(obj["metadata"]["labels"].get(BRINGUP) == "unfinished" for obj in killed.values())
@@ -227,18 +227,17 @@ def test_a_rerun_takes_a_killed_bring_up_over_and_a_finished_one_is_never_a_left
     assert not [line for line in user.gc(now=far) if line.startswith("deleted")]
     assert set(user.mine()) == set(made)
     assert not user.left()
+    gc_finishes_a_bring_up_whose_driver_was_submitted(user)
 
 
 RESOURCES = {"RayCluster": "rayclusters.ray.io", "Deployment": "deployments", "Service": "services",
              "DynamoGraphDeployment": "dynamographdeployments.nvidia.com"}
 
 
-def test_a_run_killed_just_after_submitting_its_driver_is_finished_by_gc_not_deleted(user):
-    """The moment between the driver's submission and the run clearing its marks, made by marking a
+def gc_finishes_a_bring_up_whose_driver_was_submitted(user: User) -> None:
+    """A run killed between the driver's submission and clearing its marks, made by marking a
     finished run's objects again, past their deadline: gc finds the run's driver on its RayCluster
     and finishes the bring-up (the marks come off) instead of deleting the clusters under it."""
-    ran = user.cli("run", "--raycluster", "--no-wait", *user.pair, "~infra.kuberay.gym")  # one Ray head is enough
-    assert ran.returncode == 0, ran.stderr
     run_id = next(iter(user.mine().values()))["metadata"]["labels"][RUN_ID]
     unowned = [what for what, obj in user.mine().items() if not obj["metadata"].get("ownerReferences")]
     for what in unowned:

@@ -276,35 +276,19 @@ def test_failure_after_the_driver_is_submitted_deletes_nothing(env):
     assert done["status"]["jobStatus"] == "SUCCEEDED"
 
 
-# -- conflicts and a short outage ------------------------------------------------------------------
-def test_conflict_on_the_owner_back_patch_is_retried(env):
-    with env.sandbox.fault("api-errors", "patch:dynamographdeployments:409:2"):
-        result = env.cli("run", "--wait")
-    assert result.returncode == 0, result.stderr
-    cluster = env.get(RAY, env.job)["status"]["rayClusterName"]
-    assert f"dgd (created)  {env.dgd}  owner: {cluster}" in result.stdout
-
-
-def test_a_short_api_outage_is_survived(env):
-    run = env.start("run", "--wait")
-    env.wait_for(RAY, env.job, lambda o: o is not None)
-    env.sandbox.set_fault("api-outage", "15")
-    try:
-        code, stdout, stderr = run.finish()
-    finally:  # a watch opened before the outage may see the job end first
-        env.sandbox.clear_fault("api-outage")
-    assert code == 0, stderr
-    assert "job status     SUCCEEDED" in stdout
-
-
-def test_a_short_api_outage_during_the_driver_rescue_is_survived(env):
+# -- short API outages ---------------------------------------------------------------------------
+def test_short_api_outages_are_survived_also_during_the_driver_rescue(env):
+    """An outage just after the RayJob is created, and one while nrl-k8s rescues the driver KubeRay
+    did not submit: the run rides out both."""
     with env.sandbox.fault("miss-driver-submission"):
         run = env.start("run", "--wait", "--driver-grace", "2")
-        run.wait_line("waiting for KubeRay to submit the driver")
-        env.sandbox.set_fault("api-outage", "15")
+        env.wait_for(RAY, env.job, lambda o: o is not None)
         try:
+            env.sandbox.set_fault("api-outage", "15")
+            run.wait_line("waiting for KubeRay to submit the driver")
+            env.sandbox.set_fault("api-outage", "15")
             code, stdout, stderr = run.finish()
-        finally:
+        finally:  # a watch opened before an outage may see the job end first
             env.sandbox.clear_fault("api-outage")
     assert code == 0, stderr
     assert "nrl-k8s submitted it" in stderr and "job status     SUCCEEDED" in stdout
@@ -357,7 +341,7 @@ def test_rollback_unlinks_a_kept_dgd_so_gc_cannot_take_it(env):
     assert f"dgd (reused)   {env.dgd}  owner: {second_cluster}" in stdout
 
 
-def test_ctrl_c_after_the_driver_is_submitted_leaves_the_job_running(env):
+def test_ctrl_c_after_the_driver_is_submitted_leaves_the_job_running_and_a_rerun_or_down_refuses_it(env):
     entrypoint, release = env.held_driver()
     try:
         run = env.start("run", "--wait", extra=(entrypoint,))
@@ -367,6 +351,16 @@ def test_ctrl_c_after_the_driver_is_submitted_leaves_the_job_running(env):
         assert code == 130, stderr
         assert f"RayJob {env.job} keeps running" in stderr and "rolled back:" not in stderr
         assert rayjob_live(env.get(RAY, env.job))
+        # The same config again is refused while it runs, and so is `cluster down` without --force.
+        again = env.cli("run", "--wait", extra=(entrypoint,))
+        assert again.returncode == 2, again.stderr
+        assert f"RayJob {env.job} already exists in namespace {env.ns} and is still running" in again.stderr
+        down = env.cli("cluster", "down", extra=(entrypoint,))
+        assert down.returncode == 2, down.stderr
+        assert f"dynamo.serving (DynamoGraphDeployment {env.dgd}) is used by running RayJob {env.job}" in down.stderr
+        assert f"kuberay.training (RayJob {env.job}) is used by running RayJob {env.job}" in down.stderr
+        assert "--force" in down.stderr
+        assert env.get(NVIDIA, env.dgd) is not None and env.get(RAY, env.job) is not None
     finally:
         release.touch()
     done = env.wait_for(RAY, env.job, status_is("jobDeploymentStatus", "Complete"))
@@ -378,26 +372,6 @@ def rayjob_live(obj) -> bool:
 
 
 # -- cluster down, status and what a dead run left ------------------------------------------------
-def test_cluster_down_refuses_while_the_job_runs_unless_forced(env):
-    entrypoint, release = env.held_driver()
-    try:
-        result = env.cli("run", "--no-wait", extra=(entrypoint,))
-        assert result.returncode == 0, result.stderr
-        down = env.cli("cluster", "down", extra=(entrypoint,))
-        assert down.returncode == 2, down.stderr
-        assert f"dynamo.serving (DynamoGraphDeployment {env.dgd}) is used by running RayJob {env.job}" in down.stderr
-        assert f"kuberay.training (RayJob {env.job}) is used by running RayJob {env.job}" in down.stderr
-        assert "--force" in down.stderr
-        assert env.get(NVIDIA, env.dgd) is not None and env.get(RAY, env.job) is not None
-
-        forced = env.cli("cluster", "down", "--force", "-t", "kuberay.training", extra=(entrypoint,))
-        assert forced.returncode == 0, forced.stderr
-        assert f"RayJob {env.job} deleted" in forced.stderr
-    finally:
-        release.touch()
-    env.wait_for(NVIDIA, env.dgd, gone)  # GC: the RayJob took its cluster, the cluster its DGD
-
-
 def test_status_lists_what_a_killed_run_left_and_cluster_down_removes_it(env):
     with env.sandbox.fault("miss-driver-submission"):
         run = env.start("run", "--wait", "--driver-grace", "3600")
@@ -413,6 +387,7 @@ def test_status_lists_what_a_killed_run_left_and_cluster_down_removes_it(env):
     assert refused.returncode == 2 and "--force" in refused.stderr
     removed = env.cli("cluster", "down", "-t", "kuberay.training", "--force")
     assert removed.returncode == 0, removed.stderr
+    assert f"RayJob {env.job} deleted" in removed.stderr
     assert env.get(RAY, env.job) is None
     env.wait_for(NVIDIA, env.dgd, gone)
 
@@ -433,23 +408,14 @@ def test_status_lists_the_suspended_rayjob_of_a_run_killed_in_its_dgd_wait(env):
 
 
 # -- running the same config again ---------------------------------------------------------------
-def test_same_config_again_replaces_the_finished_rayjob(env):
-    first = env.cli("run", "--wait")
+def test_a_conflict_on_the_owner_patch_is_retried_and_a_rerun_replaces_the_finished_rayjob(env):
+    with env.sandbox.fault("api-errors", "patch:dynamographdeployments:409:2"):
+        first = env.cli("run", "--wait")
     assert first.returncode == 0, first.stderr
+    cluster = env.get(RAY, env.job)["status"]["rayClusterName"]
+    assert f"dgd (created)  {env.dgd}  owner: {cluster}" in first.stdout
     uid = env.get(RAY, env.job)["metadata"]["uid"]
     again = env.cli("run", "--wait")
     assert again.returncode == 0, again.stderr
     assert f"RayJob {env.job} from an earlier run has finished (Complete, job SUCCEEDED)" in again.stderr
     assert env.get(RAY, env.job)["metadata"]["uid"] != uid
-
-
-def test_same_config_again_refuses_a_live_rayjob(env):
-    entrypoint, release = env.held_driver()
-    try:
-        first = env.cli("run", "--no-wait", extra=(entrypoint,))
-        assert first.returncode == 0, first.stderr
-        again = env.cli("run", "--wait", extra=(entrypoint,))
-    finally:
-        release.touch()
-    assert again.returncode == 2, again.stderr
-    assert f"RayJob {env.job} already exists in namespace {env.ns} and is still running" in again.stderr

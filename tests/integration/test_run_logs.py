@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, eventually, find_custom, observe, run_cli, status_is
+from sandbox_harness import DEADLINE_S, NRL_K8S, Gate, find_custom, observe, run_cli, status_is
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -122,22 +122,6 @@ def _two_gates(tmp_path, before: str, after: str) -> tuple[Gate, Gate, str]:
     return gate, last, before + gate.entrypoint(f"{after}; " + last.entrypoint())
 
 
-def test_logs_follow_streams_the_whole_output_of_a_running_job(user, tmp_path):
-    gate, last, entrypoint = _two_gates(tmp_path, PRINTER.format(n=LINES), "echo after the gate")
-    started = user.run("--no-wait", entrypoint=entrypoint)
-    assert started.returncode == 0, started.stderr
-    with user.started("logs", "-f") as follow:  # the run record names the job
-        follow.until(f"line {LINES - 1:05d} ")  # streamed while the driver still waits for the gate
-        gate.open()
-        follow.until("after the gate\n")
-        last.open()
-        code, printed, errors = follow.end()
-    assert code == 0, errors
-    job_id = user.get("rayjobs", user.job)["status"]["jobId"]
-    assert printed == user.sandbox.driver_log(job_id).replace("wk-s3cr3t-value", "<redacted>")
-    assert printed.endswith("after the gate\n") and "WANDB_API_KEY=<redacted>" in printed
-
-
 def test_run_wait_keeps_the_whole_log_of_a_driver_that_ends_at_once_and_job_logs_prints_it(user):
     # Ray writes a short job's log as the job ends: run --wait keeps the cluster (its TTL) until the
     # log is in, then deletes it, and job logs prints the copy it saved once the cluster is gone.
@@ -171,10 +155,10 @@ def test_run_wait_keeps_the_whole_log_of_a_driver_that_ends_at_once_and_job_logs
         assert f"job {job['status']['jobId']} SUCCEEDED" in logs.stderr
 
 
-def test_timeout_exits_1_naming_what_still_runs_and_deletes_nothing(user, tmp_path):
-    gate = Gate(tmp_path)
+def test_timeout_exits_1_naming_what_still_runs_and_its_follow_command_streams_the_whole_log(user, tmp_path):
+    gate, last, entrypoint = _two_gates(tmp_path, PRINTER.format(n=LINES), "echo after the gate")
     try:
-        result = user.run("--wait", "--timeout", "3", entrypoint="echo started; " + gate.entrypoint())
+        result = user.run("--wait", "--timeout", "3", entrypoint=entrypoint)
         assert result.returncode == 1, result.stderr
         job = user.get("rayjobs", user.job)
         cluster, job_id = job["status"]["rayClusterName"], job["status"]["jobId"]
@@ -184,14 +168,22 @@ def test_timeout_exits_1_naming_what_still_runs_and_deletes_nothing(user, tmp_pa
         run_id = job["metadata"]["labels"]["nrl-k8s.io/run-id"]
         assert f"`nrl-k8s logs -f --run {run_id}`" in result.stderr, result.stderr
         assert f"`nrl-k8s job stop --run {run_id}`" in result.stderr
-        # The hint as pasted, less -f (the job runs on): after 3 s the driver may not have printed
-        # yet (PENDING), so the command is repeated until its output shows the line.
-        eventually(lambda: (out := user.cli("logs", "--run", run_id)).returncode == 0
-                   and "started" in out.stdout, what="`logs --run` showing the driver's line")
         assert job["status"].get("jobDeploymentStatus") not in ("Complete", "Failed")
         assert user.get("rayclusters", cluster) is not None and user.get("dynamographdeployments", user.dgd, NVIDIA)
+        # The follow command as the hint gives it streams the whole output, from while the driver
+        # still waits for the gate to its last line.
+        with user.started("logs", "-f", "--run", run_id) as follow:
+            follow.until(f"line {LINES - 1:05d} ")
+            gate.open()
+            follow.until("after the gate\n")
+            last.open()
+            code, printed, errors = follow.end()
     finally:
         gate.open()
+        last.open()
+    assert code == 0, errors
+    assert printed == user.sandbox.driver_log(job_id).replace("wk-s3cr3t-value", "<redacted>")
+    assert printed.endswith("after the gate\n") and "WANDB_API_KEY=<redacted>" in printed
     assert (
         user.wait_for("rayjobs", user.job, status_is("jobDeploymentStatus", "Complete"))["status"]["jobStatus"]
         == "SUCCEEDED"

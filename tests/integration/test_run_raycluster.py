@@ -180,6 +180,9 @@ def test_long_lived_run_then_warm_rerun_then_cluster_down(ll):
     roles = {r["role"]: r for r in json.loads(status.stdout)["roles"]}
     assert roles["gym"]["daemon"].startswith("RUNNING gym-server-")
     assert json.loads(status.stdout)["run"]["run_id"] == again["run_id"]
+    # --force is for exec drivers; a Ray job (the daemon) is stopped by Ray, and left running here.
+    forced = ll.cli("job", "stop", "-r", "gym", "--force")
+    assert forced.returncode == 2 and "--force applies to exec drivers" in forced.stderr, forced.stderr
 
     # Taking the training cluster down lets GC collect the DGD and the DRA objects it owns.
     down = ll.cli("cluster", "down", "recipe.yaml", "--infra", "infra.yaml", "--target", "kuberay.training")
@@ -206,8 +209,10 @@ def test_running_driver_needs_replace(ll, tmp_path):
     gate.open()
 
 
-def test_failed_daemon_is_an_error_until_replace(ll):
-    ll.infra["kuberay"]["gym"]["daemon"].update(entrypoint="exit 3", healthCheckUrl=None)
+def test_failed_daemon_is_an_error_until_replace_which_resets_the_gym_endpoint_registry(ll):
+    job_id = f"rk-{uuid.uuid4().hex[:6]}"
+    # the gym's --job-id as the gym takes it, on a daemon that fails at once
+    ll.infra["kuberay"]["gym"]["daemon"].update(entrypoint=f"sh -c 'exit 3' gym --job-id {job_id}", healthCheckUrl=None)
     ll.write()
     first = ll.run("--no-wait")
     assert first.returncode == 0, first.stderr
@@ -216,10 +221,21 @@ def test_failed_daemon_is_an_error_until_replace(ll):
     assert again.returncode == 1
     assert "daemon gym-server-" in again.stderr and "FAILED" in again.stderr and "--replace" in again.stderr
     assert "Traceback" not in again.stderr
-    replaced = ll.run("--no-wait", "--replace")
-    assert replaced.returncode == 0, replaced.stderr
+
+    name = f"nemo-rl-endpoints-{job_id}"
+    core = client.CoreV1Api(ll.api)
+    core.create_namespaced_config_map(ll.ns, {"metadata": {"name": name}, "data": {"gym_head_server": "http://x"}})
+    with History(core.list_namespaced_config_map, ll.ns) as maps:
+        replaced = ll.run("--no-wait", "--replace")
+        assert replaced.returncode == 0, replaced.stderr
+        maps.wait(lambda h: any(kind == "DELETED" for kind, _ in h.events(name)), what=f"ConfigMap {name} deleted")
     daemon_id = ll.infra["kuberay"]["gym"]["daemon"]["submissionId"]
     assert re.search(rf"daemon gym +submitted {daemon_id}-\d+", replaced.stderr), replaced.stderr
+    assert f"configmap {name}" in replaced.stderr and "deleted" in replaced.stderr
+    # Not there: a 404 is fine, and said.
+    once_more = ll.run("--no-wait", "--replace")
+    assert once_more.returncode == 0, once_more.stderr
+    assert f"configmap {name}" in once_more.stderr and "not there" in once_more.stderr, once_more.stderr
 
 
 def test_failure_before_the_driver_rolls_back_what_the_run_created(ll):
@@ -283,7 +299,7 @@ def test_the_example_pair_runs_and_cluster_up_submits_the_daemon(sandbox, sandbo
         cli("cluster", "down", "--force", *pair)
 
 
-# -- the exec submitter, the run-mode presets, the endpoint-registry reset -------------------------
+# -- the exec submitter and the run-mode presets ---------------------------------------------------
 # An upstream-style driver: it reads the recipe its hard-coded --config names (nrl-k8s points that
 # at the run's recipe), and shows what it was given. The token is printed as a shell assignment
 # (the CLI redacts it) and as a digest (to compare).
@@ -350,6 +366,7 @@ def test_exec_submitter_runs_the_driver_on_the_head_pod_and_keeps_its_log(ll):
 
 
 def test_batch_mode_starts_the_driver_by_exec_without_waiting_and_job_stop_force_kills_it(ll, tmp_path):
+    ll.without_gym()
     gate = Gate(tmp_path)  # never opened: the driver runs until it is killed
     _exec_infra(ll, "hf_unused")
     # TERM is ignored by the driver's processes: only `job stop --force` (KILL) ends it.
@@ -374,25 +391,3 @@ def test_batch_mode_starts_the_driver_by_exec_without_waiting_and_job_stop_force
     assert kill.returncode == 0 and "KILL" in kill.stderr, kill.stderr
     eventually(lambda: _gone(pid), what="the driver killed")
     eventually(lambda: re.search(rf"{run_id} +STOPPED", ll.cli("job", "list").stdout), what="the driver STOPPED")
-    # --force is for exec drivers; a Ray job is stopped by Ray.
-    assert ll.cli("job", "stop", "-r", "gym", "--force").returncode == 2
-
-
-def test_replace_resets_the_gym_endpoint_registry(ll):
-    job_id = f"rk-{uuid.uuid4().hex[:6]}"
-    daemon = ll.infra["kuberay"]["gym"]["daemon"]
-    daemon["entrypoint"] = f"sh -c 'exec {daemon['entrypoint']}' gym --job-id {job_id}"  # the flag as the gym takes it
-    ll.write()
-    first = ll.run("--no-wait")
-    assert first.returncode == 0, first.stderr
-    name = f"nemo-rl-endpoints-{job_id}"
-    core = client.CoreV1Api(ll.api)
-    core.create_namespaced_config_map(ll.ns, {"metadata": {"name": name}, "data": {"gym_head_server": "http://x"}})
-    with History(core.list_namespaced_config_map, ll.ns) as maps:
-        replaced = ll.run("--no-wait", "--replace")
-        assert replaced.returncode == 0, replaced.stderr
-        maps.wait(lambda h: any(kind == "DELETED" for kind, _ in h.events(name)), what=f"ConfigMap {name} deleted")
-    assert f"configmap {name}" in replaced.stderr and "deleted" in replaced.stderr
-    # Not there: a 404 is fine, and said.
-    again = ll.run("--no-wait", "--replace")
-    assert again.returncode == 0 and f"configmap {name}" in again.stderr and "not there" in again.stderr, again.stderr
