@@ -257,13 +257,22 @@ def test_job_that_finished_unseen_is_not_rolled_back(env):
 
 
 def test_failure_after_the_driver_is_submitted_deletes_nothing(env):
-    """Conflicts hold the run at the owner back-patch until KubeRay has submitted the driver; then it fails."""
+    """Conflicts hold the run at the owner back-patch; it is frozen there (SIGSTOP) until KubeRay has
+    submitted the driver, however long the head takes to start (its conflict retries are bounded in
+    time), with its start lease lengthened meanwhile; then the patch is refused and it fails."""
     entrypoint, release = env.held_driver()
     try:
         with env.sandbox.fault("api-errors", "patch:dynamographdeployments:409:100000"):
             run = env.start("run", "--wait", extra=(entrypoint,))
-            env.wait_for(RAY, env.job, lambda o: o and o.get("status", {}).get("jobStatus") == "RUNNING")
-            env.sandbox.set_fault("api-errors", "patch:dynamographdeployments:403:1")
+            env.wait_for(RAY, env.job, lambda o: o is not None and o["spec"].get("suspend") is False)  # resumed
+            run.proc.send_signal(signal.SIGSTOP)
+            try:
+                client.BatchV1Api(env.api).patch_namespaced_job(
+                    f"{env.job}-lease", env.ns, {"spec": {"ttlSecondsAfterFinished": 3600}})
+                env.wait_for(RAY, env.job, lambda o: status_of(o, "jobStatus") == "RUNNING")
+                env.sandbox.set_fault("api-errors", "patch:dynamographdeployments:403:1")
+            finally:
+                run.proc.send_signal(signal.SIGCONT)
             code, _, stderr = run.finish()
         assert code == 1, stderr
         assert f"RayJob {env.job} keeps running" in stderr and "rolled back:" not in stderr
