@@ -2,7 +2,7 @@
 # requirements.lock into .venv, and what the sandbox builds once per machine into the user cache
 # (sandbox/build.py: the control plane's Go binaries, Dynamo's runtime venv). The Go builds, the
 # longest part of a first setup, start as soon as nrl-k8s itself is installed (without its
-# dependencies, which the build does not need) and run while pip installs the rest (make -j2).
+# dependencies, which the build does not need) and run while uv installs the rest (make -j2).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,14 +11,19 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup sandbox-build lint test test-fast demo bench lock clean
 
+# uv installs what pip would, from the same index and lock: ~1 s against pip's ~45 s of CPU on every fresh
+# clone (pip unpacks and byte-compiles every file of every wheel; uv links them from its cache, and
+# Python compiles a module the first time something imports it).
+UV := $(BIN)/uv pip install -q --python $(BIN)/python
+
 $(BOOT): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade 'pip==26.3'
-	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip install -q --upgrade 'pip==26.3' 'uv==0.13.9'
+	$(UV) --no-deps -e .
 	touch $(BOOT)
 
 $(STAMP): $(BOOT) requirements.lock
-	$(BIN)/pip install -q -r requirements.lock
+	$(UV) -r requirements.lock
 	touch $(STAMP)
 
 sandbox-build: $(BOOT)

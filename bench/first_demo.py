@@ -3,7 +3,7 @@
     .venv/bin/python bench/first_demo.py [--rev REV] [--target demo|setup]
 
 The clone (of this repository at REV, HEAD by default) gets empty Go build and module caches, an
-empty pip cache and an empty nrl-k8s cache (``XDG_CACHE_HOME``, ``GOCACHE``, ``GOMODCACHE``), all in
+empty pip and uv cache and an empty nrl-k8s cache (``XDG_CACHE_HOME``, ``GOCACHE``, ``GOMODCACHE``), all in
 a temporary folder removed afterwards, so the machine's own caches are neither used nor touched;
 Go modules come from the Go module proxy and wheels from PyPI. make runs each recipe line through a
 shell that records its start, wall time and CPU time (its own and its children's); lines overlap
@@ -49,7 +49,7 @@ def cold_env(scratch: Path, steps: Path) -> dict[str, str]:
     env = {**os.environ, "XDG_CACHE_HOME": str(scratch / "cache"), "GOCACHE": str(scratch / "go-build"),
            "GOMODCACHE": str(scratch / "go-mod"), "NRL_BENCH_STEPS": str(steps),
            "NRL_K8S_DEMO_DIR": str(scratch / "sandbox")}
-    for name in ("NRL_K8S_CONTROL_PLANE_BIN", "NRL_K8S_DYNAMO_RUNTIME", "PIP_CACHE_DIR", "VIRTUAL_ENV"):
+    for name in ("NRL_K8S_CONTROL_PLANE_BIN", "NRL_K8S_DYNAMO_RUNTIME", "PIP_CACHE_DIR", "UV_CACHE_DIR", "VIRTUAL_ENV"):
         env.pop(name, None)
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not p.startswith(str(ROOT)))
     return env
