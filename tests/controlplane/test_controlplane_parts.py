@@ -1,5 +1,6 @@
 """The real control plane's own parts, without starting it: the egress proxy never dials an address
-it was not given, the front proxy classifies requests as the fault rules name them, kwok's Stages
+it was not given, the front proxy classifies requests as the fault rules name them and finds where
+each answer ends on a kept-alive connection, kwok's Stages
 leave exactly the local kubelet's pods alone, and building without Go says how to get it."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sandbox_harness import NRL_K8S, run_cli
 
 from nrl_k8s_sandbox.controlplane import binaries, kubelet, stages
 from nrl_k8s_sandbox.controlplane.egress import EgressProxy
-from nrl_k8s_sandbox.controlplane.front import classify
+from nrl_k8s_sandbox.controlplane.front import _Body, classify
 
 
 class _Hello(BaseHTTPRequestHandler):
@@ -75,6 +76,32 @@ def test_egress_maps_known_addresses_and_refuses_the_rest(tmp_path):
 ])
 def test_front_classifies_requests_as_the_fault_rules_name_them(method, target, expected):
     assert classify(method, target) == expected
+
+
+CHUNKED = b"4;ext=1\r\nWiki\r\n7\r\npedia i\r\n0\r\nExpires: never\r\n\r\n"
+
+
+@pytest.mark.parametrize("split", [1, 2, 5, len(CHUNKED)])
+def test_front_finds_where_a_chunked_answer_ends_however_it_arrives(split):
+    """A watch's or a log's answer: chunk sizes (with extensions), data, trailers; whatever comes
+    after the last empty line is not the answer's."""
+    stream = CHUNKED + b"HTTP/1.1 200 OK"
+    body, seen = _Body(None, chunked=True), 0
+    for at in range(0, len(stream), split):
+        piece = stream[at:at + split]
+        end = body.feed(piece)
+        if end is not None:
+            assert seen + end == len(CHUNKED)
+            return
+        seen += len(piece)
+    raise AssertionError("the end of the chunked answer was not found")
+
+
+def test_front_finds_where_a_sized_answer_ends_and_waits_for_an_unsized_one():
+    sized = _Body(10, chunked=False)
+    assert (sized.feed(b"0123"), sized.feed(b"456789extra")) == (None, 6)
+    unsized = _Body(None, chunked=False)
+    assert unsized.feed(b"x" * 100_000) is None  # it ends only when kube-apiserver closes
 
 
 @pytest.mark.parametrize(("pod", "local"), [

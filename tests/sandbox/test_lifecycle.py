@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
 import os
 import re
 import shutil
 import signal
+import ssl
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +46,33 @@ def test_status_reports_urls_pids_faults_and_objects(sandbox):
     assert report["objects"]["pods"] >= 0
     text = nrl_k8s("sandbox", "status", "--dir", str(sandbox.dir)).stdout
     assert "running:    yes" in text and sandbox.api_url in text
+
+
+def test_the_door_keeps_a_connection_alive_and_counts_every_request_on_it(sandbox):
+    """As kube-apiserver keeps it: a list, a get (404) and a watch that runs out (``timeoutSeconds``)
+    on one connection, each answered whole, each counted. Nothing else here asks for limitranges."""
+    kubeconfig = yaml.safe_load(sandbox.kubeconfig.read_text())
+    cluster, user = kubeconfig["clusters"][0]["cluster"], kubeconfig["users"][0]["user"]
+    tls = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+    server = urllib.parse.urlsplit(cluster["server"])
+    before = sandbox.request_counts()
+    connection = http.client.HTTPSConnection(server.hostname, server.port, context=tls, timeout=DEADLINE_S)
+    base = "/api/v1/namespaces/default/limitranges"
+    answers, sockets = [], []
+    try:
+        for path in (base, f"{base}/none", f"{base}?watch=1&timeoutSeconds=1"):
+            connection.request("GET", path, headers={"Authorization": f"Bearer {user['token']}"})
+            response = connection.getresponse()
+            answers.append((response.status, response.will_close, response.read()[:1]))
+            sockets.append(connection.sock)
+    finally:
+        connection.close()
+    assert answers == [(200, False, b"{"), (404, False, b"{"), (200, False, b"")]
+    assert sockets[0] is not None and sockets == [sockets[0]] * 3
+    after = sandbox.request_counts()
+    assert {key: after.get(key, 0) - before.get(key, 0) for key in ("list limitranges", "get limitranges",
+                                                                    "watch limitranges")} == \
+        {"list limitranges": 1, "get limitranges": 1, "watch limitranges": 1}
 
 
 def test_status_of_a_directory_with_no_sandbox(tmp_path):
