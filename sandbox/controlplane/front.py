@@ -38,8 +38,9 @@ from .egress import Head
 from .pki import Pair
 
 log = logging.getLogger("nrl_k8s_sandbox.front")
-#: How long a kept-alive connection waits for its next request (kube-apiserver's own idle timeout).
-IDLE_S = 90.0
+#: How long a kept-alive connection waits for its next request: less than kube-apiserver's 90 s, so
+#: the door lets an idle client go before kube-apiserver could let its upstream go.
+IDLE_S = 60.0
 _REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "AlreadyExists",
             410: "Expired", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
             504: "Timeout"}
@@ -139,20 +140,20 @@ class _Body:
 
 
 def _relay(upstream: ssl.SSLSocket, client: ssl.SSLSocket, body: _Body, head: bytes, data: bytes) -> bool:
-    """Send a response's head and copy its body to the client as it arrives (the head with the
-    body's first bytes: one write, not two that Nagle's algorithm would hold apart); False when
-    either side closed before its end."""
+    """Send a response's head at once (a watch's comes long before its first event) with the body
+    bytes that came with it, then copy the rest of the body as it arrives; False when either side
+    closed before its end."""
     if body.left == 0 and not body.chunked:
         client.sendall(head)
         return True
     while True:
-        if data:
-            end = body.feed(data)
+        end = body.feed(data) if data else None
+        if data or head:
             client.sendall(head + (data if end is None else data[:end]))
             head = b""
-            if end is not None:
-                return True
-        ready = [upstream] if upstream.pending() else select.select([upstream, client], [], [])[0]
+        if end is not None:
+            return True
+        ready = [upstream] if upstream.pending() else _readable([upstream, client])
         if client in ready and not upstream.pending():
             return False  # a client never sends before its answer has ended: it hung up (a watch stopped)
         try:
@@ -169,7 +170,17 @@ def _relay(upstream: ssl.SSLSocket, client: ssl.SSLSocket, body: _Body, head: by
 def _idle_closed(upstream: ssl.SSLSocket) -> bool:
     """Whether kube-apiserver closed a kept connection while it sat idle (it is readable: nothing
     else arrives unasked)."""
-    return bool(select.select([upstream], [], [], 0)[0])
+    return bool(_readable([upstream], 0))
+
+
+def _readable(sockets: list[socket.socket], timeout_s: float | None = None) -> list[socket.socket]:
+    """Those of ``sockets`` with something to read (or closed), waiting up to ``timeout_s``: poll,
+    not select, which fails on descriptors past 1023."""
+    poller = select.poll()
+    for sock in sockets:
+        poller.register(sock, select.POLLIN)
+    ready = {fd for fd, _ in poller.poll(None if timeout_s is None else int(timeout_s * 1000))}
+    return [sock for sock in sockets if sock.fileno() in ready]
 
 
 def _splice(a: socket.socket, b: socket.socket) -> None:
@@ -177,7 +188,7 @@ def _splice(a: socket.socket, b: socket.socket) -> None:
     while True:
         ready = [s for s in sockets if isinstance(s, ssl.SSLSocket) and s.pending()]
         if not ready:
-            ready = select.select(sockets, [], [], 3600)[0]
+            ready = _readable(sockets, 3600)
             if not ready:
                 return
         for source in ready:
@@ -261,7 +272,7 @@ class _Handler(socketserver.BaseRequestHandler):
         length = reply.headers.get("content-length", "")
         chunked = "chunked" in reply.headers.get("transfer-encoding", "").lower()
         empty = method == "HEAD" or reply.target in ("204", "304")
-        body = _Body(0 if empty else int(length) if length.isdigit() and not chunked else None, chunked)
+        body = _Body(0, False) if empty else _Body(int(length) if length.isdigit() and not chunked else None, chunked)
         head = "\r\n".join(reply.lines).encode("latin-1") + b"\r\n\r\n"
         ended = _relay(upstream, client, body, head, reply.rest)
         if not ended or "close" in (reply.headers.get("connection", "") + headers.get("connection", "")).lower():

@@ -50,7 +50,8 @@ def test_status_reports_urls_pids_faults_and_objects(sandbox):
 
 def test_the_door_keeps_a_connection_alive_and_counts_every_request_on_it(sandbox):
     """As kube-apiserver keeps it: a list, a get (404) and a watch that runs out (``timeoutSeconds``)
-    on one connection, each answered whole, each counted. Nothing else here asks for limitranges."""
+    on one connection, each answered whole, each counted; then a watch's head comes before any event
+    (a client blocks on it). Nothing else here asks for limitranges."""
     kubeconfig = yaml.safe_load(sandbox.kubeconfig.read_text())
     cluster, user = kubeconfig["clusters"][0]["cluster"], kubeconfig["users"][0]["user"]
     tls = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
@@ -65,14 +66,18 @@ def test_the_door_keeps_a_connection_alive_and_counts_every_request_on_it(sandbo
             response = connection.getresponse()
             answers.append((response.status, response.will_close, response.read()[:1]))
             sockets.append(connection.sock)
+        connection.request("GET", f"{base}?watch=1&timeoutSeconds={int(4 * DEADLINE_S)}",
+                           headers={"Authorization": f"Bearer {user['token']}"})
+        waiting = connection.getresponse()  # its head, or a timeout at DEADLINE_S
+        answers.append((waiting.status, waiting.will_close, b""))
     finally:
         connection.close()
-    assert answers == [(200, False, b"{"), (404, False, b"{"), (200, False, b"")]
+    assert answers == [(200, False, b"{"), (404, False, b"{"), (200, False, b""), (200, False, b"")]
     assert sockets[0] is not None and sockets == [sockets[0]] * 3
     after = sandbox.request_counts()
     assert {key: after.get(key, 0) - before.get(key, 0) for key in ("list limitranges", "get limitranges",
                                                                     "watch limitranges")} == \
-        {"list limitranges": 1, "get limitranges": 1, "watch limitranges": 1}
+        {"list limitranges": 1, "get limitranges": 1, "watch limitranges": 2}
 
 
 def test_status_of_a_directory_with_no_sandbox(tmp_path):
