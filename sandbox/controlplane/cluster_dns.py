@@ -113,7 +113,7 @@ def _forward(client: socket.socket, upstream: socket.socket, request: Head, path
                 client.sendall(reply.closing())
                 pipe(upstream, client)
                 return
-            client.sendall("\r\n".join(reply.lines).encode("latin-1") + b"\r\n\r\n")
+            client.sendall(reply.raw())
             received = reply.rest
         client.sendall(_answer(502, "Bad Gateway", f"{request.target}: the local process closed without an answer"))
     finally:

@@ -73,6 +73,10 @@ class Head:
             request.rest = bytes(whole)
         return request
 
+    def raw(self, lines: list[str] | None = None) -> bytes:
+        """The head as it goes on the wire (``lines`` in place of its own), without what followed."""
+        return "\r\n".join(self.lines if lines is None else lines).encode("latin-1") + b"\r\n\r\n"
+
     def closing(self) -> bytes:
         """The request to forward: with ``Connection: close`` (one request per connection, so each
         is seen) unless it asks for an upgrade, which is spliced as it is."""
@@ -80,7 +84,7 @@ class Head:
         if "upgrade" not in self.headers.get("connection", "").lower():
             lines = [line for line in lines if not line.lower().startswith(("connection:", "keep-alive:"))]
             lines.append("Connection: close")
-        return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + self.rest
+        return self.raw(lines) + self.rest
 
 
 def pipe(source: socket.socket, sink: socket.socket) -> None:

@@ -261,10 +261,10 @@ class _Handler(socketserver.BaseRequestHandler):
             _splice(client, upstream)
             upstream.close()
             return None
-        upstream.sendall("\r\n".join(request.lines).encode("latin-1") + b"\r\n\r\n" + request.rest)
+        upstream.sendall(request.raw() + request.rest)
         reply = Head.read(upstream, body=False)
         while reply is not None and reply.target.startswith("1"):  # 100 Continue and the like
-            client.sendall("\r\n".join(reply.lines).encode("latin-1") + b"\r\n\r\n")
+            client.sendall(reply.raw())
             reply = Head.read(upstream, reply.rest, body=False)
         if reply is None:
             upstream.close()
@@ -273,7 +273,7 @@ class _Handler(socketserver.BaseRequestHandler):
         chunked = "chunked" in reply.headers.get("transfer-encoding", "").lower()
         empty = method == "HEAD" or reply.target in ("204", "304")
         body = _Body(0, False) if empty else _Body(int(length) if length.isdigit() and not chunked else None, chunked)
-        head = "\r\n".join(reply.lines).encode("latin-1") + b"\r\n\r\n"
+        head = reply.raw()
         ended = _relay(upstream, client, body, head, reply.rest)
         if not ended or "close" in (reply.headers.get("connection", "") + headers.get("connection", "")).lower():
             upstream.close()
