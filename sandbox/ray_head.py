@@ -1,14 +1,14 @@
 """A real Ray head: what the local kubelet runs for each RayCluster head pod.
 
-``ray start --head --block`` runs as a child in its own process group, with every port chosen
-free up front (several sandboxes can run side by side) and a short ``--temp-dir`` (Ray's unix
-socket paths are length-limited).
+``ray start --head --block`` (Ray's own, with no Ray Client server: ``ray_start.py``) runs as a
+child in its own process group, with every port chosen free up front (several sandboxes can run
+side by side) and a short ``--temp-dir`` (Ray's unix socket paths are length-limited).
 
 Loopback only: ``ray start`` swaps ``--node-ip-address=127.0.0.1`` for the machine's LAN address
 and then binds all interfaces, unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (Ray's default on
 macOS and Windows) says no other node will join. With it every Ray server — GCS, raylet, dashboard
-and agents, autoscaler metrics, Ray Client server, each worker's and driver's gRPC server —
-binds 127.0.0.1; job drivers inherit the variable and connect over loopback too.
+and agents, autoscaler metrics, each worker's and driver's gRPC server — binds 127.0.0.1; job
+drivers inherit the variable and connect over loopback too.
 """
 
 from __future__ import annotations
@@ -171,11 +171,6 @@ def _locked(fd: int) -> bool:
     return True
 
 
-def _ray_executable() -> str:
-    beside = Path(sys.executable).with_name("ray")
-    return str(beside) if beside.exists() else "ray"
-
-
 class RayHead:
     """A ``ray start --head --block`` child process with its dashboard on 127.0.0.1."""
 
@@ -184,11 +179,7 @@ class RayHead:
         self.log_path = log_path
         self.env = env
         self.num_cpus = num_cpus
-        gcs, dashboard, client, agent = free_ports(4)
-        self.gcs_port = gcs
-        self.dashboard_port = dashboard
-        self.client_port = client
-        self.agent_port = agent
+        self.gcs_port, self.dashboard_port, self.agent_port = free_ports(3)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -201,13 +192,12 @@ class RayHead:
 
     def command(self) -> list[str]:
         return [
-            _ray_executable(), "start", "--head", "--block",
+            sys.executable, "-m", "nrl_k8s_sandbox.ray_start", "start", "--head", "--block",
             "--node-ip-address=127.0.0.1",
             f"--port={self.gcs_port}",
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={self.dashboard_port}",
-            f"--ray-client-server-port={self.client_port}",
             f"--dashboard-agent-listen-port={self.agent_port}",
             f"--temp-dir={self.temp_dir}",
             f"--num-cpus={self.num_cpus}",

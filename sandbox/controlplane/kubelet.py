@@ -397,7 +397,7 @@ class LocalKubelet:
         head = RayHead(temp_dir=self.scratch / local.uid[:8] / "ray",
                        log_path=self._log_file(local), env=env)
         local.head = head
-        local.ports = {8265: head.dashboard_port, 6379: head.gcs_port, 10001: head.client_port, **extra}
+        local.ports = {8265: head.dashboard_port, 6379: head.gcs_port, **extra}  # no Ray Client: ray_start.py
         self._running(pod, local, ready=False)
         # an exec'd process gets the container's environment, as on a cluster; kwok adds its own,
         # which is the sandbox's. What the container reads from a Secret stays out of the Exec object

@@ -1,6 +1,6 @@
 """Everything a running sandbox listens on is on loopback: the daemon, the control plane's
 processes, the Ray heads and every descendant, with a held RayJob so its driver, a task worker
-and an actor exist too."""
+and an actor exist too. And what the heads run: no Ray Client server."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_every_socket_the_sandbox_listens_on_is_on_loopback(sandbox, tmp_path):
     job = HeldJob(sandbox, tmp_path)
     try:
         sockets = {pid: listening_sockets(pid) for pid in sandbox_processes(sandbox)}
-        commands = {pid: _command(pid) for pid, found in sockets.items() if found}
+        commands = {pid: _command(pid) for pid in sockets}
     finally:
         job.release()
     exposed = [f"pid {pid} ({commands[pid]}): {proto} {address}:{port}"
@@ -86,3 +86,6 @@ def test_every_socket_the_sandbox_listens_on_is_on_loopback(sandbox, tmp_path):
     assert {int(url.rsplit(":", 1)[1]) for url in servers} <= ports
     assert {role: sockets.get(pid) for role, pid in job.pids.items() if not sockets.get(pid)} == {}
     assert job.final_status() == "SUCCEEDED"
+    # a head starts no Ray Client server (ray_start.py): nothing here uses Ray Client
+    assert [command for command in commands.values() if "ray.util.client.server" in command] == []
+    assert [command for command in commands.values() if "nrl_k8s_sandbox.ray_start" in command]
