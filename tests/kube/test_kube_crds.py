@@ -1,18 +1,24 @@
-"""What `check` reads of the installed operator CRDs, and the run's DGD version preflight, on the sandbox.
+"""What `check` reads of the installed operator CRDs, and the run's DGD version preflight, on the sandbox,
+through the code and through the CLI.
 
 The session sandbox serves the current KubeRay CRDs. The rest runs on one sandbox of this module's
 own, started without the DGD CRD and with KubeRay 1.5's RayJob CRD (``no-dgd-crd``,
 ``old-rayjob-crd``): each DGD case installs the DGD CRD serving the versions it needs and removes it.
+Every test of such a sandbox is here, so that it is started once, in one worker.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from conftest import FAST, delete_namespace, make_namespace
-from sandbox_harness import DEADLINE_S, Sandbox, eventually, separate_sandbox
+from kubernetes import client
+from sandbox_harness import DEADLINE_S, Sandbox, eventually, run_cli, separate_sandbox
 
 from nrl_k8s.errors import NotFoundError
 from nrl_k8s.flows.steps import BringUp
@@ -23,6 +29,9 @@ from nrl_k8s.ops.probe import crd_probes
 from nrl_k8s_sandbox.controlplane.crds import dgd_crd as sandbox_dgd_crd
 
 PARALLEL = "RayJob fields needed for --parallel"
+ROOT = Path(__file__).resolve().parents[2]
+PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
+EXAMPLE_DGD = "v1alpha1"  # the apiVersion of the example's DGD manifest
 
 
 def dgd_crd(*versions: str) -> dict:
@@ -165,3 +174,64 @@ def test_run_preflight_refuses_an_unserved_dgd_version(old, installed_dgd, insta
         bringup.check_dgd_versions(dgd_manifests(*manifests))
     assert caught.value.message == f"the API server does not serve {refused}; nothing was created"
     assert caught.value.hint.startswith(crds.HELMFILE_HINT)
+
+
+def cli(box: Sandbox, *args: str) -> subprocess.CompletedProcess:
+    """The installed CLI on ``box``, with the example pair (namespace ``default``)."""
+    env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "it"}
+    return run_cli([*args, *PAIR], env=env, timeout=DEADLINE_S)
+
+
+def test_check_passes_the_parallel_fields_on_the_current_sandbox(sandbox):
+    result = cli(sandbox, "check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "  ok   RayJob fields needed for --parallel (spec.preRunningDeadlineSeconds, submissionMode InteractiveMode)"
+        in result.stdout.splitlines()
+    )
+
+
+def test_check_warns_that_kuberay_1_5_lacks_what_parallel_needs(old_box, installed_dgd):
+    installed_dgd(EXAMPLE_DGD)
+    result = cli(old_box, "check")
+    assert result.returncode == 0, result.stdout + result.stderr  # a warning: run --rayjob still works
+    lines = result.stdout.splitlines()
+    assert "  ok   CRD rayjobs.ray.io (v1)" in lines
+    warning = f"  WARN {PARALLEL}  the installed RayJob CRD lacks spec.preRunningDeadlineSeconds"
+    assert warning in lines
+    assert lines[lines.index(warning) + 1] == (
+        "         hint: install or upgrade the operators: helmfile -f helm/helmfile.yaml.gotmpl -e prod apply "
+        "(-e kind on kind); KubeRay >= 1.6"
+    )
+    assert "FAIL" not in result.stdout
+
+
+def test_check_reports_missing_dgd_crd(old_box):
+    result = cli(old_box, "check")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAIL CRD dynamographdeployments.nvidia.com" in result.stdout
+    assert "helmfile -f helm/helmfile.yaml.gotmpl -e prod apply" in result.stdout
+
+
+def test_run_refuses_a_dgd_version_the_cluster_does_not_serve_before_creating_anything(old_box):
+    result = cli(old_box, "run", "--rayjob", "--no-wait")
+    with old_box.api_client() as api:
+        jobs = client.CustomObjectsApi(api).list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")
+        secrets = client.CoreV1Api(api).list_namespaced_secret("default")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert ("error: the API server does not serve DynamoGraphDeployment nvidia.com/v1alpha1 (its CRD is not "
+            "installed); nothing was created") in result.stderr
+    assert "hint: install or upgrade the operators: helmfile -f helm/helmfile.yaml.gotmpl" in result.stderr
+    assert jobs["items"] == [] and secrets.items == []
+
+
+def test_parallel_is_refused_when_kuberay_lacks_interactive_mode(old_box, installed_dgd):
+    installed_dgd(EXAMPLE_DGD)
+    result = cli(old_box, "run", "--parallel")
+    assert result.returncode == 2, result.stderr
+    assert "--parallel needs spec.preRunningDeadlineSeconds" in result.stderr and "nothing was created" in result.stderr
+    assert "Traceback" not in result.stderr
+    with old_box.api_client() as api:
+        dgds = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "nvidia.com", EXAMPLE_DGD, "default", "dynamographdeployments")
+    assert dgds["items"] == []
