@@ -24,6 +24,7 @@ import shutil
 import signal
 import ssl
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -72,12 +73,19 @@ KWOK_CONFIG = {
                 "podPlayStageParallelism": 4, "nodePlayStageParallelism": 16}}
 
 
-def _environment(sandbox_dir: Path) -> dict[str, str]:
-    """The environment children get: ``sandbox up``'s, this interpreter's bin dir first on PATH."""
+def _environment(sandbox_dir: Path, scratch: Path) -> dict[str, str]:
+    """The environment children get: ``sandbox up``'s, this interpreter's bin dir first on PATH,
+    and a temp dir in the sandbox's scratch, the daemon's own too. What is left in one goes with
+    ``sandbox down``, even after a crash: a socket folder per Ray head's dashboard, a logging config
+    per Dynamo process (~200 a test run), the admin's key the API client writes out."""
+    temp = scratch / "tmp"
+    temp.mkdir(mode=0o700, exist_ok=True)
+    tempfile.tempdir = str(temp)
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env[MARKER] = str(sandbox_dir)
+    env["TMPDIR"] = str(temp)
     return env
 
 
@@ -101,10 +109,10 @@ class Plane:
             self.faults.set(name, value)
         self.pools = nodes.pools(self.faults.get("nodes"))
         self.installed = binaries.find()
-        self.env = _environment(sandbox_dir)
-        self.processes = components.Processes(sandbox_dir, self.installed, self.env)
         self.scratch = temp_dir_for(sandbox_dir).parent  # short: Unix socket paths are length-limited
         self.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.env = _environment(sandbox_dir, self.scratch)
+        self.processes = components.Processes(sandbox_dir, self.installed, self.env)
         self.running: list = []  # what has a stop(), in start order
         self.kubelet: LocalKubelet | None = None
         self.dynamic: kubernetes.dynamic.DynamicClient | None = None

@@ -138,7 +138,9 @@ CRASHES = {"clean": False, "after-daemon-sigkill": True}
 
 @pytest.mark.parametrize("kill_daemon", CRASHES.values(), ids=CRASHES.keys())
 def test_down_stops_every_process_it_started(separate_sandbox, tmp_path, kill_daemon):
-    with separate_sandbox() as box:
+    users_tmp = tmp_path / "tmp"  # the temp dir of whoever runs `sandbox up`
+    users_tmp.mkdir()
+    with separate_sandbox(env={"TMPDIR": str(users_tmp)}) as box:
         driver = _running_driver(box, tmp_path)
         daemon = read_pid(box.dir / "daemon.pid")
         started = {pid: start_time(pid) for pid in marked(box.dir)}
@@ -158,6 +160,8 @@ def test_down_stops_every_process_it_started(separate_sandbox, tmp_path, kill_da
         assert not Path(box.info["scratch"]).exists() and not (box.dir / "volumes").exists()
         left = not_private(box.dir)  # and what stays is private (test_private_files: while it runs)
         assert left == [], "\n".join(left)
+        # what its processes put in a temp dir (Ray's dashboard a socket folder per head) went too
+        assert list(users_tmp.iterdir()) == []
 
 
 # Imported by every Python process of the Ray head (its container's PYTHONPATH): the first Ray
