@@ -23,6 +23,8 @@ import pytest
 from kubernetes import client
 from sandbox_harness import DEADLINE_S, NRL_K8S, History, interruptible, run_cli, unique
 
+from nrl_k8s_sandbox.pids import marked
+
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
 MODEL = "Qwen/Qwen3-0.6B"
@@ -185,7 +187,8 @@ def test_the_example_driver_does_an_rl_step_as_nemo_rl_does(graph, tmp_path):
 def test_a_killed_worker_makes_the_dgd_not_ready_and_status_says_so(graph):
     worker = graph.pod("worker")
     mark = f"NRL_K8S_SANDBOX_SYSTEM_URL=http://{worker['status']['podIP']}:9090".encode()
-    pids = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/environ") if _has(p, mark)]
+    # pod IPs are per sandbox: another sandbox on the machine may run a pod of the same IP
+    pids = [pid for pid in marked(graph.sandbox.dir) if _has(Path(f"/proc/{pid}/environ"), mark)]
     assert len(pids) == 1, pids
     with graph.sandbox.api_client() as api, History(
             client.CustomObjectsApi(api).list_namespaced_custom_object, *DGD[:2], graph.ns, DGD[2],
