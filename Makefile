@@ -45,7 +45,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Two workers per CPU this run may use, four at most: the suite is CPU-bound (by process accounting:
-# Ray ~38 % of it, control planes ~25 %, the CLI's ~760 calls ~13 %) and each worker runs a sandbox of
+# Ray ~40 % of it, control planes ~30 %, the CLI's ~760 calls ~14 %) and each worker runs a sandbox of
 # its own; on two cores a fourth worker fills the gaps while the others wait on a head or a
 # controller, on one core four starve each other.
 WORKERS := $(shell $(PY) -c 'import os; print(min(4, 2 * len(os.sched_getaffinity(0))))')
