@@ -1,6 +1,6 @@
 """The sandbox's node pools (``controlplane.nodes``, ``sandbox up --nodes SPEC``), offline: the SPEC
 parser, the nodes it renders, what it refuses and how ``sandbox up`` says so. The live test is
-tests/sandbox/test_node_pools.py."""
+tests/integration/test_fit_matrix.py."""
 
 from __future__ import annotations
 

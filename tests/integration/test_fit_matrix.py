@@ -1,8 +1,11 @@
 """The fit prediction against what the real kube-scheduler (and Kueue) does (issue 31).
 
 A sandbox of this module's own is shaped with ``sandbox up --nodes``: two GB300 nodes of 4 GPUs,
-two H100 nodes of 8 GPUs tainted ``dedicated=team-a:NoSchedule``, a CPU node, and Kueue with a
-ClusterQueue of 8 GPUs; another tenant's pod holds 4 GPUs on ``gb300-0``. Each case is predicted
+two H100 nodes of 8 GPUs (96 CPUs, 1 TiB, label ``zone=a``) tainted ``dedicated=team-a:NoSchedule``,
+a CPU node, and Kueue with a ClusterQueue of 8 GPUs (``--kueue queued,nvidia.com/gpu=8``); another
+tenant's pod holds 4 GPUs on ``gb300-0``. Every test of such a sandbox is here, so that it is
+started once: first what `status` says of a job Kueue holds, last the pools themselves (the nodes'
+labels, taints and devices, and the scheduler honouring them). Each case is predicted
 by the installed CLI's ``check`` (its CLUSTER section, one verdict per pod group) and then applied
 for real (``check --manifests-only``'s long-lived objects, applied with kubectl one by one: what
 the pods read first, then their owners in the stream's order, which is the order the prediction
@@ -26,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, eventually
+from sandbox_harness import DEADLINE_S, NRL_K8S, History, eventually, observe
 from sandbox_harness import separate_sandbox as own_sandbox
 
 from nrl_k8s_sandbox.controlplane import kueue, stages
@@ -34,13 +37,17 @@ from nrl_k8s_sandbox.controlplane import kueue, stages
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
 NODES = ("--nodes", "gb300:count=2,gpus=4,product=NVIDIA-GB300",
-         "--nodes", "h100:count=2,gpus=8,product=NVIDIA-H100-80GB-HBM3,taint=dedicated=team-a:NoSchedule",
+         "--nodes", "h100:count=2,gpus=8,product=NVIDIA-H100-80GB-HBM3,label=zone=a,"
+                    "taint=dedicated=team-a:NoSchedule,cpu=96,memory=1Ti",
          "--nodes", "cpu:count=1")
 NOW, ONCE, NEVER = "fits now", "fits once", "never fits"
 GB300 = {"nvidia.com/gpu.product": "NVIDIA-GB300"}
-TOLERATE = [{"key": "dedicated", "operator": "Equal", "value": "team-a", "effect": "NoSchedule"}]
+TEAM_A = {"key": "dedicated", "value": "team-a", "effect": "NoSchedule"}
+TOLERATE = [{**TEAM_A, "operator": "Equal"}]
 ROCE = {"resourceClaims": [{"name": "roce-channel"}]}
 NO_DGD = "~infra.dynamo"
+WORKER = "++infra.kuberay.training.spec.workerGroupSpecs.0"
+WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 
 
 def workers(count: int, gpus: int, *, selector: dict | None = None, tolerations: list | None = None,
@@ -144,6 +151,44 @@ ROW = re.compile(r"^  (?:ok  |WARN|FAIL) (?P<group>(?:RayCluster|DGD|Deployment)
 def verdicts(stdout: str) -> dict[str, str]:
     """``check``'s fit rows: group label -> fits now | fits once | never fits."""
     return {m["group"]: m["verdict"] for line in stdout.splitlines() if (m := ROW.match(line))}
+
+
+def test_status_says_what_kueue_holds_a_job_for(box):
+    """First (nothing holds quota yet): a RayJob asking more GPUs than the ClusterQueue's quota, and a
+    RayCluster naming a LocalQueue that does not exist; `status` is asked once Kueue has decided."""
+    custom, ns = client.CustomObjectsApi(box.core.api_client), f"kq-{uuid.uuid4().hex[:6]}"
+    job, lost = f"rj{uuid.uuid4().hex[:6]}", f"nq{uuid.uuid4().hex[:6]}"
+    box.core.create_namespace({"metadata": {"name": ns}})
+    try:
+        custom.create_namespaced_custom_object(*WORKLOADS[:2], ns, "localqueues", kueue.local_queue(ns))
+        base = [*PAIR, f"infra.namespace={ns}", "++infra.scheduler.kind=kueue"]
+        # a head and 3 workers of 4 GPUs: 12 of a quota of 8; no DGD (a kubectl stream cannot own one)
+        queued = [*base, f"infra.kuberay.training.name={job}", NO_DGD, f"++infra.scheduler.queue={kueue.QUEUE}",
+                  f"{WORKER}.template.spec.containers.0.resources={{limits: {{nvidia.com/gpu: 4}}}}",
+                  f"{WORKER}.replicas=3"]
+        stream = cli(box, "check", "--manifests-only", "--show-secrets", *queued)
+        assert stream.returncode == 0, stream.stderr
+        box.kubectl("apply", "-f", "-", stdin=stream.stdout)
+        nowhere = [*base, f"infra.kuberay.training.name={lost}", "++infra.scheduler.queue=nope"]
+        up = cli(box, "cluster", "up", "--no-wait", "--place-anyway", "-t", "kuberay.training", *nowhere)
+        assert up.returncode == 0, up.stderr
+        observe(custom.list_namespaced_custom_object, *WORKLOADS[:2], ns, WORKLOADS[2],
+                until=lambda found: {w["spec"].get("queueName") for w in found.values()} == {kueue.QUEUE, "nope"}
+                and any(c["type"] == "QuotaReserved" and c["status"] == "False"
+                        for w in found.values() if w["spec"].get("queueName") == kueue.QUEUE
+                        for c in (w.get("status") or {}).get("conditions") or []))
+
+        status = cli(box, "status", "-o", "json", *queued)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["waiting"] == [{
+            "group": f"RayJob {job}", "pods": 4,
+            "reason": f"waiting for quota in ClusterQueue {kueue.QUEUE}: asks 12 nvidia.com/gpu, 8 of its 8 free"}]
+        status = cli(box, "status", *nowhere)
+        assert status.returncode == 0, status.stderr
+        line = f"  RayCluster {lost} (2 pods): Kueue: LocalQueue nope does not exist in namespace {ns}"
+        assert line in status.stdout.splitlines(), status.stdout
+    finally:
+        box.core.delete_namespace(ns)
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
@@ -256,3 +301,60 @@ def test_a_run_that_never_fits_is_refused_before_anything_is_applied(box, comman
     for kind in ("rayjobs.ray.io", "rayclusters.ray.io", "dynamographdeployments.nvidia.com", "secrets", "jobs"):
         listed = box.kubectl("get", kind, "-n", box.ns, "-o", "name").stdout
         assert name not in listed, (kind, listed)
+
+
+def _h100_pod(name: str, gpus: int, tolerations: list[dict] | None = None) -> dict:
+    return {"metadata": {"name": name}, "spec": {
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, "tolerations": tolerations or [],
+        "containers": [{"name": "c", "image": "example/c:1", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+def _scheduled(pod: dict | None) -> dict:
+    return next((c for c in ((pod or {}).get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"),
+                {})
+
+
+def test_pools_shape_the_nodes_and_the_scheduler_honours_them(box):
+    """Last: the nodes carry their pool's labels, taints, GPUs and DRA devices; the real scheduler binds
+    a pod tolerating the H100 taint and marks one that does not Unschedulable; `sandbox status`
+    lists the pools. The SPEC parser's tests are tests/controlplane/test_controlplane_nodes.py."""
+    core = box.core
+    listed = json.loads(core.list_node(_preload_content=False).data)["items"]
+    nodes = {node["metadata"]["name"]: node for node in listed}
+    assert sorted(nodes) == ["cpu-0", "gb300-0", "gb300-1", "h100-0", "h100-1"]  # the default pools are gone
+    for name in ("h100-0", "h100-1"):
+        labels, spec, status = nodes[name]["metadata"]["labels"], nodes[name]["spec"], nodes[name]["status"]
+        assert {k: labels.get(k) for k in ("nvidia.com/gpu.product", "nvidia.com/gpu.present", "nvidia.com/gpu.count",
+                                           "zone", "kubernetes.io/hostname")} == {
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.present": "true",
+            "nvidia.com/gpu.count": "8", "zone": "a", "kubernetes.io/hostname": name}
+        assert spec["taints"] == [TEAM_A]  # the lifecycle controller's not-ready taints are gone, the pool's stays
+        assert {k: status["allocatable"][k] for k in ("nvidia.com/gpu", "cpu", "memory")} == {
+            "nvidia.com/gpu": "8", "cpu": "96", "memory": "1Ti"}
+    assert "taints" not in nodes["cpu-0"]["spec"] and "nvidia.com/gpu" not in nodes["cpu-0"]["status"]["capacity"]
+    slices = client.ResourceV1Api(box.core.api_client).list_resource_slice().items
+    assert sorted({s.spec.node_name for s in slices}) == ["gb300-0", "gb300-1", "h100-0", "h100-1"]  # GPU nodes' DRA
+
+    tolerant, intolerant = f"tolerant-{uuid.uuid4().hex[:6]}", f"intolerant-{uuid.uuid4().hex[:6]}"
+    try:
+        with History(core.list_namespaced_pod, box.ns) as pods:
+            core.create_namespaced_pod(box.ns, _h100_pod(tolerant, 8, TOLERATE))
+            core.create_namespaced_pod(box.ns, _h100_pod(intolerant, 1))
+            pods.wait(lambda h: (h.objects().get(tolerant, {}).get("spec", {}).get("nodeName")
+                                 and _scheduled(h.objects().get(intolerant)).get("reason") == "Unschedulable"),
+                      what="the tolerating pod bound and the other marked Unschedulable")
+    finally:
+        for name in (tolerant, intolerant):
+            core.delete_namespaced_pod(name, box.ns)
+    assert pods.objects()[tolerant]["spec"]["nodeName"] in ("h100-0", "h100-1")
+    waiting = pods.objects()[intolerant]
+    assert waiting["status"]["phase"] == "Pending" and not waiting["spec"].get("nodeName")
+    assert "untolerated taint" in _scheduled(waiting)["message"], _scheduled(waiting)
+
+    report = json.loads(cli(box, "sandbox", "status", "--dir", str(box.dir), "-o", "json").stdout)
+    assert [(p["name"], p["count"], p["gpus"], p["taints"]) for p in report["pools"]] == [
+        ("gb300", 2, 4, []), ("h100", 2, 8, [TEAM_A]), ("cpu", 1, 0, [])]
+    text = cli(box, "sandbox", "status", "--dir", str(box.dir)).stdout
+    assert ("\n            h100-0..1: 8 nvidia.com/gpu NVIDIA-H100-80GB-HBM3, cpu 96, memory 1Ti, pods 250; "
+            "labels zone=a; taints dedicated=team-a:NoSchedule\n            cpu-0: cpu 144, memory 960Gi, pods 250"
+            ) in text, text

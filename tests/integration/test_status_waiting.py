@@ -1,16 +1,13 @@
 """`status` says why a pod group waits (issue 31, item 2), against the sandbox's real kube-scheduler:
 a worker group asking more nvidia.com/gpu than any node has, a DGD component whose nodeSelector no
-node matches, and a RayCluster whose schedulerName (kai-scheduler) no scheduler serves; and on a
-sandbox of its own with Kueue (``--kueue queued,nvidia.com/gpu=8``), a RayJob asking more GPUs
-than its ClusterQueue's quota and a RayCluster naming a LocalQueue that does not exist. Objects
-are made with `cluster up --no-wait --place-anyway` (the fit check would refuse them) or, for the
-RayJob, `check --manifests-only` applied with kubectl, from the usual pair; status is asked once
-the scheduler or Kueue has given its verdict (the pods' PodScheduled condition, the Workloads),
-which for these never changes.
+node matches, and a RayCluster whose schedulerName (kai-scheduler) no scheduler serves. Objects
+are made with `cluster up --no-wait --place-anyway` (the fit check would refuse them), from the
+usual pair; status is asked once the scheduler has given its verdict (the pods' PodScheduled
+condition), which for these never changes. What it says of a job Kueue holds is tested on the
+Kueue sandbox of tests/integration/test_fit_matrix.py.
 
 The scheduler's words are Kubernetes'; the assertions hold to what the summary itself shapes: the
-group, its pod count, ``0/N nodes: N ...`` with N the sandbox's nodes, the resource's name, and
-Kueue's line, which is ours whole.
+group, its pod count, ``0/N nodes: N ...`` with N the sandbox's nodes, and the resource's name.
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 from sandbox_harness import observe, run_cli, unique
-
-from nrl_k8s_sandbox.controlplane import kueue
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -39,7 +34,6 @@ GPU5 = worker_gpus(5)  # the sandbox's largest node has 4
 NO_SUCH_GPU = ("+infra.dynamo.serving.overrides.services.VllmDecodeWorker.extraPodSpec.nodeSelector="
                "{nvidia.com/gpu.product: NVIDIA-H100}")
 KAI = ["++infra.scheduler.kind=kai", "++infra.scheduler.queue=research"]
-WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 
 
 @pytest.fixture
@@ -95,39 +89,3 @@ def test_status_says_why_each_group_waits(nrl, sandbox, sandbox_namespace):
     missing = "no scheduler kai-scheduler has picked it up (is it installed?)"
     assert [(row["pods"], row["reason"]) for row in rows] == [(1, missing)] * 2, rows  # the head, the worker
     assert f"RayCluster {kai}: gpu" in {row["group"] for row in rows}, rows
-
-
-def test_status_says_what_kueue_holds_a_job_for(separate_sandbox):
-    with separate_sandbox(flags=("--kueue", "queued,nvidia.com/gpu=8")) as box, box.api_client(admin=True) as api:
-        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-        ns, job, lost = unique("kq"), unique("rj"), unique("nq")
-        core.create_namespace({"metadata": {"name": ns}})
-        custom.create_namespaced_custom_object(*WORKLOADS[:2], ns, "localqueues", kueue.local_queue(ns))
-        env = {**os.environ, "KUBECONFIG": str(box.kubeconfig), "NRL_K8S_USER": "kq"}
-        base = [*PAIR, f"infra.namespace={ns}", "++infra.scheduler.kind=kueue"]
-        # a head and 3 workers of 4 GPUs: 12 of a quota of 8; no DGD (a kubectl stream cannot own one)
-        queued = [*base, f"infra.kuberay.training.name={job}", "~infra.dynamo",
-                  f"++infra.scheduler.queue={kueue.QUEUE}",
-                  worker_gpus(4), f"{WORKER}.replicas=3"]
-        stream = run_cli(["check", "--manifests-only", "--show-secrets", *queued], env=env, cwd=ROOT)
-        assert stream.returncode == 0, stream.stderr
-        box.kubectl("apply", "-f", "-", stdin=stream.stdout)
-        nowhere = [*base, f"infra.kuberay.training.name={lost}", "++infra.scheduler.queue=nope"]
-        up = run_cli(["cluster", "up", "--no-wait", "--place-anyway", "-t", "kuberay.training", *nowhere], env=env,
-                     cwd=ROOT)
-        assert up.returncode == 0, up.stderr
-        observe(custom.list_namespaced_custom_object, *WORKLOADS[:2], ns, WORKLOADS[2],
-                until=lambda found: {w["spec"].get("queueName") for w in found.values()} == {kueue.QUEUE, "nope"}
-                and any(c["type"] == "QuotaReserved" and c["status"] == "False"
-                        for w in found.values() if w["spec"].get("queueName") == kueue.QUEUE
-                        for c in (w.get("status") or {}).get("conditions") or []))
-
-        status = run_cli(["status", "-o", "json", *queued], env=env, cwd=ROOT)
-        assert status.returncode == 0, status.stderr
-        assert json.loads(status.stdout)["waiting"] == [{
-            "group": f"RayJob {job}", "pods": 4,
-            "reason": f"waiting for quota in ClusterQueue {kueue.QUEUE}: asks 12 nvidia.com/gpu, 8 of its 8 free"}]
-        status = run_cli(["status", *nowhere], env=env, cwd=ROOT)
-        assert status.returncode == 0, status.stderr
-        line = f"  RayCluster {lost} (2 pods): Kueue: LocalQueue nope does not exist in namespace {ns}"
-        assert line in status.stdout.splitlines(), status.stdout

@@ -3,8 +3,9 @@ through the code and through the CLI.
 
 The session sandbox serves the current KubeRay CRDs. The rest runs on one sandbox of this module's
 own, started without the DGD CRD and with KubeRay 1.5's RayJob CRD (``no-dgd-crd``,
-``old-rayjob-crd``): each DGD case installs the DGD CRD serving the versions it needs and removes it.
-Every test of such a sandbox is here, so that it is started once, in one worker.
+``old-rayjob-crd``), in the folder of a sandbox that went down before it (``sandbox up`` again):
+each DGD case installs the DGD CRD serving the versions it needs and removes it. Every test of such
+a sandbox is here, so that it is started once, in one worker.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import FAST, delete_namespace, make_namespace
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, Sandbox, eventually, run_cli, separate_sandbox
+from sandbox_harness import DEADLINE_S, Sandbox, eventually, run_cli, separate_sandbox, start_sandbox, stop_sandbox
 
 from nrl_k8s.errors import NotFoundError
 from nrl_k8s.flows.steps import BringUp
@@ -48,9 +49,34 @@ def dgd_crd(*versions: str) -> dict:
 
 @pytest.fixture(scope="module")
 def old_box(tmp_path_factory) -> Iterator[Sandbox]:
-    """A sandbox without the DGD CRD and with KubeRay 1.5's RayJob CRD."""
-    with separate_sandbox(tmp_path_factory.mktemp("crds") / "sandbox", "no-dgd-crd", "old-rayjob-crd") as box:
+    """A sandbox without the DGD CRD and with KubeRay 1.5's RayJob CRD, started in the folder of
+    an earlier sandbox that made ConfigMap ``from-before`` and went down (``sandbox up`` again in
+    the same dir: ``test_up_again_in_the_same_dir_starts_a_fresh_cluster``)."""
+    directory = tmp_path_factory.mktemp("crds") / "sandbox"
+    box = start_sandbox(directory)
+    try:
+        box.kubectl("create", "configmap", "from-before", "-n", "default")
+    finally:
+        stop_sandbox(box)
+    with separate_sandbox(directory, "no-dgd-crd", "old-rayjob-crd") as box:
         yield box
+
+
+def test_up_again_in_the_same_dir_starts_a_fresh_cluster(old_box):
+    """Certificates, ports and kwok's kubelet port are new on every `up`: nothing of an earlier
+    sandbox's etcd may outlive it (its nodes would point at a kubelet port no longer served)."""
+    assert old_box.kubectl("get", "configmap", "from-before", "-n", "default", check=False).returncode != 0
+
+
+def test_no_dgd_crd_fault_serves_no_dgd_path(old_box):
+    with old_box.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        with pytest.raises(client.ApiException) as missing:
+            custom.list_namespaced_custom_object("nvidia.com", "v1alpha1", "default", "dynamographdeployments")
+        assert missing.value.status == 404
+        groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
+        assert "nvidia.com" not in groups and "ray.io" in groups
+        assert custom.list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")["items"] == []
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import shutil
 import signal
 import ssl
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from operator_helpers import not_private, proxy, rayjob, served_deployment
-from sandbox_harness import DEADLINE_S, Sandbox, eventually, nrl_k8s, observe, start_sandbox, stop_sandbox, unique
+from sandbox_harness import DEADLINE_S, eventually, nrl_k8s, observe, unique
 
 from nrl_k8s_sandbox.faults import Faults
 from nrl_k8s_sandbox.pids import BACKGROUND_NICE, alive, marked, read_pid, start_time, wait_gone
@@ -201,34 +200,6 @@ def _background(daemon: int) -> int:
     return min(19, os.getpriority(os.PRIO_PROCESS, daemon) + BACKGROUND_NICE)
 
 
-@pytest.fixture(scope="module")
-def up_again(tmp_path_factory) -> Iterator[Sandbox]:
-    """A sandbox that made ConfigMap ``from-before`` and went down, then ``up`` again in the same
-    dir with the ``no-dgd-crd`` fault."""
-    directory = tmp_path_factory.mktemp("again") / "box"
-    box = start_sandbox(directory)
-    try:
-        box.kubectl("create", "configmap", "from-before", "-n", "default")
-    finally:
-        stop_sandbox(box)
-    box = start_sandbox(directory, "no-dgd-crd")
-    try:
-        yield box
-    finally:
-        stop_sandbox(box)
-
-
-def test_no_dgd_crd_fault_serves_no_dgd_path(up_again):
-    with up_again.api_client() as api:
-        custom = client.CustomObjectsApi(api)
-        with pytest.raises(ApiException) as missing:
-            custom.list_namespaced_custom_object("nvidia.com", "v1alpha1", "default", "dynamographdeployments")
-        assert missing.value.status == 404
-        groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
-        assert "nvidia.com" not in groups and "ray.io" in groups
-        assert custom.list_namespaced_custom_object("ray.io", "v1", "default", "rayjobs")["items"] == []
-
-
 def _namespaces(configuration: client.Configuration) -> list[str]:
     with client.ApiClient(configuration) as api:
         return [n.metadata.name for n in client.CoreV1Api(api).list_namespace().items]
@@ -285,9 +256,3 @@ def test_a_failed_start_reports_why_and_leaves_nothing_running(tmp_path, binary)
     assert "exited during start-up" in result.stderr and binary in result.stderr
     assert marked(directory.resolve()) == []
     assert not (directory / "daemon.pid").exists()
-
-
-def test_up_again_in_the_same_dir_starts_a_fresh_cluster(up_again):
-    """Certificates, ports and kwok's kubelet port are new on every `up`: nothing of an earlier
-    sandbox's etcd may outlive it (its nodes would point at a kubelet port no longer served)."""
-    assert up_again.kubectl("get", "configmap", "from-before", "-n", "default", check=False).returncode != 0
