@@ -3,8 +3,10 @@ the pod's startup script, the kubectl command, and the values `setup-secrets` re
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 from sandbox_harness import eventually
@@ -14,6 +16,7 @@ from nrl_k8s.kinds import deployment, dgd, dra, raycluster, rayjob, secret, serv
 from nrl_k8s.kinds.base import MANAGED_BY
 from nrl_k8s.ops import dev
 from nrl_k8s.ops.probe import Permission, grants, run_permissions
+from nrl_k8s_sandbox.pids import group_members
 
 NAMES = dev.Names("alice", "rl")
 OWNED = {**MANAGED_BY, "nrl-k8s/owner": "alice"}
@@ -148,16 +151,28 @@ def test_only_objects_nrl_k8s_made_for_this_user_are_theirs():
 
 # -- the pod's command and the kubectl command ----------------------------------------------------
 def test_the_startup_script_installs_the_ssh_key_and_ends_on_sigterm(tmp_path):
+    """It ends with exit 0 on SIGTERM, and its ``sleep`` with it."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SSH_KEY_NAME": "id_test", "SSH_KEY_CONTENT": "KEY\nLINE"}
-    process = subprocess.Popen(["/bin/sh", "-c", dev.STARTUP], env=env)
+    process = subprocess.Popen(["/bin/sh", "-c", dev.STARTUP], env=env, start_new_session=True)
     try:
         key = tmp_path / ".ssh" / "id_test"
         eventually(lambda: key.is_file() and key.read_text() == "KEY\nLINE\n", what="the key installed")
         assert key.stat().st_mode & 0o077 == 0 and (tmp_path / ".ssh").stat().st_mode & 0o077 == 0
+        eventually(lambda: "sleep" in _commands(process.pid), what="the script sleeping")
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+        eventually(lambda: group_members(process.pid) == [], what="its sleep ended with it")
     finally:
         process.kill()
+
+
+def _commands(pgid: int) -> list[str]:
+    """The command names of process group ``pgid``'s live members."""
+    names = []
+    for pid in group_members(pgid):
+        with contextlib.suppress(OSError):
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+    return names
 
 
 def test_exec_argv_is_an_argv_not_a_shell_line():
