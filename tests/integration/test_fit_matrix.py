@@ -210,7 +210,7 @@ def test_the_prediction_is_what_the_scheduler_does(box, overrides, expected):
         for doc in sorted(docs, key=lambda d: _kind(d) in ("RayCluster", "DGD", "Deployment")):
             box.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(_played(doc)))
             for group in [g for g in want if g.startswith(f"{_kind(doc)} {doc['metadata']['name']}")]:
-                _observe(box, group, name, want[group])
+                _observe(box, group, name, want[group], _pod_count(doc, group))
     finally:
         box.kubectl("delete", "-f", "-", "--wait=false", stdin=stream.stdout, check=False)
         eventually(lambda: not _pods(box, f"ray.io/cluster={name}") and not _pods(
@@ -248,8 +248,20 @@ def _decided(pod) -> bool:
                                            for c in pod.status.conditions or [])
 
 
-def _observe(box, group: str, name: str, state: str) -> None:
-    """Wait for the real outcome of ``group`` and check it agrees with ``state``."""
+def _pod_count(doc: dict, group: str) -> int:
+    """How many pods ``group`` of ``doc`` makes: a RayCluster's head and workers, a DGD component's replicas."""
+    spec = doc["spec"]
+    if doc["kind"] == "RayCluster":
+        return 1 + sum(g.get("replicas", 1) for g in spec.get("workerGroupSpecs") or [])
+    component = group.rpartition(": ")[2]
+    part = (spec.get("services") or {}).get(component) or next(
+        (c for c in spec.get("components") or [] if c["name"] == component), {})
+    return part.get("replicas", 1) * ((part.get("multinode") or {}).get("nodeCount") or 1)
+
+
+def _observe(box, group: str, name: str, state: str, count: int) -> None:
+    """Wait for the real outcome of ``group``'s ``count`` pods (its operator makes them one by one: a
+    verdict on fewer would be on a state not yet complete) and check it agrees with ``state``."""
     if group.startswith("RayCluster"):
         selector, cluster = f"ray.io/cluster={name}", box.kubectl("get", "raycluster", name, "-n", box.ns, "-o",
                                                                     "jsonpath={.spec.suspend}").stdout
@@ -262,7 +274,7 @@ def _observe(box, group: str, name: str, state: str) -> None:
         component = group.rpartition(": ")[2]
         selector = f"nvidia.com/dynamo-graph-deployment-name={name}-dgd,nvidia.com/dynamo-component={component}"
     if state == NOW:
-        eventually(lambda: (pods := _pods(box, selector)) and all(p.spec.node_name for p in pods),
+        eventually(lambda: len(pods := _pods(box, selector)) == count and all(p.spec.node_name for p in pods),
                    what=f"every pod of {group} bound")
         return
     scheduler = box.kubectl("get", "pods", "-n", box.ns, "-l", selector, "-o",
@@ -271,7 +283,7 @@ def _observe(box, group: str, name: str, state: str) -> None:
         pods = eventually(lambda: _pods(box, selector), what=f"the pods of {group}")
         assert not any(p.spec.node_name for p in pods)
         return
-    pods = eventually(lambda: (found := _pods(box, selector)) and all(map(_decided, found)) and found,
+    pods = eventually(lambda: len(found := _pods(box, selector)) == count and all(map(_decided, found)) and found,
                       what=f"the scheduler decided on every pod of {group}")
     waiting = [p for p in pods if not p.spec.node_name]
     assert waiting, f"{group}: predicted {state}, but every pod was bound"
