@@ -44,8 +44,8 @@ CONTAINER = "dev"
 SSH_KEY_NAME, SSH_KEY_CONTENT = "SSH_KEY_NAME", "SSH_KEY_CONTENT"  # upstream's keys, read by the dev pod
 _KEY_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 # The pod's command: a trap first, so the pod goes at once on SIGTERM from its first moment (`sleep
-# infinity` as PID 1 would ignore it for the grace period), its `sleep` with it; then install the SSH key from the Secret,
-# if any, and wait to be deleted.
+# infinity` as PID 1 would ignore it for the grace period), its `sleep` with it; then install the
+# SSH key from the Secret, if any, and wait to be deleted.
 STARTUP = """\
 trap 'kill $! 2>/dev/null; exit 0' TERM INT
 if [ -n "${SSH_KEY_CONTENT:-}" ]; then
