@@ -40,10 +40,10 @@ def _environment() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def ray_dashboard_url(tmp_path_factory) -> Iterator[str]:
     directory = tmp_path_factory.mktemp("ray-head")
-    temp = temp_dir_for(directory).parent / "tmp"  # its processes' temp files go with it (the dashboard's pymp-*)
+    ray_dir = temp_dir_for(directory)
+    temp = ray_dir.parent / "tmp"  # its processes' temp files go with it (the dashboard's pymp-*)
     temp.mkdir(mode=0o700, parents=True)
-    head = RayHead(temp_dir=temp_dir_for(directory), log_path=directory / "ray.log",
-                   env={**_environment(), "TMPDIR": str(temp)})
+    head = RayHead(temp_dir=ray_dir, log_path=directory / "ray.log", env={**_environment(), "TMPDIR": str(temp)})
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
             when_this_process_ends([sys.executable, "-c", STOP_GROUP, str(head.start()), str(head.temp_dir)])
