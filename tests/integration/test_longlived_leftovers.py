@@ -24,6 +24,8 @@ import pytest
 from kubernetes import client
 from sandbox_harness import DEADLINE_S, NRL_K8S, History, observe, run_cli
 
+from nrl_k8s_sandbox.controlplane import stages
+
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox_longlived.yaml"), "--infra", str(ROOT / "examples/sandbox_longlived.infra.yaml")]
 DEADLINE = "nrl-k8s.io/owner-deadline"
@@ -154,8 +156,15 @@ PHASES = {  # the object whose creation the run is killed at
 }
 
 
+#: Overrides that have kwok play both clusters' head pods (``stages.PLAYED_LABEL``): a run killed
+#: as an object appears never reaches its heads, so no Ray head needs to start for it.
+PLAYED_HEADS = [f"++infra.kuberay.{role}.spec.headGroupSpec.template.metadata="
+                f"{{labels: {{{stages.PLAYED_LABEL}: 'true'}}}}" for role in ("training", "gym")]
+
+
 @pytest.mark.parametrize("kind,name", PHASES.values(), ids=PHASES.keys())
 def test_a_killed_bring_up_is_listed_then_gc_removes_exactly_it(user, kind, name):
+    user.pair += PLAYED_HEADS
     others = foreign_services(user)
     killed_when(user, kind, name.format(u=user.name))
     made = user.mine()
