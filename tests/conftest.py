@@ -30,18 +30,21 @@ from sandbox_harness import separate_sandbox as _separate
 #: order, most tests first, started files of two tests that run four minutes last). The sandbox's
 #: own tests, which start control planes, come while the integration tests' Ray heads still run.
 LIVE_FIRST = ("integration", "sandbox", "controlplane", "kube", "dashboard")
-#: Files whose time is mostly waiting (a lease's deadline, Kueue's, stalled servers), moved within
-#: their folder's turn (-1 first, +1 last) so that the other workers keep both CPUs busy meanwhile:
-#: test_kueue and test_lease started together and left 2 of 4 workers for 2 CPUs for 3 minutes;
-#: test_unreachable, the offline files' last, was a run's 40-s tail on one worker.
-MOSTLY_WAITING = {"test_kueue.py": 1, "test_unreachable.py": -1}
+#: Files handed out first (-1) or last (+1) within their folder's turn, the rest keeping their order.
+#: Last: test_kueue, whose time is mostly waiting (a lease's deadline, Kueue's), so that the other
+#: workers keep both CPUs busy meanwhile (it and test_lease once started together and left 2 of 4
+#: workers for 2 CPUs for 3 minutes). First: the offline turn's longest files (20-80 s each at full
+#: speed; the others take 1-15 s), so that the run does not end on one of them, its other workers done.
+TURN_ORDER = {"test_kueue.py": 1} | dict.fromkeys(
+    ("test_bad_inputs.py", "test_packaging.py", "test_unreachable.py", "test_upstream_flags.py",
+     "test_conventions.py", "test_lint.py", "test_unused.py"), -1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> tuple[int, int]:
         folder = item.path.parent.name
         turn = LIVE_FIRST.index(folder) if folder in LIVE_FIRST else len(LIVE_FIRST)
-        return turn, MOSTLY_WAITING.get(item.path.name, 0)
+        return turn, TURN_ORDER.get(item.path.name, 0)
 
     items.sort(key=rank)  # stable: each file's tests stay together, in their order
 
