@@ -268,8 +268,9 @@ class History:
             response = self._response
         if response is not None:
             # interrupts the thread's blocking read; a stream that already ended went back to the
-            # pool (urllib3 then refuses the shutdown): nothing is left to interrupt
-            with contextlib.suppress(RuntimeError):
+            # pool (urllib3 then refuses the shutdown: RuntimeError) or closed its socket (EBADF):
+            # nothing is left to interrupt
+            with contextlib.suppress(RuntimeError, OSError):
                 response.shutdown()
         self._thread.join(DEADLINE_S)
 
