@@ -24,8 +24,7 @@ from sandbox_harness import DEADLINE_S, Sandbox, eventually, run_cli, separate_s
 
 from nrl_k8s.errors import NotFoundError
 from nrl_k8s.flows.steps import BringUp
-from nrl_k8s.kinds import crds
-from nrl_k8s.kinds.base import Kind
+from nrl_k8s.kinds import crds, dgd
 from nrl_k8s.kinds.core import CRD
 from nrl_k8s.kube.client import Kube
 from nrl_k8s.ops.probe import crd_probes
@@ -121,9 +120,9 @@ def installed_dgd(old):
         # them, and while their storage restarts it fails and retries with a back-off that doubles
         # (a teardown once waited 274 s). No test here makes a DGD (asserted): the finalizer has
         # nothing to do, and the test takes it off, as an admin would.
-        for version in old.served_versions(crds.DGD) or []:
-            dgds = Kind("nvidia.com", version, "dynamographdeployments", "DynamoGraphDeployment")
-            assert old.snapshot(dgds, all_namespaces=True)[0] == []
+        served = old.served_versions(crds.DGD) or []
+        for kind in [k for k in dgd.KINDS if k.version in served]:
+            assert old.snapshot(kind, all_namespaces=True)[0] == []
         old.delete(CRD, crds.DGD)
         with contextlib.suppress(NotFoundError):
             old.patch(CRD, crds.DGD, {"metadata": {"finalizers": None}})
