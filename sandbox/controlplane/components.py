@@ -106,6 +106,16 @@ def etcd(bin: Installed, data: Path, ports: Ports) -> list[str]:
 APISERVER_GC_ENV = {"GOGC": "400", "GOMEMLIMIT": "1GiB"}
 
 
+#: A sandbox's API server has a handful of clients: it reads and watches etcd directly, with no
+#: watch cache (a cache per served kind, each waking every second to send bookmarks), and does not
+#: count every kind's objects in etcd every minute (a metric nothing reads). Both are serving
+#: optimizations for many clients; what a client sees is the same, but that a watch from a
+#: resourceVersion is answered while etcd still has its history (kube-apiserver compacts it every
+#: 5 minutes) rather than while a cache does. Measured on an idle sandbox: ~2.3 -> ~1.4 CPU-s a
+#: minute for kube-apiserver and etcd, and a start ~1.5 CPU-s cheaper.
+QUIET_APISERVER = ("--watch-cache=false", "--etcd-count-metric-poll-period=0")
+
+
 def apiserver(bin: Installed, ca: Authority, serving: Pair, kubelet_client: Pair, sa: Pair, ports: Ports,
               tokens: Path, egress: Path, audit: Path | None = None) -> list[str]:
     argv = [bin.path("kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
@@ -117,6 +127,7 @@ def apiserver(bin: Installed, ca: Authority, serving: Pair, kubelet_client: Pair
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
             "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false", "--profiling=false",
+            *QUIET_APISERVER,
             f"--egress-selector-config-file={egress}",
             f"--kubelet-client-certificate={kubelet_client.cert}", f"--kubelet-client-key={kubelet_client.key}",
             "--kubelet-preferred-address-types=InternalIP", "--v=0"]

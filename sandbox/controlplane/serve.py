@@ -379,7 +379,8 @@ def front_door(plane: Plane) -> None:
     kubeconfig = components.write_private(plane.dir / "kubeconfig", components.kubeconfig(
         front_url, plane.ca.pem, {"token": plane.user_token}))
     components.write_private(plane.dir / "sandbox.json", json.dumps({
-        "control_plane": "real", "api_url": front_url, "apiserver_url": plane.url, "kubeconfig": str(kubeconfig),
+        "control_plane": "real", "api_url": front_url, "apiserver_url": plane.url,
+        "etcd_url": f"http://127.0.0.1:{plane.ports.etcd_client}", "kubeconfig": str(kubeconfig),
         "admin_url": front_url, "ca_file": str(plane.ca.cert), "operator_token": plane.operator_token,
         "scratch": str(plane.scratch), "admin_kubeconfig": str(plane.admin_config), "daemon_pid": os.getpid(),
         "bin": str(plane.installed.bin), "pids": {name: p.pid for name, p in plane.processes.running.items()},
