@@ -75,6 +75,17 @@ def interruptible(argv: list[str], env: dict) -> subprocess.Popen:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
+def played(*, heads: tuple[str, ...] = (), services: tuple[str, ...] = ()) -> list[str]:
+    """Overrides that have kwok play the head pods of these kuberay roles and the pods of these DGD
+    services of ``dynamo.serving`` (the sandbox's ``played`` label): for a test that needs them
+    placed or present, never running, no Ray head or Dynamo process starts for them."""
+    from nrl_k8s_sandbox.controlplane.stages import PLAYED_LABEL
+
+    labels = f"{{labels: {{{PLAYED_LABEL}: 'true'}}}}"
+    return [*(f"++infra.kuberay.{role}.spec.headGroupSpec.template.metadata={labels}" for role in heads),
+            *(f"+infra.dynamo.serving.overrides.services.{name}.extraPodMetadata={labels}" for name in services)]
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 

@@ -22,9 +22,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from sandbox_harness import DEADLINE_S, NRL_K8S, History, observe, run_cli
-
-from nrl_k8s_sandbox.controlplane import stages
+from sandbox_harness import DEADLINE_S, NRL_K8S, History, observe, played, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox_longlived.yaml"), "--infra", str(ROOT / "examples/sandbox_longlived.infra.yaml")]
@@ -156,10 +154,8 @@ PHASES = {  # the object whose creation the run is killed at
 }
 
 
-#: Overrides that have kwok play both clusters' head pods (``stages.PLAYED_LABEL``): a run killed
-#: as an object appears never reaches its heads, so no Ray head needs to start for it.
-PLAYED_HEADS = [f"++infra.kuberay.{role}.spec.headGroupSpec.template.metadata="
-                f"{{labels: {{{stages.PLAYED_LABEL}: 'true'}}}}" for role in ("training", "gym")]
+#: A run killed as an object appears never reaches its heads: kwok plays them.
+PLAYED_HEADS = played(heads=("training", "gym"))
 
 
 @pytest.mark.parametrize("kind,name", PHASES.values(), ids=PHASES.keys())

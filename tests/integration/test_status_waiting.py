@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from sandbox_harness import observe, run_cli, unique
+from sandbox_harness import observe, played, run_cli, unique
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = [str(ROOT / "examples/sandbox.yaml"), "--infra", str(ROOT / "examples/sandbox.infra.yaml")]
@@ -34,6 +34,8 @@ GPU5 = worker_gpus(5)  # the sandbox's largest node has 4
 NO_SUCH_GPU = ("+infra.dynamo.serving.overrides.services.VllmDecodeWorker.extraPodSpec.nodeSelector="
                "{nvidia.com/gpu.product: NVIDIA-H100}")
 KAI = ["++infra.scheduler.kind=kai", "++infra.scheduler.queue=research"]
+#: The fit run's head and DGD frontend need only be placed: kwok plays them (no Ray head, no frontend runs).
+FIT = [GPU5, NO_SUCH_GPU, *played(heads=("training",), services=("Frontend",))]
 
 
 @pytest.fixture
@@ -57,7 +59,7 @@ def _scheduled(pods: dict[str, dict], prefix: str, status: str) -> bool:
 
 def test_status_says_why_each_group_waits(nrl, sandbox, sandbox_namespace):
     fit, kai = unique("fit"), unique("kai")
-    up = nrl("cluster", "up", "--no-wait", "--place-anyway", name=fit, overrides=[GPU5, NO_SUCH_GPU])
+    up = nrl("cluster", "up", "--no-wait", "--place-anyway", name=fit, overrides=FIT)
     assert up.returncode == 0, up.stderr
     up = nrl("cluster", "up", "--no-wait", "--place-anyway", "-t", "kuberay.training", name=kai, overrides=KAI)
     assert up.returncode == 0, up.stderr
@@ -70,7 +72,7 @@ def test_status_says_why_each_group_waits(nrl, sandbox, sandbox_namespace):
                 and _scheduled(pods, f"{fit}-head-", "True") and _scheduled(pods, f"{fit}-dgd-frontend-", "True")
                 and sum(name.startswith(f"{kai}-") for name in pods) == 2)
 
-    status = nrl("status", "-o", "json", name=fit, overrides=[GPU5, NO_SUCH_GPU])
+    status = nrl("status", "-o", "json", name=fit, overrides=FIT)
     assert status.returncode == 0, status.stderr
     rows = {row["group"]: row for row in json.loads(status.stdout)["waiting"]}
     # the head and the DGD's frontend are placed: not listed; nor is the other cluster's
@@ -80,7 +82,7 @@ def test_status_says_why_each_group_waits(nrl, sandbox, sandbox_namespace):
     assert gpu["pods"] == 1 and verdict.fullmatch(gpu["reason"]) and "nvidia.com/gpu" in gpu["reason"], gpu
     assert selector["pods"] == 1 and verdict.fullmatch(selector["reason"]), selector
     assert "preemption" not in gpu["reason"] + selector["reason"]
-    table = nrl("status", name=fit, overrides=[GPU5, NO_SUCH_GPU]).stdout
+    table = nrl("status", name=fit, overrides=FIT).stdout
     assert f"  RayCluster {fit}: gpu (1 pod): {gpu['reason']}" in table.splitlines(), table
 
     status = nrl("status", "-o", "json", name=kai, overrides=KAI)

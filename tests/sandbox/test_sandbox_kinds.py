@@ -11,6 +11,8 @@ from kubernetes import client
 from operator_helpers import IMAGE, condition, dgd, field, listening, proxy, ray_cluster_spec, rayjob
 from sandbox_harness import History, eventually, observe, unique
 
+from nrl_k8s_sandbox.controlplane.stages import PLAYED_LABEL
+
 CD = ("resource.nvidia.com", "v1beta1")
 DGD = ("nvidia.com", "v1alpha1")
 LABEL = "nvidia.com/dynamo-graph-deployment-name"
@@ -39,9 +41,10 @@ def roce_template(name: str, owner: dict | None) -> dict:
 def test_deleting_the_owning_raycluster_collects_the_dra_objects(custom, sandbox_namespace):
     """The real garbage collector follows the ownerReferences nrl-k8s writes."""
     ns, name = sandbox_namespace, unique("owner")
+    spec = ray_cluster_spec(workers=0)
+    spec["headGroupSpec"]["template"]["metadata"] = {"labels": {PLAYED_LABEL: "true"}}  # only its ownership counts
     cluster = custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", {
-        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
-        "spec": ray_cluster_spec(workers=0)})  # fmt: skip
+        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name}, "spec": spec})
     custom.create_namespaced_custom_object(
         *CD, ns, "computedomains", compute_domain(f"{name}-cd", f"{name}-channel", cluster)
     )
