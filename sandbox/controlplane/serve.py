@@ -15,7 +15,6 @@ SIGTERM stops it all, the last started first.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -57,6 +56,7 @@ from .webhook import ConversionWebhook
 log = logging.getLogger("nrl_k8s_sandbox.controlplane")
 USER = "nrl-k8s-user"
 USER_GROUP = "nrl-k8s:users"
+ADMIN = "nrl-k8s-sandbox-admin"  # the operators' user, in system:masters
 START_S = 180.0
 APPLYING = 8  # objects applied at once (the admin ApiClient keeps 5 connections a CPU)
 #: What ``sandbox status`` counts, by plural: (group, version) or None for the core group.
@@ -77,7 +77,7 @@ def _environment(sandbox_dir: Path, scratch: Path) -> dict[str, str]:
     """The environment children get: ``sandbox up``'s, this interpreter's bin dir first on PATH,
     and a temp dir in the sandbox's scratch, the daemon's own too. What is left in one goes with
     ``sandbox down``, even after a crash: a socket folder per Ray head's dashboard, a logging config
-    per Dynamo process (~200 a test run), the admin's key the API client writes out."""
+    per Dynamo process (~200 a test run)."""
     temp = scratch / "tmp"
     temp.mkdir(mode=0o700, exist_ok=True)
     tempfile.tempdir = str(temp)
@@ -176,15 +176,19 @@ class Plane:
 def certificates(plane: Plane) -> None:
     ca = plane.ca = Authority(plane.dir / "pki")
     plane.serving = ca.issue("apiserver", "kube-apiserver", server=True)
-    plane.admin = ca.issue("admin", "nrl-k8s-sandbox-admin", organizations=("system:masters",), client=True)
+    plane.admin = ca.issue("admin", ADMIN, organizations=("system:masters",), client=True)
     plane.kubelet_pair = ca.issue("kubelet", "kwok-kubelet", server=True)
     plane.webhook_pair = ca.issue("dgd-webhook", "dgd-webhook", server=True)
     plane.sa = ca.service_account_key()
     plane.ports = components.Ports(*free_ports(4))
     plane.operator_token = secrets.token_urlsafe(32)
     plane.user_token = secrets.token_urlsafe(32)
+    # the operators' too: kube-apiserver checks a client certificate's chain on every request (~6 %
+    # of a busy sandbox's kube-apiserver CPU), a token with a lookup
+    plane.admin_token = secrets.token_urlsafe(32)
     plane.tokens = components.write_private(plane.dir / "tokens.csv",
-                                            f'{plane.user_token},{USER},{USER},"{USER_GROUP}"\n')
+                                            f'{plane.user_token},{USER},{USER},"{USER_GROUP}"\n'
+                                            f'{plane.admin_token},{ADMIN},{ADMIN},"system:masters"\n')
 
 
 def api_server(plane: Plane) -> None:
@@ -207,8 +211,7 @@ def api_server(plane: Plane) -> None:
     context.load_cert_chain(str(plane.admin.cert), str(plane.admin.key))
     plane.wait("kube-apiserver ready", lambda: _answers(f"{plane.url}/readyz", context))
     plane.admin_config = components.write_private(plane.dir / "admin.kubeconfig", components.kubeconfig(
-        plane.url, plane.ca.pem, {"client-certificate-data": base64.b64encode(plane.admin.cert.read_bytes()).decode(),
-                                  "client-key-data": base64.b64encode(plane.admin.key.read_bytes()).decode()}))
+        plane.url, plane.ca.pem, {"token": plane.admin_token}))
     plane.api = kubernetes.config.new_client_from_config(config_file=str(plane.admin_config))
 
 
