@@ -6,6 +6,7 @@ leave exactly the local kubelet's pods alone, and building without Go says how t
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -179,3 +180,37 @@ def test_ray_heads_start_at_most_one_per_cpu_across_sandboxes(tmp_path):
         holder.wait()
     assert use("try").communicate(timeout=60)[0] == "True\n"
     assert oct(slots.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_heads_dashboard_and_agent_run_without_the_kubernetes_client(monkeypatch):
+    """ray_start.py runs both through without_kubernetes.py; the agent's command is an argument of the
+    raylet's, written and read back as Ray does (list2cmdline, a POSIX split), spaces and all."""
+    from ray._private import ray_constants
+
+    from nrl_k8s_sandbox import ray_start
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(ray_start, "_start_ray_process", lambda command, *_, **__: started.append(command))
+    agent = [sys.executable, "-u", "/my venv/ray/dashboard/agent.py", "--logging-format=%(asctime)s %(message)s"]
+    ray_start._start(["raylet", "--node_ip_address=127.0.0.1",
+                      f"--dashboard_agent_command={subprocess.list2cmdline(agent)}"], ray_constants.PROCESS_TYPE_RAYLET)
+    ray_start._start([sys.executable, "/my venv/ray/dashboard/dashboard.py", "--port=1"],
+                     ray_constants.PROCESS_TYPE_DASHBOARD)
+    ray_start._start(["gcs_server", "--a=b"], ray_constants.PROCESS_TYPE_GCS_SERVER)
+    raylet, dashboard, gcs = started
+    assert raylet[:2] == ["raylet", "--node_ip_address=127.0.0.1"]
+    assert shlex.split(raylet[2].partition("=")[2]) == [*agent[:2], *ray_start.WITHOUT_KUBERNETES, *agent[2:]]
+    assert dashboard[:-1] == [sys.executable, *ray_start.WITHOUT_KUBERNETES, "/my venv/ray/dashboard/dashboard.py",
+                              "--port=1"]
+    assert gcs == ["gcs_server", "--a=b"]
+
+
+def test_without_kubernetes_runs_the_script_as_python_would_with_no_kubernetes(tmp_path):
+    script = tmp_path / "a dir" / "script.py"
+    script.parent.mkdir()
+    (script.parent / "sibling.py").write_text("NAME = 'sibling'\n")
+    script.write_text("import sys, sibling\ntry:\n    import kubernetes\nexcept ImportError:\n    kubernetes = None\n"
+                      "print(__name__, sibling.NAME, sys.argv[1:], kubernetes)\n")
+    ran = subprocess.run([sys.executable, "-m", "nrl_k8s_sandbox.without_kubernetes", str(script), "--x", "y z"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert ran.stdout == "__main__ sibling ['--x', 'y z'] None\n"
