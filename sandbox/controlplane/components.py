@@ -109,9 +109,9 @@ APISERVER_GC_ENV = {"GOGC": "400", "GOMEMLIMIT": "1GiB"}
 #: A sandbox's API server has a handful of clients: it reads and watches etcd directly, with no
 #: watch cache (a cache per served kind, each waking every second to send bookmarks), and does not
 #: count every kind's objects in etcd every minute (a metric nothing reads). Both are serving
-#: optimizations for many clients; what a client sees is the same, but that a watch from a
+#: optimizations for many clients. What a client sees is the same, except that a watch from a
 #: resourceVersion is answered while etcd still has its history (kube-apiserver compacts it every
-#: 5 minutes) rather than while a cache does. Measured on an idle sandbox: ~2.3 -> ~1.4 CPU-s a
+#: 5 minutes), not while a cache does. Measured on an idle sandbox: ~2.3 -> ~1.4 CPU-s a
 #: minute for kube-apiserver and etcd, and a start ~1.5 CPU-s cheaper.
 QUIET_APISERVER = ("--watch-cache=false", "--etcd-count-metric-poll-period=0")
 
