@@ -5,8 +5,9 @@ Pid files hold ``PID STARTTIME`` so that a recycled pid is never taken for ours.
 process the sandbox starts carries ``NRL_K8S_SANDBOX_DIR=<dir>`` in its environment, and
 everything those processes spawn inherits it — including Ray job drivers, which Ray starts in
 sessions of their own; ``marked(dir)`` finds them through ``/proc`` (Linux). Some Ray
-processes overwrite their environment area with a process title, so the Ray head's process
-group is also cleaned up by group id. Together ``down`` can clean up after a killed daemon.
+processes overwrite their environment area with a process title, so ``marked`` also takes the
+members of the process groups marked processes lead (a Ray head's). Together ``down`` can clean
+up after a killed daemon.
 """
 
 from __future__ import annotations
@@ -114,19 +115,24 @@ def group_members(pgid: int, started_after: int = 0) -> list[int]:
 
 
 def marked(sandbox_dir: Path) -> list[int]:
-    """Live processes (other than this one) whose environment names ``sandbox_dir``."""
+    """Live processes (other than this one) whose environment names ``sandbox_dir``, and every
+    member of a process group one of them leads: a Ray head's agents overwrite their environment
+    with a process title, and once a killed raylet has orphaned them only their group is left."""
     needle = f"{MARKER}={sandbox_dir}".encode()
-    found = []
+    found, group = set(), {}
     for pid in _all_pids():
-        if pid == os.getpid():
+        fields = _stat(pid)
+        if pid == os.getpid() or fields is None or fields[0] in ("Z", "X"):
             continue
+        group[pid] = int(fields[2])
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes()
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-        if needle in environ.split(b"\0") and alive(pid):
-            found.append(pid)
-    return found
+        if needle in environ.split(b"\0"):
+            found.add(pid)
+    leaders = {pid for pid in found if group[pid] == pid}
+    return sorted(found | {pid for pid, leader in group.items() if leader in leaders})
 
 
 def wait_gone(pids: list[int], timeout: float) -> list[int]:

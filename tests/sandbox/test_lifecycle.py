@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import collections
 import http.client
 import json
 import os
@@ -132,6 +133,24 @@ def _running_driver(box, tmp_path: Path, name: str | None = None, head_env: dict
     return int(eventually(lambda: marker.exists() and marker.read_text().strip(), what="driver pid file"))
 
 
+def _descendants(roots: list[int]) -> set[int]:
+    """``roots`` and every process started under them (by parent pid, from /proc)."""
+    children = collections.defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        if stat:
+            children[int(stat[stat.rindex(")") + 2 :].split()[1])].append(int(entry.name))
+    found, todo = set(), list(roots)
+    while todo:
+        if (pid := todo.pop()) not in found:
+            found.add(pid)
+            todo += children[pid]
+    return found
+
+
 CRASHES = {"clean": False, "after-daemon-sigkill": True}
 
 
@@ -142,7 +161,8 @@ def test_down_stops_every_process_it_started(separate_sandbox, tmp_path, kill_da
     with separate_sandbox(env={"TMPDIR": str(users_tmp)}) as box:
         driver = _running_driver(box, tmp_path)
         daemon = read_pid(box.dir / "daemon.pid")
-        started = {pid: start_time(pid) for pid in marked(box.dir)}
+        # and what they started: a Ray head's agents write a process title over their environment
+        started = {pid: start_time(pid) for pid in _descendants(marked(box.dir))}
         assert {daemon, driver, *box.info["pids"].values()} <= set(started)
         if kill_daemon:
             os.kill(daemon, signal.SIGKILL)
