@@ -53,8 +53,8 @@ def floor_run(directory: Path) -> tuple[float, list[int]]:
     """(seconds until etcd and kube-apiserver alone answer, pids still alive after stopping them)."""
     from nrl_k8s_sandbox.controlplane import serve
 
-    began = time.monotonic()
-    plane = serve.Plane(directory, {})
+    began, temp = time.monotonic(), tempfile.tempdir
+    plane = serve.Plane(directory, {})  # the daemon's temp dir becomes this process's: given back after
     try:
         serve.certificates(plane)
         serve.api_server(plane)
@@ -63,6 +63,7 @@ def floor_run(directory: Path) -> tuple[float, list[int]]:
     finally:
         plane.stop()
         shutil.rmtree(plane.scratch, ignore_errors=True)
+        tempfile.tempdir = temp
     return elapsed, [pid for pid in pids if alive(pid)]
 
 

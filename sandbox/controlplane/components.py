@@ -76,12 +76,11 @@ class Processes:
         """The children that have exited, with their codes."""
         return {name: code for name, p in self.running.items() if (code := p.poll()) is not None}
 
-    def stop(self, grace: float = 10.0) -> None:
-        """Stop every child, the last started first."""
-        for name in reversed(list(self.running)):
+    def stop(self, *names: str, grace: float = 10.0) -> None:
+        """Stop the children ``names`` (all without names), the last started first."""
+        for name in reversed([name for name in self.running if not names or name in names]):
             terminate([self.running[name].pid], grace)
-            self.running[name].wait()
-        self.running.clear()
+            self.running.pop(name).wait()
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 ``serve`` runs the start-up steps in order over one ``Plane``: certificates and tokens (``pki``),
 etcd and kube-apiserver (TLS, RBAC, a token for the user, the egress selector to
-``egress.EgressProxy``), the CRDs (KubeRay's and kwok's from their modules, Dynamo's and the
-ComputeDomain's of our own, the DGD conversion webhook), the user's RBAC and kwok's Stages, kwok
+``egress.EgressProxy``; etcd a copy of the machine's seed, ``seed.py``), the CRDs (KubeRay's and
+kwok's from their modules, in the seed; Dynamo's and the ComputeDomain's of our own, the DGD
+conversion webhook), the user's RBAC and kwok's Stages, kwok
 nodes in pools (``nodes``) and the GPU nodes' DRA devices, then kube-controller-manager,
 kube-scheduler, kwok, the KubeRay operator (``--use-kubernetes-proxy``) and, in this process, the
 local kubelet and the Dynamo and DRA controllers; last the user's door (``front.FrontProxy``) and
@@ -41,7 +42,7 @@ from nrl_k8s.errors import SandboxError
 from ..faults import Faults
 from ..pids import MARKER, log_tail
 from ..ray_head import free_ports, temp_dir_for
-from . import binaries, components, kueue, nodes, rbac, stages
+from . import binaries, components, kueue, nodes, rbac, seed, stages
 from .controller import json_body
 from .crds import crds as dynamo_crds
 from .dra import ComputeDomains
@@ -199,34 +200,54 @@ def api_server(plane: Plane) -> None:
         socket_path, lambda host, port: kubelet().resolve(host, port) if kubelet() else None,
         lambda *request: kubelet().inspect(*request),
         lambda host, port: kubelet() is not None and kubelet().is_http(host, port)))
-    egress_file = components.write_private(plane.dir / "egress.yaml", egress_config(socket_path))
+    plane.egress = components.write_private(plane.dir / "egress.yaml", egress_config(socket_path))
     # a fresh cluster every time: an earlier sandbox's objects (its nodes' kubelet port) would mislead
+    # (a copy of the seed, seed.py, is one)
     shutil.rmtree(plane.dir / "etcd", ignore_errors=True)
-    plane.processes.start("etcd", components.etcd(plane.installed, plane.dir / "etcd", plane.ports))
-    plane.processes.start("kube-apiserver", components.apiserver(
-        plane.installed, plane.ca, plane.serving, plane.admin, plane.sa, plane.ports, plane.tokens, egress_file),
-        components.APISERVER_GC_ENV)
+    plane.crd_files = _crd_files(plane)
+    plane.seed = seed.folder(plane.installed, plane.crd_files)
+    plane.seeded = seed.copy(plane.seed, plane.dir / "etcd")
     plane.url = f"https://127.0.0.1:{plane.ports.apiserver}"
-    context = ssl.create_default_context(cafile=str(plane.ca.cert))
-    context.load_cert_chain(str(plane.admin.cert), str(plane.admin.key))
-    plane.wait("kube-apiserver ready", lambda: _answers(f"{plane.url}/readyz", context))
+    _storage(plane)
     plane.admin_config = components.write_private(plane.dir / "admin.kubeconfig", components.kubeconfig(
         plane.url, plane.ca.pem, {"token": plane.admin_token}))
     plane.api = kubernetes.config.new_client_from_config(config_file=str(plane.admin_config))
 
 
-def resources(plane: Plane) -> None:
-    """The CRDs (the ``old-rayjob-crd`` and ``no-dgd-crd`` faults choose which), established."""
+def _storage(plane: Plane) -> None:
+    """etcd and kube-apiserver, answering."""
+    plane.processes.start("etcd", components.etcd(plane.installed, plane.dir / "etcd", plane.ports))
+    plane.processes.start("kube-apiserver", components.apiserver(
+        plane.installed, plane.ca, plane.serving, plane.admin, plane.sa, plane.ports, plane.tokens, plane.egress),
+        components.APISERVER_GC_ENV)
+    context = ssl.create_default_context(cafile=str(plane.ca.cert))
+    context.load_cert_chain(str(plane.admin.cert), str(plane.admin.key))
+    plane.wait("kube-apiserver ready", lambda: _answers(f"{plane.url}/readyz", context))
+
+
+def _crd_files(plane: Plane) -> list[Path]:
+    """The CRD files a sandbox installs (the ``old-rayjob-crd`` fault chooses one), by name."""
     paths = {path.name: path for path in plane.installed.crds.glob("*.yaml") if path.name not in kueue.FILES}
     if plane.faults.get("old-rayjob-crd") is not None:
         paths["ray.io_rayjobs.yaml"] = plane.installed.crds / "old" / "ray.io_rayjobs.yaml"
-    docs = [doc for path in paths.values() for doc in _documents(path)]
+    return [paths[name] for name in sorted(paths)]
+
+
+def resources(plane: Plane) -> None:
+    """The CRDs (the ``old-rayjob-crd`` and ``no-dgd-crd`` faults choose which), established. Those from
+    files come with the seed's copy; without one they are made, and etcd with them kept as the seed."""
+    if plane.seeded is None:
+        served = _establish(plane, "the CRDs from files", [doc for path in plane.crd_files for doc in _documents(path)])
+        plane.processes.stop("kube-apiserver", "etcd")
+        seed.save(plane.seed, plane.dir / "etcd", served)
+        _storage(plane)
+        plane.seeded = sorted(served)
     plane.dgds = plane.faults.get("no-dgd-crd") is None
     webhook = ConversionWebhook(plane.webhook_pair.cert, plane.webhook_pair.key)
     plane.keep(webhook)
-    docs += [doc for doc in dynamo_crds(webhook.url, plane.ca.pem)
-             if plane.dgds or not doc["metadata"]["name"].startswith("dynamographdeployments")]
-    _establish(plane, "the CRDs", docs)
+    docs = [doc for doc in dynamo_crds(webhook.url, plane.ca.pem)
+            if plane.dgds or not doc["metadata"]["name"].startswith("dynamographdeployments")]
+    _establish(plane, "the CRDs", docs, served=plane.seeded)
 
 
 def _documents(path: Path) -> list[dict]:
@@ -235,8 +256,9 @@ def _documents(path: Path) -> list[dict]:
             if doc]
 
 
-def _establish(plane: Plane, what: str, crds: list[dict]) -> None:
-    """Create ``crds`` and wait until the API server serves each.
+def _establish(plane: Plane, what: str, crds: list[dict], served=()) -> set[tuple[str, str, str]]:
+    """Create ``crds`` and wait until the API server serves each, and the ``served`` resources
+    (group, version, plural); return what was waited for.
 
     KubeRay's CRDs are ~1 MB each: they are created once (the plane's etcd is new) with their
     answers left unread, and watched for in discovery, which lists a CRD's resource once it is
@@ -244,10 +266,11 @@ def _establish(plane: Plane, what: str, crds: list[dict]) -> None:
     ext, custom = kubernetes.client.ApiextensionsV1Api(plane.api), kubernetes.client.CustomObjectsApi(plane.api)
     for doc in crds:
         ext.create_custom_resource_definition(doc, _preload_content=False).drain_conn()  # read, not parsed
-    pending = {(doc["spec"]["group"], version["name"], doc["spec"]["names"]["plural"])
-               for doc in crds for version in doc["spec"]["versions"] if version.get("served", True)}
+    waited = {(doc["spec"]["group"], version["name"], doc["spec"]["names"]["plural"])
+              for doc in crds for version in doc["spec"]["versions"] if version.get("served", True)} | set(served)
+    pending = set(waited)
 
-    def served() -> bool:
+    def established() -> bool:
         for group_version in {(group, version) for group, version, _ in pending}:
             try:
                 listed = json_body(custom.get_api_resources(*group_version, _preload_content=False))
@@ -257,7 +280,8 @@ def _establish(plane: Plane, what: str, crds: list[dict]) -> None:
                 raise
             pending.difference_update({(*group_version, r["name"]) for r in listed["resources"]})
         return not pending
-    plane.wait(f"{what} established", served)
+    plane.wait(f"{what} established", established)
+    return waited
 
 
 def access(plane: Plane) -> None:

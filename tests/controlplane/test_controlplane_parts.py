@@ -214,3 +214,18 @@ def test_without_kubernetes_runs_the_script_as_python_would_with_no_kubernetes(t
     ran = subprocess.run([sys.executable, "-m", "nrl_k8s_sandbox.without_kubernetes", str(script), "--x", "y z"],
                          capture_output=True, text=True, timeout=60, check=True)
     assert ran.stdout == "__main__ sibling ['--x', 'y z'] None\n"
+
+
+def test_the_first_seed_of_etcd_is_kept_whole_and_copied(tmp_path):
+    from nrl_k8s_sandbox.controlplane import seed
+
+    data, folder = tmp_path / "etcd", tmp_path / "seeds" / "key"
+    (data / "member").mkdir(parents=True)
+    (data / "member" / "db").write_bytes(b"first")
+    assert seed.copy(folder, tmp_path / "none") is None and not (tmp_path / "none").exists()
+    seed.save(folder, data, {("ray.io", "v1", "rayjobs")})
+    (data / "member" / "db").write_bytes(b"second")
+    seed.save(folder, data, {("other", "v1", "things")})  # a sandbox started beside the first: too late
+    assert seed.copy(folder, tmp_path / "copy") == [("ray.io", "v1", "rayjobs")]
+    assert (tmp_path / "copy" / "member" / "db").read_bytes() == b"first"
+    assert [path.name for path in folder.parent.iterdir()] == ["key"]  # no staging folder left

@@ -183,6 +183,21 @@ def test_down_stops_every_process_it_started(separate_sandbox, tmp_path, kill_da
         assert list(users_tmp.iterdir()) == []
 
 
+def test_a_sandbox_starts_from_the_machines_copy_of_etcd(sandbox, separate_sandbox):
+    """The CRDs from files come with the copy of etcd the machine's first sandbox kept (seed.py): the
+    same objects in every sandbox, older than it; Dynamo's CRD, with a sandbox's webhook, its own."""
+
+    def crd(box, name: str) -> dict:
+        return json.loads(box.kubectl("get", "crd", name, "-o", "json").stdout)["metadata"]
+
+    with separate_sandbox() as box:
+        for name in ("rayjobs.ray.io", "stages.kwok.x-k8s.io"):
+            assert crd(box, name)["uid"] == crd(sandbox, name)["uid"]
+        dgds = "dynamographdeployments.nvidia.com"
+        assert crd(box, dgds)["uid"] != crd(sandbox, dgds)["uid"]
+        assert crd(box, "rayjobs.ray.io")["creationTimestamp"] < crd(box, dgds)["creationTimestamp"]
+
+
 # Imported by every Python process of the Ray head (its container's PYTHONPATH): the first Ray
 # agent to start stalls 40 s, as on a loaded machine, so Ray's raylet aborts that first head start.
 SLOW_FIRST_AGENT = """
