@@ -4,14 +4,13 @@
 etcd and kube-apiserver (TLS, RBAC, a token for the user, the egress selector to
 ``egress.EgressProxy``; etcd a copy of the machine's seed, ``seed.py``), the CRDs (KubeRay's and
 kwok's from their modules, in the seed; Dynamo's and the ComputeDomain's of our own, the DGD
-conversion webhook), the user's RBAC and kwok's Stages, kwok
-nodes in pools (``nodes``) and the GPU nodes' DRA devices, then kube-controller-manager,
-kube-scheduler, kwok, the KubeRay operator (``--use-kubernetes-proxy``) and, in this process, the
-local kubelet and the Dynamo and DRA controllers; last the user's door (``front.FrontProxy``) and
-``sandbox.json``. ``ready`` goes to the inherited pipe when all of that answers; a child that
-exits during start-up fails it at once, naming the child and its log. Everything listens on
-127.0.0.1 (the egress proxy on a Unix socket, 0600) and every file is private (umask 077).
-SIGTERM stops it all, the last started first.
+conversion webhook), the user's RBAC and kwok's Stages, kwok nodes in pools (``nodes``) and the GPU
+nodes' DRA devices, then kube-controller-manager, kube-scheduler, kwok, the KubeRay operator
+(``--use-kubernetes-proxy``) and, in this process, the local kubelet and the Dynamo and DRA
+controllers; last the user's door (``front.FrontProxy``) and ``sandbox.json``. ``ready`` goes to
+the inherited pipe when all of that answers; a child that exits during start-up fails it at once,
+naming the child and its log. Everything listens on 127.0.0.1 (the egress proxy on a Unix socket,
+0600) and every file is private (umask 077). SIGTERM stops it all, the last started first.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -256,7 +255,8 @@ def _documents(path: Path) -> list[dict]:
             if doc]
 
 
-def _establish(plane: Plane, what: str, crds: list[dict], served=()) -> set[tuple[str, str, str]]:
+def _establish(plane: Plane, what: str, crds: list[dict],
+               served: Iterable[tuple[str, str, str]] = ()) -> set[tuple[str, str, str]]:
     """Create ``crds`` and wait until the API server serves each, and the ``served`` resources
     (group, version, plural); return what was waited for.
 
