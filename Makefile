@@ -3,7 +3,13 @@
 # (sandbox/build.py: the control plane's Go binaries, Dynamo's runtime venv). The Go builds, the
 # longest part of a first setup, start as soon as nrl-k8s itself is installed (without its
 # dependencies, which the build does not need) and run while uv installs the rest (make -j2).
-PY ?= python3
+# The interpreter the venv is made from: Debian's python3.11 where the machine has it with its venv
+# module, else python3. The suite is CPU-bound and ~3/4 of its CPU is Python (the CLI, the sandbox,
+# every Ray head's processes). Debian builds its interpreter with profile-guided and link-time
+# optimisation and links libpython into it; this kind of machine puts a python3.11 first on PATH
+# that was built without either (pyenv's default) and runs the same code ~15-20 % slower
+# (bench/interpreter.py: pure Python, imports; a Ray head's start and one job, 20.8 -> 16.7 CPU-s).
+PY ?= $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' 2>/dev/null && echo /usr/bin/python3.11 || echo python3)
 VENV := .venv
 BIN := $(VENV)/bin
 BOOT := $(VENV)/.nrl-k8s
@@ -60,6 +66,7 @@ demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh
 
 bench: setup
+	$(BIN)/python bench/interpreter.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/sandbox_up.py
 	$(BIN)/python bench/run_overhead.py

@@ -1,9 +1,9 @@
 """The environment that stands for Dynamo's images: a venv with Dynamo's runtime from PyPI.
 
 ``nrl-k8s sandbox build`` (``make setup``) makes it once per machine, beside the control plane in
-the user cache (``~/.cache/nrl-k8s/dynamo/<version>-<lock hash>/``), outside the product's own
-install: ``pip install --no-deps -r requirements.lock`` (every version pinned there; see its
-header for why nothing is resolved). It is built in a folder of its own under a lock and marked
+the user cache (``~/.cache/nrl-k8s/dynamo/<version>-<hash>/``, the lock's and the interpreter's),
+outside the product's own install: ``pip install --no-deps -r requirements.lock`` (every version
+pinned there; see its header for why nothing is resolved). It is built in a folder of its own under a lock and marked
 complete last, so a build that was cut short is started again, and two builds never race.
 ``$NRL_K8S_DYNAMO_RUNTIME`` names another such folder (the tests give their private caches the
 one ``make setup`` built). The tiny models (``model.py``) are written beside the venv.
@@ -32,7 +32,9 @@ ENV_ROOT = "NRL_K8S_DYNAMO_RUNTIME"
 
 
 def key() -> str:
-    return f"ai-dynamo-{VERSION}-{hashlib.sha256(LOCK.read_bytes()).hexdigest()[:10]}"
+    """The lock's and the interpreter's hash: a venv runs on the interpreter it was made from."""
+    made_from = os.path.realpath(sys._base_executable).encode()
+    return f"ai-dynamo-{VERSION}-{hashlib.sha256(LOCK.read_bytes() + made_from).hexdigest()[:10]}"
 
 
 def root() -> Path:
