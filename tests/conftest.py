@@ -28,8 +28,10 @@ from sandbox_harness import separate_sandbox as _separate
 #: ``--dist loadfile --no-loadscope-reorder``) gives each worker the next file as it finishes one, so
 #: the long live files start first and the short offline ones fill the workers' tails (xdist's own
 #: order, most tests first, started files of two tests that run four minutes last). The sandbox's
-#: own tests, which start control planes, come while the integration tests' Ray heads still run.
-LIVE_FIRST = ("integration", "sandbox", "controlplane", "kube", "dashboard")
+#: own tests, which start control planes, come while the integration tests' Ray heads still run; the
+#: dashboard's before the short controlplane and kube files (its live file is ~100 s, and handed out
+#: last of the live ones it was the run's end).
+LIVE_FIRST = ("integration", "sandbox", "dashboard", "controlplane", "kube")
 #: Files handed out first (-1) or last (+1) within their folder's turn, the rest keeping their order.
 #: Last: test_kueue, whose time is mostly waiting (a lease's deadline, Kueue's), so that the other
 #: workers keep both CPUs busy meanwhile (it and test_lease once started together and left 2 of 4
