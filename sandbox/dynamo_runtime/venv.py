@@ -3,8 +3,9 @@
 ``nrl-k8s sandbox build`` (``make setup``) makes it once per machine, beside the control plane in
 the user cache (``~/.cache/nrl-k8s/dynamo/<version>-<hash>/``, the lock's and the interpreter's),
 outside the product's own install: ``pip install --no-deps -r requirements.lock`` (every version
-pinned there; see its header for why nothing is resolved). It is built in a folder of its own under a lock and marked
-complete last, so a build that was cut short is started again, and two builds never race.
+pinned there; see its header for why nothing is resolved). It is built in a folder of its own
+under a lock and marked complete last, so a build that was cut short is started again, and two
+builds never race.
 ``$NRL_K8S_DYNAMO_RUNTIME`` names another such folder (the tests give their private caches the
 one ``make setup`` built). The tiny models (``model.py``) are written beside the venv.
 """
@@ -33,7 +34,7 @@ ENV_ROOT = "NRL_K8S_DYNAMO_RUNTIME"
 
 def key() -> str:
     """The lock's and the interpreter's hash: a venv runs on the interpreter it was made from."""
-    made_from = os.path.realpath(sys._base_executable).encode()
+    made_from = f"{sys.base_prefix}\n{sys.version}".encode()
     return f"ai-dynamo-{VERSION}-{hashlib.sha256(LOCK.read_bytes() + made_from).hexdigest()[:10]}"
 
 

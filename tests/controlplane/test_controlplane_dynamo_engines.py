@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nrl_k8s_sandbox.dynamo_runtime import engines, model
+from nrl_k8s_sandbox.dynamo_runtime import engines, model, venv
 from nrl_k8s_sandbox.dynamo_runtime.engines import NotDynamo, launch
 
 PORTS = {8000: 41000, 9090: 41001}
@@ -89,3 +89,12 @@ def test_a_tiny_model_covers_the_mockers_token_ids(tmp_path):
     assert json.loads((folder / "config.json").read_text())["vocab_size"] == model.VOCAB
     assert "chat_template" in json.loads((folder / "tokenizer_config.json").read_text())
     assert [p.name for p in tmp_path.iterdir()] == [folder.name]  # nothing partial left
+
+
+def test_the_runtime_venv_of_another_interpreter_is_another_folder(monkeypatch):
+    """A venv runs on the interpreter it was made from: making .venv from another one (the Makefile
+    prefers Debian's python3.11) must not reuse a Dynamo venv whose interpreter may be gone."""
+    monkeypatch.delenv(venv.ENV_ROOT, raising=False)
+    here = venv.root()
+    monkeypatch.setattr("sys.base_prefix", "/opt/another-python")
+    assert venv.root().parent == here.parent and venv.root() != here
