@@ -9,7 +9,11 @@
 # optimisation and links libpython into it; this kind of machine puts a python3.11 first on PATH
 # that was built without either (pyenv's default) and runs the same code ~15-20 % slower
 # (bench/interpreter.py: pure Python, imports; a Ray head's start and one job, 20.8 -> 16.7 CPU-s).
-PY ?= $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' 2>/dev/null && echo /usr/bin/python3.11 || echo python3)
+# Looked up once (`?=` would look again at every use); PY=... on the command line or in the
+# environment still wins.
+ifndef PY
+PY := $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' 2>/dev/null && echo /usr/bin/python3.11 || echo python3)
+endif
 VENV := .venv
 BIN := $(VENV)/bin
 BOOT := $(VENV)/.nrl-k8s

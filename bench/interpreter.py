@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,13 @@ def makefile_interpreter() -> str:
     """What ``make`` takes for PY."""
     out = subprocess.run(["make", "-s", "-C", str(ROOT), "--eval=print-py: ; @echo $(PY)", "print-py"],
                          capture_output=True, text=True, check=True).stdout.strip()
-    return shutil.which(out) or out
+    return executable(out)
+
+
+def executable(command: str) -> str:
+    """The interpreter ``command`` runs (not a launcher in front of it, such as pyenv's shim)."""
+    return subprocess.run([command, "-c", "import sys; print(sys.executable)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
 
 
 def cpu_seconds(python: str, code: str) -> float:
@@ -53,7 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    chosen, baseline = makefile_interpreter(), shutil.which("python3") or "python3"
+    chosen, baseline = makefile_interpreter(), executable("python3")
     print(f"make's PY: {chosen}\nbaseline:  {baseline} (python3 on PATH)")
     if os.path.realpath(chosen) == os.path.realpath(baseline):
         print("the same interpreter: nothing to compare")
