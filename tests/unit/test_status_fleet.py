@@ -23,7 +23,9 @@ import pytest
 import yaml
 
 from nrl_k8s.config.loader import load_config
-from nrl_k8s.kinds import dgd
+from nrl_k8s.errors import WaitTimeout
+from nrl_k8s.flows import serving
+from nrl_k8s.kinds import dgd, pod
 from nrl_k8s.kube.client import Kube, Tuning, kind_path
 from nrl_k8s.ops import fleet, status
 from nrl_k8s_sandbox.json_reply import send_json
@@ -315,3 +317,21 @@ def test_short_instance_ids(ids, short):
     rows = {"workers": [{"instance_id": i} for i in ids]}
     fleet._shorten(front, rows)
     assert front["rl_instances"] == short == [w["instance"] for w in rows["workers"]]
+
+
+def test_a_frontend_slower_than_the_probe_is_not_ready_yet_never_a_failed_run(cluster, infra, tmp_path):
+    """`run`'s frontend gate through the API server's proxy: an answer that does not come within the
+    probe's 5 s (a frontend starting on a loaded node) is "nothing answered" and the wait goes on to
+    its deadline; it is not "the API server did not answer", which rolled a whole run back."""
+    answers = healthy()
+    fake = cluster(answers)
+    models = ("GET", f"{SVC}/v1/models")
+    answers[models] = 6.0  # past the probe's timeout
+    shown: list = []
+    with fake.kube(tmp_path) as kube:
+        kube.list(pod.KIND, NS)  # the API server has answered
+        with pytest.raises(WaitTimeout, match="answered nothing"):
+            serving.wait_frontend(kube, "dynamo.serving", NAME, NS, time.monotonic() + 1, shown.append)
+        answers[models] = healthy()[models]
+        assert serving.wait_frontend(kube, "dynamo.serving", NAME, NS, time.monotonic() + 60, shown.append)
+    assert fake.asked.count(models) >= 2

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from nrl_k8s.errors import ForbiddenError, ResourceFailed, WaitTimeout
+from nrl_k8s.errors import ApiError, ForbiddenError, ResourceFailed, WaitTimeout
 from nrl_k8s.events import Emit, Waiting
 from nrl_k8s.kinds import dgd, pod
 from nrl_k8s.kinds.readiness import Pending, Readiness, Ready
@@ -65,7 +65,9 @@ def _models_url(name: str, namespace: str) -> str:
 
 
 def probe_url(kube: Kube, url: str, namespace: str) -> Answer:
-    """(HTTP status, body) of GET ``url``; the status None when nothing answers.
+    """(HTTP status, body) of GET ``url``; the status None when nothing answers in time, directly or
+    through the API server's proxy, which has answered before (an API server never reached raises
+    UnreachableError).
 
     A Service URL (``http://SVC[.NS[.svc[.cluster.local]]][:PORT]/path``) goes to cluster DNS
     from inside a pod and through the API server's service proxy from a laptop; other hosts
@@ -84,7 +86,12 @@ def probe_url(kube: Kube, url: str, namespace: str) -> Answer:
             return None, b""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
-    return kube.proxy("GET", labels[0], port, path, labels[1] if len(labels) > 1 else namespace)
+    try:
+        return kube.proxy("GET", labels[0], port, path, labels[1] if len(labels) > 1 else namespace)
+    except ApiError as err:
+        if err.status is not None:
+            raise
+        return None, b""  # no answer within the probe's timeout (a slow upstream, a loaded node): not yet
 
 
 def wait_http(kube: Kube, label: str, url: str, namespace: str, deadline: float, emit: Emit, *,
