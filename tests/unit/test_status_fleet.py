@@ -335,3 +335,19 @@ def test_a_frontend_slower_than_the_probe_is_not_ready_yet_never_a_failed_run(cl
         answers[models] = healthy()[models]
         assert serving.wait_frontend(kube, "dynamo.serving", NAME, NS, time.monotonic() + 60, shown.append)
     assert fake.asked.count(models) >= 2
+
+
+class _Leases:
+    """What ``status`` asks about a RayJob's start lease: one Job, the lease of ``q``, made a moment ago."""
+
+    def find(self, kind, name, namespace):
+        return {"metadata": {"name": name}, "spec": {"ttlSecondsAfterFinished": 150}} if name == "q-lease" else None
+
+
+@pytest.mark.parametrize(("job", "held"), [
+    ({"spec": {"suspend": True}}, ""),  # created suspended; KubeRay has not reported it yet
+    ({"spec": {"suspend": True}, "status": {"jobDeploymentStatus": "Suspended"}}, ""),
+    ({"spec": {}, "status": {"jobDeploymentStatus": "Running"}}, None),
+], ids=["not-yet-reported", "suspended", "running"])
+def test_a_rayjob_created_suspended_is_held_by_its_lease_before_kuberay_reports_it(job, held):
+    assert status._held_until(_Leases(), {"metadata": {"name": "q"}, **job}, NS) == held

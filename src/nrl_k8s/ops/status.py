@@ -99,8 +99,9 @@ def _rayjob(kube: Kube, infra: dict, ns: str) -> dict | None:
 
 def _held_until(kube: Kube, job: dict, ns: str) -> str | None:
     """When the start lease holding the suspended RayJob ``job`` ends ("" before it has started);
-    None when none holds it."""
-    if not rayjob.suspended(job):
+    None when none holds it. Created suspended is enough: right after a run dies, KubeRay may not
+    have reported the RayJob Suspended yet."""
+    if not (rayjob.suspended(job) or (job.get("spec") or {}).get("suspend")):
         return None
     found = kube.find(lease.KIND, lease.name_of(job["metadata"]["name"]), ns)
     return None if found is None else lease.ends(found) or ""
