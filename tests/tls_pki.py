@@ -14,6 +14,7 @@ import socket
 import socketserver
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -74,9 +75,10 @@ def make_pki(directory: Path) -> dict:
 
 @contextlib.contextmanager
 def https_server(pki: dict, server: str = "server", body: dict | None = None,
-                 alerts: int = 0) -> Iterator[tuple[str, list[dict]]]:
+                 alerts: int = 0, late_s: float = 0.0) -> Iterator[tuple[str, list[dict]]]:
     """A TLS server requiring client certificates from the CA; yields (base URL, list of seen requests).
-    Its first ``alerts`` connections get a fatal TLS alert (decode_error) instead of a handshake."""
+    Its first ``alerts`` connections get a fatal TLS alert (decode_error) instead of a handshake; it
+    answers each request ``late_s`` after reading it (a loaded server)."""
     seen: list[dict] = []
     payload = body or {"version": "4", "ray_version": "2.60.0"}
 
@@ -88,6 +90,7 @@ def https_server(pki: dict, server: str = "server", body: dict | None = None,
                 "authorization": self.headers.get("Authorization"),
                 "client": dict(item[0] for item in peer["subject"])["commonName"],
             })  # fmt: skip
+            time.sleep(late_s)
             send_json(self, 200, payload)
 
         def log_message(self, *args):

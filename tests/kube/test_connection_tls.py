@@ -123,3 +123,24 @@ def test_alerts_past_the_reach_budget_are_unreachable(tmp_path, pki):
             with pytest.raises(UnreachableError, match=f"cannot reach the API server at {url}: TLS failed"):
                 kube.get(NAMESPACE, "default")
     assert seen == []
+
+
+def test_a_first_answer_later_than_the_reach_budget_after_a_handshake_is_waited_for(tmp_path, pki):
+    """The handshake proves the server runs; a loaded one answers its first request late, and that
+    is not an unreachable server (it failed `run` on a slow machine)."""
+    with https_server(pki, body=DEFAULT_NS, late_s=1.0) as (url, seen):
+        tuning = Tuning(reach_s=0.3, first_answer_s=30.0)
+        with Kube.connect(kubeconfig=kubeconfig(tmp_path, pki, url, "files"), tuning=tuning) as kube:
+            assert kube.get(NAMESPACE, "default")["metadata"]["name"] == "default"
+    assert len(seen) == 1
+
+
+def test_a_server_silent_after_the_handshake_is_unreachable_within_the_first_answer_budget(tmp_path, pki):
+    with https_server(pki, body=DEFAULT_NS, late_s=5.0) as (url, seen):
+        tuning = Tuning(reach_s=0.3, first_answer_s=0.5)
+        with Kube.connect(kubeconfig=kubeconfig(tmp_path, pki, url, "files"), tuning=tuning) as kube:
+            message = f"cannot reach the API server at {url}: no answer within 0.5s of the TLS handshake"
+            for _ in range(2):  # and the next request raises it again without trying
+                with pytest.raises(UnreachableError, match=message):
+                    kube.get(NAMESPACE, "default")
+    assert len(seen) == 1

@@ -9,7 +9,9 @@ exponential backoff and jitter for up to ``Tuning.retry_budget_s`` (a minute: a 
 outage is survived); a create that timed out may have landed, so its retry can raise
 ConflictError. Connecting (TCP and TLS handshake) takes ``Tuning.reach_s`` at most. Until the
 server has answered once, its answer must come within that same budget, counted once for the
-whole Kube (the command): the first request that gets none raises ``UnreachableError``, unretried
+whole Kube (the command), or, over TLS, within ``Tuning.first_answer_s`` of a finished handshake
+(which proves the server runs: a loaded one, or one queueing requests by priority and fairness,
+answers its first request late): the first request that gets none raises ``UnreachableError``, unretried
 (a handshake the server broke off with an alert is tried again within that budget, or within the
 retry budget once it has answered; a certificate refused never is),
 and so does every request after it, at once (an exec credential plugin that never worked is not
@@ -98,6 +100,7 @@ class Tuning:
     watch_retry_budget_s: float = 10.0  # shorter for a watch: waits poll when they cannot watch
     request_timeout_s: float = 30.0
     reach_s: float = REACH_S  # connect and TLS handshake; until the server has answered once, the answer too
+    first_answer_s: float = 10.0  # over TLS, the first answer after a finished handshake
     watch_window_s: float = 300.0
     poll_interval_s: float = 2.0
 
@@ -215,7 +218,9 @@ class Kube(Closing):
             if first:
                 self._contact_by = self._contact_by or time.monotonic() + t.reach_s
                 reach = max(0.01, self._contact_by - time.monotonic())
-            limits = urllib3.Timeout(connect=min(connect, reach), read=min(read or reach, reach) if first else read)
+            tls = self.connection.host.startswith("https:")  # the read starts once the handshake is done
+            answer = t.first_answer_s if tls else reach
+            limits = urllib3.Timeout(connect=min(connect, reach), read=min(read or answer, answer) if first else read)
             sent = time.monotonic()
             try:
                 response = self._pool.request(method, url, body=data, headers={**headers, **auth},
@@ -224,7 +229,9 @@ class Kube(Closing):
                 self._observe(method, shown, None, sent, exc)
                 again = tls_interrupted(exc) and (not first or time.monotonic() + delay < (self._contact_by or 0))
                 if not again and (first or isinstance(exc, urllib3.exceptions.SSLError)):  # not retried
-                    failure = unreachable(exc, self.connection.host, t.reach_s)
+                    late = tls and isinstance(exc, urllib3.exceptions.ReadTimeoutError)
+                    failure = unreachable(exc, self.connection.host, answer if late else t.reach_s,
+                                          after_handshake=late)
                     if first:
                         self._unreached = failure
                     raise failure from None

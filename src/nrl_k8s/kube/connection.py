@@ -31,7 +31,8 @@ __all__ = ["REACH_S", "Connection", "TLSContext", "from_kubeconfig", "in_cluster
 
 _VIEW = "check it with `kubectl config view`"
 #: Seconds to reach the API server: every connection's TCP connect and TLS handshake (urllib3,
-#: httpx, websockets) and, until the server has answered once, its answer (``client.Tuning.reach_s``).
+#: httpx, websockets) and, until the server has answered once, its answer (``client.Tuning.reach_s``;
+#: over TLS a finished handshake gives the first answer ``client.Tuning.first_answer_s``).
 REACH_S = 3.0
 
 

@@ -109,7 +109,8 @@ def tls_interrupted(exc: urllib3.exceptions.HTTPError) -> bool:
         reason, ssl.SSLCertVerificationError | CertificateError)
 
 
-def unreachable(exc: urllib3.exceptions.HTTPError, host: str, within_s: float) -> UnreachableError:
+def unreachable(exc: urllib3.exceptions.HTTPError, host: str, within_s: float, *,
+                after_handshake: bool = False) -> UnreachableError:
     """What kept a request from getting any answer from ``host``, in one line with a hint."""
     cause = exc.__cause__ or exc.__context__
     hint = "check the server address and that the cluster is up: `kubectl cluster-info`"
@@ -122,7 +123,7 @@ def unreachable(exc: urllib3.exceptions.HTTPError, host: str, within_s: float) -
     elif isinstance(exc, urllib3.exceptions.NewConnectionError):
         what = "connection refused" if isinstance(cause, ConnectionRefusedError) else f"cannot connect ({cause})"
     elif isinstance(exc, urllib3.exceptions.TimeoutError):  # the connect, or the answer
-        what = f"no answer within {within_s:g}s"
+        what = f"no answer within {within_s:g}s" + (" of the TLS handshake" if after_handshake else "")
     else:
         what = f"no answer ({exc})"
     return UnreachableError(f"cannot reach the API server at {host}: {what}", hint=hint)
