@@ -21,6 +21,10 @@ from test_run_rayjob import EXAMPLE_ENTRYPOINT, NVIDIA, PAIR, RAY, Run
 from nrl_k8s.flows.plan import START_MARGIN_S
 
 APPS = ("apps", "v1")
+#: The killed runs' readyTimeoutS: a run must not give up on its own before the test kills it, on a
+#: machine four times slower either (the serial test's third run waits out a 20-s DGD delay and its
+#: Dynamo pods' start); the tests bring each deadline that follows from it forward themselves.
+READY_TIMEOUT_S = 120
 
 
 def _owners(obj: dict) -> list[str]:
@@ -109,12 +113,12 @@ def _cluster_of(history: History, name: str) -> str | None:
 def test_kill_9_in_the_parallel_order_leaves_nothing_once_the_deadline_passes(run, tmp_path):
     names = {point: f"par-{point}-{uuid.uuid4().hex[:4]}" for point in ("rayjob", "dgd", "cluster")}
     killed = Killed(run, tmp_path)
-    # readyTimeoutS 30: each CLI waits that long (the delays keep every wait open) before it
-    # would give up and roll back, and the pre-running deadline is 30 + START_MARGIN_S
+    # each CLI waits READY_TIMEOUT_S (the delays keep every wait open) before it would give up and
+    # roll back, and the pre-running deadline is READY_TIMEOUT_S + START_MARGIN_S
     with run.history(RAY, "rayjobs") as jobs, run.history(NVIDIA, "dynamographdeployments") as dgds, \
             run.history(RAY, "rayclusters") as clusters, run.sandbox.fault("delay", "dgd:600;raycluster:600"):
         for name in names.values():
-            killed.start(name, "--parallel", extra=("infra.dynamo.serving.readyTimeoutS=30",))
+            killed.start(name, "--parallel", extra=(f"infra.dynamo.serving.readyTimeoutS={READY_TIMEOUT_S}",))
         killed.kill_when(jobs, names["rayjob"], names["rayjob"])  # right after the RayJob is created
         killed.kill_when(dgds, names["dgd"], f"{names['dgd']}-dgd")  # during the DGD wait
         jobs.wait(lambda h: _cluster_of(h, names["cluster"]), what="the third run's cluster named")
@@ -123,7 +127,7 @@ def test_kill_9_in_the_parallel_order_leaves_nothing_once_the_deadline_passes(ru
         # The deadline each run set, then brought forward: the test does not wait out KubeRay's clock
         jobs.wait(lambda h: all(h.events(n) for n in names.values()), what="every RayJob seen")
         for name in names.values():
-            assert _first(jobs, name)["spec"]["preRunningDeadlineSeconds"] == 30 + START_MARGIN_S
+            assert _first(jobs, name)["spec"]["preRunningDeadlineSeconds"] == READY_TIMEOUT_S + START_MARGIN_S
             run.custom.patch_namespaced_custom_object(*RAY, run.ns, "rayjobs", name,
                                                       {"spec": {"preRunningDeadlineSeconds": 1}})
         for name in names.values():
@@ -143,7 +147,7 @@ def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_
     names = {point: f"ser-{point}-{uuid.uuid4().hex[:4]}" for point in ("rayjob", "dgd", "cluster")}
     killed = Killed(run, tmp_path)
     batch = client.BatchV1Api(run.api)
-    # readyTimeoutS 30: the lease ends 30 + START_MARGIN_S after it is created. The DGD delay keeps the
+    # The lease ends READY_TIMEOUT_S + START_MARGIN_S after it is created. The DGD delay keeps the
     # second run's DGD wait open; the failing DGD patches hold the third run where it moves its DGD
     # from the resumed RayJob to the new cluster, before it releases the lease.
     with run.history(RAY, "rayjobs") as jobs, run.history(NVIDIA, "dynamographdeployments") as dgds, \
@@ -151,7 +155,7 @@ def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_
             run.sandbox.fault("delay", "dgd:20;raycluster:600"), \
             run.sandbox.fault("api-errors", "patch:dynamographdeployments:500:100000"):
         for name in names.values():
-            killed.start(name, extra=("infra.dynamo.serving.readyTimeoutS=30",))
+            killed.start(name, extra=(f"infra.dynamo.serving.readyTimeoutS={READY_TIMEOUT_S}",))
         killed.kill_when(jobs, names["rayjob"], names["rayjob"])  # right after the suspended RayJob is created
         killed.kill_when(dgds, names["dgd"], f"{names['dgd']}-dgd")  # during the DGD wait
         jobs.wait(
@@ -164,7 +168,7 @@ def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_
         # The deadline each run set, then brought forward: the test does not wait out the TTL controller's clock
         leases.wait(lambda h: all(h.events(f"{n}-lease") for n in names.values()), what="every lease seen")
         for name in names.values():
-            assert _first(leases, f"{name}-lease")["spec"]["ttlSecondsAfterFinished"] == 30 + START_MARGIN_S
+            assert _first(leases, f"{name}-lease")["spec"]["ttlSecondsAfterFinished"] == READY_TIMEOUT_S + START_MARGIN_S
             batch.patch_namespaced_job(f"{name}-lease", run.ns, {"spec": {"ttlSecondsAfterFinished": 1}})
         # No one runs gc: each lease (Complete from its start) is deleted by the TTL controller at its
         # deadline, and GC takes its RayJob and everything that hangs off it.
