@@ -168,7 +168,8 @@ def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_
         # The deadline each run set, then brought forward: the test does not wait out the TTL controller's clock
         leases.wait(lambda h: all(h.events(f"{n}-lease") for n in names.values()), what="every lease seen")
         for name in names.values():
-            assert _first(leases, f"{name}-lease")["spec"]["ttlSecondsAfterFinished"] == READY_TIMEOUT_S + START_MARGIN_S
+            lease = _first(leases, f"{name}-lease")
+            assert lease["spec"]["ttlSecondsAfterFinished"] == READY_TIMEOUT_S + START_MARGIN_S
             batch.patch_namespaced_job(f"{name}-lease", run.ns, {"spec": {"ttlSecondsAfterFinished": 1}})
         # No one runs gc: each lease (Complete from its start) is deleted by the TTL controller at its
         # deadline, and GC takes its RayJob and everything that hangs off it.
