@@ -33,7 +33,7 @@ from .pids import MARKER, log_tail, marked, open_private, read_pid, terminate, w
 from .ray_head import temp_dir_for
 
 CONTEXT = "nrl-k8s-sandbox"
-START_TIMEOUT_S = 300.0  # the daemon's own start deadline (controlplane.serve.START_S), and some
+START_TIMEOUT_S = 720.0  # the daemon's own start deadline (controlplane.serve.START_S), and some
 DAEMON_STOP_S = 30.0
 PROCESS_STOP_S = 5.0
 

@@ -57,7 +57,10 @@ log = logging.getLogger("nrl_k8s_sandbox.controlplane")
 USER = "nrl-k8s-user"
 USER_GROUP = "nrl-k8s:users"
 ADMIN = "nrl-k8s-sandbox-admin"  # the operators' user, in system:masters
-START_S = 180.0
+#: How long the start may take before the daemon gives up (a child that exits ends it at once): the
+#: control plane's start took 112 s for a sandbox started beside a half-speed suite's four workers,
+#: so a machine four times slower needs more than twice that. Only a hang waits it out.
+START_S = 600.0
 APPLYING = 8  # objects applied at once (the admin ApiClient keeps 5 connections a CPU)
 #: What ``sandbox status`` counts, by plural: (group, version) or None for the core group.
 COUNTED = {"pods": None, "services": None, "rayclusters": ("ray.io", "v1"), "rayjobs": ("ray.io", "v1"),
