@@ -35,6 +35,10 @@ from .ray_head import temp_dir_for
 CONTEXT = "nrl-k8s-sandbox"
 START_TIMEOUT_S = 720.0  # the daemon's own start deadline (controlplane.serve.START_S), and some
 DAEMON_STOP_S = 30.0
+#: How long the daemon's admin API may take to answer: a fault change is answered once it is in
+#: place (the user's RBAC, waiting up to 60 s for the reviews to agree, and kwok's Stages, through
+#: an API server a loaded machine makes slow: 10 s was too short at half the CPU).
+ADMIN_TIMEOUT_S = 180.0
 PROCESS_STOP_S = 5.0
 
 
@@ -203,7 +207,7 @@ def _admin(paths: Paths, method: str, path: str, body: dict | None = None) -> ob
         headers={"Authorization": f"Bearer {info['operator_token']}", "Content-Type": "application/json"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=10, context=context) as response:
+        with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S, context=context) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as err:
         if err.code == 404:
@@ -211,6 +215,9 @@ def _admin(paths: Paths, method: str, path: str, body: dict | None = None) -> ob
         raise SandboxError(f"the sandbox API answered {method} {path} with {err.code}: {err.read()[:300]!r}") from None
     except urllib.error.URLError as err:
         raise SandboxError(f"the sandbox API at {base} did not answer: {err.reason}") from None
+    except TimeoutError:
+        raise SandboxError(f"the sandbox API at {base} did not answer {method} {path} within {ADMIN_TIMEOUT_S:g}s",
+                           hint=f"see {paths.dir / 'logs'}") from None
 
 
 def status(sandbox_dir: Path | str | None = None) -> dict:
