@@ -295,7 +295,7 @@ class History:
             pytest.fail(f"watching for {what}: {self._failure}")
         if not held:
             pytest.fail(
-                f"{what} not seen within {timeout_s:.0f}s; last seen:\n{json.dumps(self.objects(), indent=1)[:4000]}"
+                f"{what} not seen within {timeout_s:.0f}s; last seen:\n{self._shown()}"
             )
         return self
 
@@ -303,7 +303,13 @@ class History:
         """Fail as soon as ``invariant(objects)`` is false within the next ``seconds`` ("X stays Y")."""
         with self._changed:
             broke = self._changed.wait_for(lambda: self._failure is not None or not invariant(self.objects()), seconds)
-        assert not broke, self._failure or json.dumps(self.objects(), indent=1)[:4000]
+        assert not broke, self._failure or self._shown()
+
+    def _shown(self) -> str:
+        """The objects for a failure's message, without their managedFields (which alone filled it)."""
+        brief = {name: {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}
+                 for name, obj in self.objects().items()}
+        return json.dumps(brief, indent=1)[:4000]
 
     def events(self, name: str | None = None) -> list[tuple[str, dict]]:
         """The recorded events, in order (of the object called ``name`` only, if given)."""
