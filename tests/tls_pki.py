@@ -14,7 +14,6 @@ import socket
 import socketserver
 import ssl
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -75,11 +74,13 @@ def make_pki(directory: Path) -> dict:
 
 @contextlib.contextmanager
 def https_server(pki: dict, server: str = "server", body: dict | None = None,
-                 alerts: int = 0, late_s: float = 0.0) -> Iterator[tuple[str, list[dict]]]:
+                 alerts: int = 0, late_s: float | None = 0.0) -> Iterator[tuple[str, list[dict]]]:
     """A TLS server requiring client certificates from the CA; yields (base URL, list of seen requests).
     Its first ``alerts`` connections get a fatal TLS alert (decode_error) instead of a handshake; it
-    answers each request ``late_s`` after reading it (a loaded server)."""
+    answers each request ``late_s`` after reading it (a loaded server), or with ``None`` never (a
+    server silent after the handshake: the request is held until the server closes)."""
     seen: list[dict] = []
+    closed = threading.Event()
     payload = body or {"version": "4", "ray_version": "2.60.0"}
 
     class Handler(BaseHTTPRequestHandler):
@@ -90,7 +91,8 @@ def https_server(pki: dict, server: str = "server", body: dict | None = None,
                 "authorization": self.headers.get("Authorization"),
                 "client": dict(item[0] for item in peer["subject"])["commonName"],
             })  # fmt: skip
-            time.sleep(late_s)
+            if late_s != 0 and (closed.wait(late_s) or late_s is None):
+                return
             send_json(self, 200, payload)
 
         def log_message(self, *args):
@@ -114,7 +116,10 @@ def https_server(pki: dict, server: str = "server", body: dict | None = None,
 
     httpd = Server(("127.0.0.1", 0), Handler)
     with _serving(httpd) as port:
-        yield f"https://127.0.0.1:{port}", seen
+        try:
+            yield f"https://127.0.0.1:{port}", seen
+        finally:
+            closed.set()
 
 
 @contextlib.contextmanager

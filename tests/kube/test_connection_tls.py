@@ -18,6 +18,7 @@ from tls_pki import connect_proxy, https_server, make_pki
 from nrl_k8s.errors import UnreachableError
 from nrl_k8s.kinds.core import NAMESPACE
 from nrl_k8s.kube.client import Kube, Tuning
+from nrl_k8s.kube.connection import REACH_S
 
 FAST = Tuning(backoff_s=0.01, backoff_cap_s=0.05, retry_budget_s=10.0)
 DEFAULT_NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
@@ -128,16 +129,16 @@ def test_alerts_past_the_reach_budget_are_unreachable(tmp_path, pki):
 def test_a_first_answer_later_than_the_reach_budget_after_a_handshake_is_waited_for(tmp_path, pki):
     """The handshake proves the server runs; a loaded one answers its first request late, and that
     is not an unreachable server (it failed `run` on a slow machine)."""
-    with https_server(pki, body=DEFAULT_NS, late_s=1.0) as (url, seen):
-        tuning = Tuning(reach_s=0.3, first_answer_s=30.0)
+    with https_server(pki, body=DEFAULT_NS, late_s=REACH_S + 1) as (url, seen):
+        tuning = Tuning(first_answer_s=10 * REACH_S)  # the default reach budget: a slow handshake still fits
         with Kube.connect(kubeconfig=kubeconfig(tmp_path, pki, url, "files"), tuning=tuning) as kube:
             assert kube.get(NAMESPACE, "default")["metadata"]["name"] == "default"
     assert len(seen) == 1
 
 
 def test_a_server_silent_after_the_handshake_is_unreachable_within_the_first_answer_budget(tmp_path, pki):
-    with https_server(pki, body=DEFAULT_NS, late_s=5.0) as (url, seen):
-        tuning = Tuning(reach_s=0.3, first_answer_s=0.5)
+    with https_server(pki, body=DEFAULT_NS, late_s=None) as (url, seen):
+        tuning = Tuning(first_answer_s=0.5)
         with Kube.connect(kubeconfig=kubeconfig(tmp_path, pki, url, "files"), tuning=tuning) as kube:
             message = f"cannot reach the API server at {url}: no answer within 0.5s of the TLS handshake"
             for _ in range(2):  # and the next request raises it again without trying
