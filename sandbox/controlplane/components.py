@@ -154,6 +154,9 @@ def controller_manager(bin: Installed, admin: Path, ca: Authority, sa: Pair) -> 
             f"--root-ca-file={ca.cert}", "--use-service-account-credentials=false",
             f"--service-cluster-ip-range={SERVICE_CIDR}", f"--controllers={','.join(CONTROLLERS)}",
             "--node-monitor-grace-period=3600s", "--profiling=false", "--v=0",
+            # the garbage collector's decisions (which item, which owners, deleted or kept): a
+            # dependent left behind after its owner went is then explained by the sandbox's logs
+            "--vmodule=garbagecollector=2,graph_builder=2",
             # its client's default 20 requests/s untaint 500 new nodes in two minutes; kwokctl lifts it too
             "--kube-api-qps=5000", "--kube-api-burst=10000"]
 
