@@ -208,7 +208,11 @@ def api_server(plane: Plane) -> None:
     shutil.rmtree(plane.dir / "etcd", ignore_errors=True)
     plane.crd_files = _crd_files(plane)
     plane.seed = seed.folder(plane.installed, plane.crd_files)
+    plane.seed_turn = seed.Turn(plane.seed)
+    plane.wait("the machine's copy of etcd, or the turn to make it", plane.seed_turn.ready)
     plane.seeded = seed.copy(plane.seed, plane.dir / "etcd")
+    if plane.seeded is not None:
+        plane.seed_turn.end()
     plane.url = f"https://127.0.0.1:{plane.ports.apiserver}"
     _storage(plane)
     plane.admin_config = components.write_private(plane.dir / "admin.kubeconfig", components.kubeconfig(
@@ -242,6 +246,7 @@ def resources(plane: Plane) -> None:
         served = _establish(plane, "the CRDs from files", [doc for path in plane.crd_files for doc in _documents(path)])
         plane.processes.stop("kube-apiserver", "etcd")
         seed.save(plane.seed, plane.dir / "etcd", served)
+        plane.seed_turn.end()
         _storage(plane)
         plane.seeded = sorted(served)
     plane.dgds = plane.faults.get("no-dgd-crd") is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import contextlib
 import http.client
 import json
 import os
@@ -12,6 +13,7 @@ import shutil
 import signal
 import ssl
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -183,19 +185,32 @@ def test_down_stops_every_process_it_started(separate_sandbox, tmp_path, kill_da
         assert list(users_tmp.iterdir()) == []
 
 
-def test_a_sandbox_starts_from_the_machines_copy_of_etcd(sandbox, separate_sandbox):
+def test_sandboxes_started_side_by_side_share_the_copy_of_etcd_the_first_one_made(separate_sandbox, tmp_path):
     """The CRDs from files come with the copy of etcd the machine's first sandbox kept (seed.py): the
-    same objects in every sandbox, older than it; Dynamo's CRD, with a sandbox's webhook, its own."""
+    same objects in every sandbox, older than it; Dynamo's CRD, with a sandbox's webhook, its own.
+    Here two sandboxes start side by side on a machine with no copy yet (a binaries folder of its
+    own, with no etcd-seeds/), as a new machine's first test run starts one per worker: one makes
+    the copy while the other waits for it, never a copy of its own each."""
+    from nrl_k8s_sandbox.controlplane import binaries
+
+    installed, machine = binaries.find(), tmp_path / "control-plane"
+    machine.mkdir()
+    (machine / "bin").symlink_to(installed.bin)
+    (machine / "crds").symlink_to(installed.crds)
+    env = {**os.environ, binaries.ENV_BIN: str(machine)}
 
     def crd(box, name: str) -> dict:
         return json.loads(box.kubectl("get", "crd", name, "-o", "json").stdout)["metadata"]
 
-    with separate_sandbox() as box:
+    with contextlib.ExitStack() as started, ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda _: started.enter_context(separate_sandbox(env=env)), range(2))
         for name in ("rayjobs.ray.io", "stages.kwok.x-k8s.io"):
-            assert crd(box, name)["uid"] == crd(sandbox, name)["uid"]
+            assert crd(first, name)["uid"] == crd(second, name)["uid"]
         dgds = "dynamographdeployments.nvidia.com"
-        assert crd(box, dgds)["uid"] != crd(sandbox, dgds)["uid"]
-        assert crd(box, "rayjobs.ray.io")["creationTimestamp"] < crd(box, dgds)["creationTimestamp"]
+        assert crd(first, dgds)["uid"] != crd(second, dgds)["uid"]
+        for box in (first, second):
+            assert crd(box, "rayjobs.ray.io")["creationTimestamp"] <= crd(box, dgds)["creationTimestamp"]
+    assert len([seed for seed in (machine / "etcd-seeds").iterdir() if (seed / "served.json").is_file()]) == 1
 
 
 # Imported by every Python process of the Ray head (its container's PYTHONPATH): the first Ray
