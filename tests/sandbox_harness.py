@@ -234,6 +234,7 @@ class History:
         self.initial: dict[str, dict] = {item["metadata"]["name"]: item for item in listing["items"]}
         self.log: list[tuple[str, dict]] = []
         self._version = listing["metadata"]["resourceVersion"]
+        self._watches: list[str] = []  # each watch's start and end, for a failure's message
         self._changed = threading.Condition()
         self._stopping = False
         self._failure: str | None = None
@@ -259,6 +260,7 @@ class History:
                         response.close()
                         return
                     self._response = response
+                    self._watches.append(f"{time.strftime('%H:%M:%S')} watch from resourceVersion {self._version}")
                 for line in iter_resp_lines(response):
                     event = json.loads(line)
                     if event["type"] == "ERROR":  # e.g. 410: the history no longer reaches back
@@ -267,6 +269,8 @@ class History:
                         self._version = event["object"]["metadata"]["resourceVersion"]
                         self.log.append((event["type"], event["object"]))
                         self._changed.notify_all()
+                with self._changed:
+                    self._watches.append(f"{time.strftime('%H:%M:%S')} watch ended at resourceVersion {self._version}")
         except Exception as err:  # the recorder's thread: handed to wait(), which fails the test
             if not self._stopping:
                 with self._changed:
@@ -294,8 +298,10 @@ class History:
         if self._failure is not None:
             pytest.fail(f"watching for {what}: {self._failure}")
         if not held:
+            versions = [(kind, obj["metadata"]["resourceVersion"]) for kind, obj in self.events()][-30:]
             pytest.fail(
-                f"{what} not seen within {timeout_s:.0f}s; last seen:\n{self._shown()}"
+                f"{what} not seen within {timeout_s:.0f}s; the watches: {'; '.join(self._watches)}; "
+                f"the last events: {versions}; last seen:\n{self._shown()}"
             )
         return self
 
