@@ -292,8 +292,11 @@ class History:
     def wait(
         self, until: Callable[[History], bool], *, what: str = "the condition", timeout_s: float = DEADLINE_S
     ) -> History:
-        """Block until ``until(self)`` holds; fail the test at the deadline with what was seen."""
+        """Block until ``until(self)`` holds; fail the test at the deadline with what was seen, and at
+        once when the watch has stopped (the context manager's exit): nothing more can come then."""
         with self._changed:
+            if self._stopping and not until(self):
+                pytest.fail(f"{what} not seen before the watch stopped: wait inside the History's with block")
             held = self._changed.wait_for(lambda: self._failure is not None or until(self), timeout_s)
         if self._failure is not None:
             pytest.fail(f"watching for {what}: {self._failure}")

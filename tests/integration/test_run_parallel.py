@@ -186,15 +186,17 @@ def test_kill_9_in_the_serial_order_leaves_nothing_once_the_lease_ends(run, tmp_
 
 
 def test_parallel_dgd_failure_rolls_back_everything_the_run_created(run):
-    with run.history(RAY, "rayclusters") as clusters, run.sandbox.fault("dgd-failed"):
-        result = run.run("--parallel", "--wait")
-    assert result.returncode == 1, result.stderr
-    assert "state=failed" in result.stderr and "Traceback" not in result.stderr
-    assert f"rolled back: deleted DynamoGraphDeployment {run.dgd}" in result.stderr
-    assert f"RayJob {run.job}" in result.stderr.split("rolled back:")[1]
-    assert run.get(RAY, "rayjobs", run.job) is None
-    run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, lambda o: o is None)
-    clusters.wait(lambda h: h.events() and not h.objects(), what="the RayJob's cluster deleted")
+    # The garbage collector deletes the RayJob's cluster after the run has ended: the watch lasts until then.
+    with run.history(RAY, "rayclusters") as clusters:
+        with run.sandbox.fault("dgd-failed"):
+            result = run.run("--parallel", "--wait")
+        assert result.returncode == 1, result.stderr
+        assert "state=failed" in result.stderr and "Traceback" not in result.stderr
+        assert f"rolled back: deleted DynamoGraphDeployment {run.dgd}" in result.stderr
+        assert f"RayJob {run.job}" in result.stderr.split("rolled back:")[1]
+        assert run.get(RAY, "rayjobs", run.job) is None
+        run.wait_for(NVIDIA, "dynamographdeployments", run.dgd, lambda o: o is None)
+        clusters.wait(lambda h: h.events() and not h.objects(), what="the RayJob's cluster deleted")
 
 
 def test_ctrl_c_during_the_parallel_waits_rolls_back(run):
