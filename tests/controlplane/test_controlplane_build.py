@@ -27,10 +27,14 @@ def test_one_go_build_per_module_and_ldflags_largest_first():
             assert all(Path(t.package).name == t.output for t in group)
 
 
+#: A fake ``go``. ``slow`` runs until the test writes ``release`` (5 minutes at most), so it ends by
+#: itself only if the build waited for it, however slow the machine.
 FAKE_GO = """#!/bin/sh
 for package; do :; done
 case "$package" in
-  slow) echo started > slow.pid; sleep 5; echo finished > slow.done ;;
+  slow) echo started > slow.pid
+        i=0; while [ ! -e release ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done
+        echo finished > slow.done ;;
   bad) while [ ! -e slow.pid ]; do sleep 0.1; done
        echo "compile: undefined: nrl" >&2; exit 1 ;;
   *) echo built > "$package.out" ;;
@@ -59,6 +63,7 @@ def test_a_failed_build_stops_the_other_and_says_what_go_said(tmp_path, fake_go)
     targets = (Target("a", "slow", "slow"), Target("b", "bad", "bad"))
     with pytest.raises(SandboxError, match="undefined: nrl") as raised:
         binaries._build_all(fake_go, {"a": tmp_path, "b": tmp_path}, targets, tmp_path, lambda line: None)
+    (tmp_path / "release").touch()
     assert "GOPROXY" in (raised.value.hint or "")
     assert not (tmp_path / "slow.done").exists()  # killed, not waited for
 
