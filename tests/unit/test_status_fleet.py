@@ -89,11 +89,15 @@ def unreachable(target: str) -> tuple[int, dict]:
                  "reason": "ServiceUnavailable", "code": 503}
 
 
+#: The longest a held answer waits for its test to let it go.
+HELD_S = 300.0
+
+
 class FakeCluster:
     """A stand-in API server (plain HTTP on 127.0.0.1): the DGD, its pods (label selectors honoured),
     empty collections, 404 for other objects, and ``answers[(method, path under the namespace)]``
-    behind the proxies (a ``float`` answer: no answer for that many seconds). ``asked`` lists the
-    proxied (method, path) in order."""
+    behind the proxies (a ``threading.Event`` answer: no answer until it is set, 5 minutes at most).
+    ``asked`` lists the proxied (method, path) in order."""
 
     def __init__(self, manifest: dict, pods: list[dict], answers: dict):
         live = {**manifest, "status": {"state": "successful", "conditions": [{"type": "Ready", "status": "True"}]}}
@@ -125,8 +129,8 @@ class FakeCluster:
             key = (handler.command, path.removeprefix(f"/api/v1/namespaces/{NS}/"))
             self.asked.append(key)
             found = self.answers.get(key) or unreachable(key[1].split("/proxy")[0])
-            if isinstance(found, float):
-                time.sleep(found)
+            if isinstance(found, threading.Event):
+                found.wait(HELD_S)
                 found = (200, {})
             try:
                 send_json(handler, *found)
@@ -279,14 +283,15 @@ def test_a_system_url_that_is_no_pod_of_the_dgd_is_one_line(cluster, infra, tmp_
 
 def test_a_worker_that_does_not_answer_waits_only_the_bound(cluster, infra, tmp_path):
     answers = healthy(listed(ID_A, "http://10.250.0.7:9090"), listed(ID_B, "http://10.250.0.8:9090"))
-    answers[("POST", weight_path(WORKER_B))] = 3.0  # answers after 3 s
-    bounds = fleet.Bounds(request_s=0.5, section_s=5.0)
-    started = time.monotonic()
-    row = dynamo_row(cluster(answers), infra, tmp_path, bounds)
-    assert time.monotonic() - started < 2.5
+    held = threading.Event()  # the worker answers once the row is made: it has a version only if it was waited for
+    answers[("POST", weight_path(WORKER_B))] = held
+    try:
+        row = dynamo_row(cluster(answers), infra, tmp_path, fleet.Bounds(request_s=2.0, section_s=30.0))
+    finally:
+        held.set()
     ok, slow = row["rl"]["workers"]
     assert (ok["weight_version"], slow["weight_version"]) == (3, None)
-    assert slow["error"] == "http://10.250.0.8:9090 not reachable: no answer within 0.5 s"
+    assert slow["error"] == "http://10.250.0.8:9090 not reachable: no answer within 2 s"
 
 
 def test_a_route_answering_an_error_leaves_the_weight_version_unknown(cluster, infra, tmp_path):
@@ -326,12 +331,15 @@ def test_a_frontend_slower_than_the_probe_is_not_ready_yet_never_a_failed_run(cl
     answers = healthy()
     fake = cluster(answers)
     models = ("GET", f"{SVC}/v1/models")
-    answers[models] = 6.0  # past the probe's timeout
+    held = answers[models] = threading.Event()  # no answer within the probe's timeout
     shown: list = []
     with fake.kube(tmp_path) as kube:
         kube.list(pod.KIND, NS)  # the API server has answered
-        with pytest.raises(WaitTimeout, match="answered nothing"):
-            serving.wait_frontend(kube, "dynamo.serving", NAME, NS, time.monotonic() + 1, shown.append)
+        try:
+            with pytest.raises(WaitTimeout, match="answered nothing"):
+                serving.wait_frontend(kube, "dynamo.serving", NAME, NS, time.monotonic() + 1, shown.append)
+        finally:
+            held.set()
         answers[models] = healthy()[models]
         assert serving.wait_frontend(kube, "dynamo.serving", NAME, NS, time.monotonic() + 60, shown.append)
     assert fake.asked.count(models) >= 2
