@@ -253,8 +253,9 @@ class RayHead:
     def stop(self, grace: float = 5.0) -> None:
         """Stop the head as a kubelet stops a container: SIGTERM to its first process only (``ray
         start``, which stops Ray's processes in Ray's own order), then, once that has ended or
-        ``grace`` has passed, SIGKILL to the rest of its process group (job drivers, anything Ray
-        left), as the kernel does to a container's other processes when its first one ends.
+        ``grace`` has passed, SIGKILL to whatever is left of its process group, as the kernel does to
+        a container's other processes when its first one ends. (Ray starts job drivers in sessions
+        of their own: the kubelet ends them with the pod.)
 
         SIGTERM to the whole group at once stopped a head in the whole grace, and a head that had run a
         job spent ~3 CPU-seconds of it in Ray's dashboard agent: its error-listener thread polls
