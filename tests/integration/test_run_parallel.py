@@ -52,7 +52,9 @@ def test_parallel_creates_every_dgd_owned_and_submits_the_driver_once_it_serves(
             run.history(RAY, "rayclusters") as clusters, run.sandbox.fault("delay", "dgd:3"):
         result = run.run("--parallel", "--no-wait", extra=(gate.override(EXAMPLE_ENTRYPOINT),))
         assert result.returncode == 0, result.stderr
-        job = run.get(RAY, "rayjobs", run.job)
+        # KubeRay copies the spec.jobId the run set into its status on a reconcile of its own, maybe after the run ended
+        jobs.wait(lambda h: status_of(h.objects().get(run.job), "jobId"), what="the RayJob's status.jobId")
+        job = jobs.objects()[run.job]
         cluster = run.get(RAY, "rayclusters", job["status"]["rayClusterName"])
         # The DGD's very first revision already names the cluster as its (non-controlling) owner.
         first = _first(dgds, run.dgd)
