@@ -38,12 +38,16 @@ $(STAMP): $(BOOT) requirements.lock
 	touch $(STAMP)
 
 sandbox-build: $(BOOT)
-	$(BIN)/python -m nrl_k8s_sandbox.build
+	$(BIN)/python -m nrl_k8s_sandbox.build $(BUILD_FLAGS)
+
+# Kueue is built for the suite only (tests/integration/test_kueue.py): nothing else runs it, and it
+# is a quarter of a first build's CPU, so a newcomer's first `make demo` does not wait for it.
+test: BUILD_FLAGS := --kueue
 
 # The project's own modules are compiled on every setup for the same reason (only what changed is
 # compiled again): without it each CLI call compiled nrl_k8s afresh, ~0.1 CPU-s of its ~0.35.
 setup:
-	@$(MAKE) --no-print-directory -j2 $(STAMP) sandbox-build
+	@$(MAKE) --no-print-directory -j2 $(STAMP) sandbox-build BUILD_FLAGS='$(BUILD_FLAGS)'
 	@$(BIN)/python -m compileall -q src cli sandbox
 
 # The checks that keep the code's shape (STYLE.md 11), settings in pyproject.toml: ruff, the

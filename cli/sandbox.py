@@ -91,12 +91,16 @@ DirOption = Annotated[
 
 
 @app.command()
-def build() -> None:
+def build(
+    kueue: Annotated[
+        bool, typer.Option("--kueue", help="Build Kueue too, which only `sandbox up --kueue` runs.")
+    ] = False,
+) -> None:
     """Build the real control plane's pinned binaries and Dynamo's runtime for DGD pods into the
     user cache, side by side (once per machine; needs Go and PyPI)."""
     from nrl_k8s_sandbox.build import build as build_all
 
-    for line in build_all(_say):
+    for line in build_all(_say, kueue=kueue):
         _say(line)
 
 

@@ -18,13 +18,14 @@ from .controlplane import binaries
 from .dynamo_runtime import venv
 
 
-def build(progress: Callable[[str], None]) -> list[str]:
-    """Build both unless they are there (Dynamo's venv installs while Go compiles); a line on each."""
-    if binaries.ready() is None:
+def build(progress: Callable[[str], None], kueue: bool = False) -> list[str]:
+    """Build both unless they are there (Dynamo's venv installs while Go compiles), Kueue only if
+    ``kueue``; a line on each."""
+    if binaries.ready(kueue) is None:
         binaries.toolchain()  # no Go: say so before anything starts
     with ThreadPoolExecutor(1) as pool:
         runtime = pool.submit(venv.build, progress)
-        where, seconds = binaries.build(progress)
+        where, seconds = binaries.build(progress, kueue)
         folder, installed = runtime.result()
     size = binaries.disk_usage(where) / 2**20
     return [f"control plane {binaries.key()} in {where.bin.parent}: {size:.0f} MiB"
@@ -33,10 +34,14 @@ def build(progress: Callable[[str], None]) -> list[str]:
             + (f", installed in {installed:.0f} s" if installed else " (already installed)")]
 
 
-def main() -> int:
+def main(argv: list[str] = sys.argv[1:]) -> int:
+    """``python -m nrl_k8s_sandbox.build [--kueue]``."""
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if argv not in ([], ["--kueue"]):
+        say(f"error: unknown arguments {' '.join(argv)!r}\nhint: python -m nrl_k8s_sandbox.build [--kueue]")
+        return 2
     try:
-        for line in build(say):
+        for line in build(say, kueue=argv == ["--kueue"]):
             say(line)
     except NrlK8sError as err:
         say(f"error: {err.message}" + (f"\nhint: {err.hint}" if err.hint else ""))

@@ -95,7 +95,7 @@ def up(
     """Start the sandbox in the background and return its runtime info once it is ready."""
     paths = Paths.of(sandbox_dir)
     chosen = parse_faults(faults)
-    binaries.find()  # built, or one line saying how
+    binaries.find(kueue="kueue" in chosen)  # built, or one line saying how
     paths.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     running = _running_daemon(paths)
     if running is not None:

@@ -9,14 +9,16 @@
 * ``etcd``: the server of ``go.etcd.io/etcd/server/v3``;
 * ``kwok``: fake nodes and the pod lifecycle (``sigs.k8s.io/kwok``);
 * ``kuberay``: the KubeRay operator (``github.com/ray-project/kuberay/ray-operator``);
-* ``kueue``: the Kueue manager (``sigs.k8s.io/kueue``), which only ``sandbox up --kueue`` starts.
+* ``kueue``: the Kueue manager (``sigs.k8s.io/kueue``), which only ``sandbox up --kueue`` starts, so it
+  is built only when asked (``sandbox build --kueue``, which ``make test`` runs; ``make setup`` and
+  ``make demo`` do not): it is a quarter of a first build's CPU.
 
 The CRDs come from the same modules: KubeRay's RayCluster and RayJob, kwok's, Kueue's (and its webhook
-manifests; only its step of ``serve`` applies them). Everything
-lands in ``~/.cache/nrl-k8s/control-plane/<versions>/`` (``bin/`` and ``crds/``), written to a
-temporary folder and renamed into place only when complete, under a lock so two builds never
-race. ``$NRL_K8S_CONTROL_PLANE_BIN`` names a folder of prebuilt binaries (and ``crds/`` beside
-them or inside it) instead.
+manifests; only its step of ``serve`` applies them). Everything lands in
+``~/.cache/nrl-k8s/control-plane/<versions>/`` (``bin/`` and ``crds/``), written to a temporary folder
+and renamed into place only when complete (Kueue, when built later, is moved in file by file, its
+binary last), under a lock so two builds never race. ``$NRL_K8S_CONTROL_PLANE_BIN`` names a folder
+of prebuilt binaries (and ``crds/`` beside them or inside it) instead.
 """
 
 from __future__ import annotations
@@ -74,9 +76,11 @@ TARGETS = (
     Target("kubernetes", "k8s.io/kubernetes/cmd/kubectl", "kubectl", _K8S_STAMP),
     Target("kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok", f"-X sigs.k8s.io/kwok/pkg/consts.Version={KWOK}"),
     Target("kuberay", "github.com/ray-project/kuberay/ray-operator", "kuberay-operator"),
+)
+#: Built only when asked (``build(kueue=True)``).
+KUEUE_TARGETS = (
     Target("kueue", "sigs.k8s.io/kueue/cmd/kueue", "kueue", f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE}"),
 )
-BINARIES = tuple(target.output for target in TARGETS)
 #: Fixes we carry on a published module's source, applied in a copy at build time:
 #: (our module folder, Go module@version, file in it, text, replacement).
 PATCHES = (
@@ -95,12 +99,19 @@ PATCH_LEVEL = "p1"  # bump with PATCHES: builds are kept per key()
 CRDS = (
     ("kuberay", "github.com/ray-project/kuberay/ray-operator",
      tuple(f"config/crd/bases/ray.io_{name}.yaml" for name in ("rayclusters", "rayjobs", "rayservices"))),
-    ("kueue", "sigs.k8s.io/kueue", (*(f"config/components/crd/bases/kueue.x-k8s.io_{name}.yaml" for name in kueue.CRDS),
-                                    f"config/components/webhook/{kueue.WEBHOOKS}")),
     ("kwok", "sigs.k8s.io/kwok", tuple(f"kustomize/crd/bases/kwok.x-k8s.io_{name}.yaml" for name in (
         "stages", "logs", "clusterlogs", "execs", "clusterexecs", "portforwards", "clusterportforwards",
         "attaches", "clusterattaches", "metrics", "resourceusages", "clusterresourceusages"))),
 )
+KUEUE_CRDS = (
+    ("kueue", "sigs.k8s.io/kueue", (*(f"config/components/crd/bases/kueue.x-k8s.io_{name}.yaml" for name in kueue.CRDS),
+                                    f"config/components/webhook/{kueue.WEBHOOKS}")),
+)
+
+
+def _parts(kueue: bool) -> tuple[tuple[Target, ...], tuple[tuple[str, str, tuple[str, ...]], ...]]:
+    """The targets and CRD files of a build, with Kueue's or without."""
+    return (TARGETS + KUEUE_TARGETS, CRDS + KUEUE_CRDS) if kueue else (TARGETS, CRDS)
 
 
 def key() -> str:
@@ -123,35 +134,42 @@ class Installed:
         return str(self.bin / name)
 
 
-def _complete(root: Path) -> Installed | None:
+def _complete(root: Path, kueue: bool = False) -> Installed | None:
     bin_dir = root / "bin" if (root / "bin").is_dir() else root
     crds = next((p for p in (root / "crds", root.parent / "crds") if p.is_dir()), None)
-    if crds is None or any(not os.access(bin_dir / name, os.X_OK) for name in BINARIES) \
-            or any(not (crds / Path(name).name).is_file() for _, _, files in CRDS for name in files) \
+    targets, files = _parts(kueue)
+    if crds is None or any(not os.access(bin_dir / target.output, os.X_OK) for target in targets) \
+            or any(not (crds / Path(name).name).is_file() for _, _, names in files for name in names) \
             or not (crds / "old" / "ray.io_rayjobs.yaml").is_file():
         return None
     return Installed(bin_dir, crds)
 
 
-def find() -> Installed:
-    """The binaries to run, or SandboxError saying how to get them."""
+def find(kueue: bool = False) -> Installed:
+    """The binaries to run (Kueue's too if ``kueue``), or SandboxError saying how to get them."""
     named = os.environ.get(ENV_BIN)
     if named:
-        found = _complete(Path(named).expanduser())
+        found = _complete(Path(named).expanduser(), kueue)
         if found is None:
-            raise SandboxError(f"{ENV_BIN}={named}: expected {', '.join(BINARIES)} and a crds/ folder there",
-                               hint=f"point {ENV_BIN} at the output of 'nrl-k8s sandbox build', or unset it")
+            names = ", ".join(target.output for target in _parts(kueue)[0])
+            raise SandboxError(f"{ENV_BIN}={named}: expected {names} and a crds/ folder there",
+                               hint=f"point {ENV_BIN} at the output of 'nrl-k8s sandbox build"
+                                    f"{' --kueue' if kueue else ''}', or unset it")
         return found
-    found = _complete(cache_root() / key())
+    found = _complete(cache_root() / key(), kueue)
     if found is None:
+        if kueue and _complete(cache_root() / key()) is not None:
+            raise SandboxError("Kueue is not built on this machine (only 'sandbox up --kueue' runs it)",
+                               hint="run 'nrl-k8s sandbox build --kueue' (once per machine; 'make test' does)")
         raise SandboxError("the sandbox's control plane is not built on this machine",
-                           hint="run 'make setup' or 'nrl-k8s sandbox build' (once per machine)")
+                           hint="run 'nrl-k8s sandbox build --kueue'" if kueue else
+                           "run 'make setup' or 'nrl-k8s sandbox build' (once per machine)")
     return found
 
 
-def ready() -> Installed | None:
+def ready(kueue: bool = False) -> Installed | None:
     """The binaries when nothing needs building: ``$NRL_K8S_CONTROL_PLANE_BIN``'s, or built already."""
-    return find() if os.environ.get(ENV_BIN) else _complete(cache_root() / key())
+    return find(kueue) if os.environ.get(ENV_BIN) else _complete(cache_root() / key(), kueue)
 
 
 def toolchain() -> str:
@@ -162,9 +180,11 @@ def toolchain() -> str:
     return go
 
 
-def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> tuple[Installed, float]:
-    """Build every binary into the user cache, unless it is there already; (where, seconds spent)."""
-    if (found := ready()) is not None:
+def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+          kueue: bool = False) -> tuple[Installed, float]:
+    """Build the binaries (Kueue's too if ``kueue``) into the user cache, unless they are there
+    already; (where, seconds spent). Kueue asked for after the others were built is added to them."""
+    if (found := ready(kueue)) is not None:
         return found, 0.0
     go = toolchain()
     root = cache_root() / key()
@@ -172,32 +192,52 @@ def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.st
     started = time.monotonic()
     with open(root.parent / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another build of the same versions may be running
-        if (found := _complete(root)) is not None:
+        if (found := _complete(root, kueue)) is not None:
             return found, 0.0
+        adding = _complete(root) is not None  # only Kueue is missing
+        targets, crds = (KUEUE_TARGETS, KUEUE_CRDS) if adding else _parts(kueue)
         work = root.parent / f".{key()}.partial"
         shutil.rmtree(work, ignore_errors=True)
         (work / "bin").mkdir(parents=True)
         (work / "crds").mkdir()
-        folders = {module: _patched(go, module, work / "patched") for module in {t.module for t in TARGETS}}
-        steps = _build_all(go, folders, TARGETS, work / "bin", progress)
-        shutil.rmtree(work / "patched")
-        for module, path, files in CRDS:
+        folders = {module: _patched(go, module, work / "patched") for module in {t.module for t in targets}}
+        steps = _build_all(go, folders, targets, work / "bin", progress)
+        shutil.rmtree(work / "patched", ignore_errors=True)
+        for module, path, files in crds:
             source = Path(_go(go, GO_DIR / module, "list", "-m", "-f", "{{.Dir}}", path).strip())
             for name in files:
                 shutil.copyfile(source / name, work / "crds" / Path(name).name)
+        if adding:
+            _add(work, root, time.monotonic() - started, steps)
+            return Installed(root / "bin", root / "crds"), time.monotonic() - started
         old = json.loads(_go(go, GO_DIR / "kuberay", "mod", "download", "-json", f"{CRDS[0][1]}@{KUBERAY_OLD}"))["Dir"]
         (work / "crds" / "old").mkdir()
         shutil.copyfile(
             Path(old) / "config/crd/bases/ray.io_rayjobs.yaml", work / "crds" / "old" / "ray.io_rayjobs.yaml"
         )
         seconds = time.monotonic() - started
-        installed = Installed(work / "bin", work / "crds")
-        (work / "build.json").write_text(
-            json.dumps({"seconds": round(seconds, 1), "bytes": disk_usage(installed), "steps": steps})
-        )
+        _record(work, seconds, steps)
         shutil.rmtree(root, ignore_errors=True)
         work.rename(root)
     return Installed(root / "bin", root / "crds"), seconds
+
+
+def _add(work: Path, root: Path, seconds: float, steps: list[dict]) -> None:
+    """Move what ``work`` built into the complete build at ``root``: the CRDs first, then the
+    binaries, which ``_complete`` looks for; build.json gets the new steps."""
+    for folder in ("crds", "bin"):
+        for path in sorted((work / folder).iterdir()):
+            path.rename(root / folder / path.name)
+    before = recorded_build() or {"seconds": 0.0, "steps": []}
+    _record(root, before["seconds"] + seconds, before["steps"] + steps)
+    shutil.rmtree(work)
+
+
+def _record(root: Path, seconds: float, steps: list[dict]) -> None:
+    installed = Installed(root / "bin", root / "crds")
+    partial = root / "build.json.partial"
+    partial.write_text(json.dumps({"seconds": round(seconds, 1), "bytes": disk_usage(installed), "steps": steps}))
+    partial.rename(root / "build.json")
 
 
 def builds(targets: tuple[Target, ...]) -> list[list[Target]]:

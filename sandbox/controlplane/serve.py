@@ -111,7 +111,7 @@ class Plane:
         for name, value in faults.items():
             self.faults.set(name, value)
         self.pools = nodes.pools(self.faults.get("nodes"))
-        self.installed = binaries.find()
+        self.installed = binaries.find(kueue="kueue" in faults)
         self.scratch = temp_dir_for(sandbox_dir).parent  # short: Unix socket paths are length-limited
         self.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.env = _environment(sandbox_dir, self.scratch)
