@@ -1,5 +1,8 @@
 """What our controllers share (Dynamo's and the DRA driver's): a watch-driven loop, timers, Events.
 
+``watch`` (list, then watch, until stopped) is the local kubelet's loop too: stopping hangs up
+its open watch at once, since a stopping kube-apiserver waits for its open watches to end.
+
 A ``Controller`` lists then watches its resources through the official ``kubernetes`` client
 (the operators' admin kubeconfig), turns every event into a work item, and runs work items one
 at a time on its own thread, so a reconcile never races another one of the same controller.
@@ -11,6 +14,7 @@ client-go's recorder does (``<object>.<hex nanoseconds>`` names, a repeat raises
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import heapq
 import json
@@ -18,7 +22,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
@@ -63,6 +67,81 @@ def controller_ref(owner: dict) -> dict:
 Key = tuple[str, ...]
 
 
+class Watches:
+    """The watches one component has open; ``hang_up`` shuts their sockets, so a read blocked on
+    one ends at once, and every watch opened after it too."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[urllib3.BaseHTTPResponse] = set()
+        self._hung_up = False
+
+    @contextlib.contextmanager
+    def held(self, response: urllib3.BaseHTTPResponse) -> Iterator[urllib3.BaseHTTPResponse]:
+        with self._lock:
+            self._open.add(response)
+            hung_up = self._hung_up
+        try:
+            if hung_up:
+                _shut(response)
+            yield response
+        finally:
+            with self._lock:
+                self._open.discard(response)
+            response.close()
+            response.release_conn()
+
+    def hang_up(self) -> None:
+        with self._lock:
+            self._hung_up, responses = True, list(self._open)
+        for response in responses:
+            _shut(response)
+
+
+def _shut(response: urllib3.BaseHTTPResponse) -> None:
+    with contextlib.suppress(ValueError, RuntimeError, OSError):  # already released or closed
+        response.shutdown()  # type: ignore[attr-defined]
+
+
+def watch(name: str, lister: Callable[..., urllib3.BaseHTTPResponse], handle: Callable[[str, dict], None],
+          stop: threading.Event, watches: Watches) -> None:
+    """List, then watch from the list's resourceVersion until ``stop``; relist on 410 (also sent as
+    an ERROR event); watch again after any other failure, a second later. ``handle(type, object)``
+    gets every object listed (as ADDED) and every change."""
+    version = None
+    while not stop.is_set():
+        try:
+            if version is None:
+                listing = json_body(lister(_preload_content=False))
+                version = listing["metadata"]["resourceVersion"]
+                for item in listing["items"]:
+                    handle("ADDED", item)
+            response = lister(watch=True, resource_version=version, timeout_seconds=WATCH_TIMEOUT_S,
+                              allow_watch_bookmarks=True, _preload_content=False)
+            with watches.held(response):
+                for line in iter_resp_lines(response):
+                    if stop.is_set():
+                        return
+                    event = json.loads(line)
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+                    version = obj["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        handle(event["type"], obj)
+        except ApiException as err:
+            if err.status == 410:
+                version = None
+                continue
+            if not stop.is_set():
+                log.warning("%s failed: %s", name, err)
+                stop.wait(RETRY_S)
+        except Exception as err:  # noqa: BLE001 - a dropped connection (or a handler's bug) must not end it
+            if not stop.is_set():
+                log.warning("%s lost: %s", name, err)
+                stop.wait(RETRY_S)
+
+
 class Controller:
     """Watch → work queue → one reconcile at a time; subclasses list their watches and handlers."""
 
@@ -78,6 +157,7 @@ class Controller:
         self._timers: list[tuple[float, Key]] = []
         self._timer_wakeup = threading.Condition(self._lock)
         self._stop = threading.Event()
+        self._watches = Watches()
         self._threads: list[threading.Thread] = []
         self._recorded: dict[tuple, tuple[str, int]] = {}  # aggregation key -> (Event name, count)
         self._recorder_lock = threading.Lock()
@@ -88,7 +168,8 @@ class Controller:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         targets = [(self._work, "work"), (self._run_timers, "timers")]
-        targets += [(lambda r=r, h=h: self._watch(r, h), f"watch-{r.plural}") for r, h in self.watches()]
+        targets += [(lambda r=r, h=h: watch(f"{self.name}: watch {r.plural}", self._lister(r), h, self._stop,
+                                            self._watches), f"watch-{r.plural}") for r, h in self.watches()]
         for target, label in targets:
             thread = threading.Thread(target=target, name=f"{self.name}-{label}", daemon=True)
             thread.start()
@@ -96,6 +177,7 @@ class Controller:
 
     def stop(self) -> None:
         self._stop.set()
+        self._watches.hang_up()
         self._queue.put(None)
         with self._lock:
             self._timer_wakeup.notify_all()
@@ -169,45 +251,6 @@ class Controller:
         if not resource.group:
             return getattr(self.core, f"list_{resource.plural[:-1]}_for_all_namespaces")
         return partial(self.custom.list_cluster_custom_object, resource.group, resource.version, resource.plural)
-
-    def _watch(self, resource: Resource, handle: Callable[[str, dict], None]) -> None:
-        """List, then watch from the list's resourceVersion; relist on 410 (also sent as an
-        ERROR event); reconnect on errors."""
-        lister = self._lister(resource)
-        version = None
-        while not self._stop.is_set():
-            try:
-                if version is None:
-                    listing = json_body(lister(_preload_content=False))
-                    version = listing["metadata"]["resourceVersion"]
-                    for item in listing["items"]:
-                        handle("ADDED", item)
-                response = lister(
-                    watch=True, resource_version=version, timeout_seconds=WATCH_TIMEOUT_S, _preload_content=False
-                )
-                try:
-                    for line in iter_resp_lines(response):
-                        if self._stop.is_set():
-                            return
-                        event = json.loads(line)
-                        obj = event["object"]
-                        if event["type"] == "ERROR":
-                            raise ApiException(status=obj.get("code"), reason=obj.get("message"))
-                        version = obj["metadata"]["resourceVersion"]
-                        if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                            handle(event["type"], obj)
-                finally:
-                    response.close()
-                    response.release_conn()
-            except ApiException as err:
-                if err.status == 410:
-                    version = None
-                    continue
-                log.warning("%s: watch %s failed: %s", self.name, resource.plural, err)
-                self._stop.wait(RETRY_S)
-            except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
-                log.warning("%s: watch %s lost: %s", self.name, resource.plural, err)
-                self._stop.wait(RETRY_S)
 
     # -- events ----------------------------------------------------------------------------
     def record(self, obj: dict, type_: str, reason: str, message: str, *, component: str, action: str = "",

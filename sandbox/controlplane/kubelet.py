@@ -46,7 +46,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import kubernetes
-from kubernetes import watch
 
 from nrl_k8s.errors import SandboxError
 
@@ -56,6 +55,7 @@ from ..faults import Faults
 from ..pids import open_private, terminate, to_background
 from ..ray_head import RayHead, free_ports, start_slot
 from .cluster_dns import ClusterDns
+from .controller import Watches, watch
 from .dynamo_pods import ENGINE_ANNOTATION, DynamoPods, is_dynamo, main_container
 from .stages import LOCAL_PODS, PLAYED_LABEL, delays_of, local_kind
 
@@ -208,7 +208,7 @@ class LocalKubelet:
         self._next_ip = 1
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._watch = watch.Watch()
+        self._watches = Watches()
         self._thread = threading.Thread(target=self._run, name="local-kubelet", daemon=True)
 
     # -- the egress proxy asks ------------------------------------------------------------
@@ -266,7 +266,7 @@ class LocalKubelet:
 
     def stop(self) -> None:
         self._stop.set()
-        self._watch.stop()
+        self._watches.hang_up()
         with self._lock:
             locals_ = list(self.pods.values())
         for local in locals_:
@@ -275,31 +275,8 @@ class LocalKubelet:
         self.cluster_dns.stop()
 
     def _run(self) -> None:
-        version = ""
-        while not self._stop.is_set():
-            try:
-                if not version:
-                    body = _raw(self.core.list_pod_for_all_namespaces)
-                    version = body["metadata"]["resourceVersion"]
-                    for pod in body["items"]:
-                        self._on(pod, deleted=False)
-                for event in self._watch.stream(self.core.list_pod_for_all_namespaces, resource_version=version,
-                                                timeout_seconds=300, _preload_content=False,
-                                                allow_watch_bookmarks=True):
-                    obj = event["raw_object"]
-                    version = obj["metadata"].get("resourceVersion") or version
-                    if event["type"] != "BOOKMARK":
-                        self._on(obj, deleted=event["type"] == "DELETED")
-            except kubernetes.client.ApiException as err:
-                if err.status == 410:
-                    version = ""
-                elif not self._stop.is_set():
-                    log.warning("pod watch failed (%s); watching again", err.status)
-                    self._stop.wait(1)
-            except Exception as err:  # noqa: BLE001 - a dropped connection must not end the kubelet
-                if not self._stop.is_set():
-                    log.warning("pod watch dropped (%s); watching again", err)
-                    self._stop.wait(1)
+        watch("pod watch", self.core.list_pod_for_all_namespaces,
+              lambda kind, pod: self._on(pod, deleted=kind == "DELETED"), self._stop, self._watches)
 
     def _on(self, pod: dict, *, deleted: bool) -> None:
         meta = pod["metadata"]

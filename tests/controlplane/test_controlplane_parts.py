@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from sandbox_harness import NRL_K8S, run_cli
+from sandbox_harness import DEADLINE_S, NRL_K8S, run_cli
 
 from nrl_k8s_sandbox.controlplane import binaries, kubelet, stages
 from nrl_k8s_sandbox.controlplane.egress import EgressProxy
@@ -229,3 +229,60 @@ def test_the_first_seed_of_etcd_is_kept_whole_and_copied(tmp_path):
     assert seed.copy(folder, tmp_path / "copy") == [("ray.io", "v1", "rayjobs")]
     assert (tmp_path / "copy" / "member" / "db").read_bytes() == b"first"
     assert [path.name for path in folder.parent.iterdir()] == ["key"]  # no staging folder left
+
+
+class _EndlessWatch(BaseHTTPRequestHandler):
+    """A list answers at once; a watch sends its headers and then nothing, ever (until the test ends)."""
+
+    protocol_version = "HTTP/1.1"
+    opened, hung_up, release = threading.Event(), threading.Event(), threading.Event()
+
+    def do_GET(self) -> None:  # noqa: N802
+        if "watch=true" not in self.path:
+            body = b'{"metadata": {"resourceVersion": "1"}, "items": []}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        type(self).opened.set()
+        if self.rfile.read(1) == b"":  # the client hung up (nothing else is ever sent on it)
+            type(self).hung_up.set()
+        type(self).release.wait()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_stopping_a_watch_hangs_it_up_at_once():
+    """A stopping kube-apiserver waits for its open watches to end: the sandbox's own watches (its
+    controllers', its kubelet's) hang up when they stop, not at their timeout."""
+    import urllib3
+
+    from nrl_k8s_sandbox.controlplane.controller import Watches, watch
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EndlessWatch)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pool = urllib3.PoolManager()
+    base = f"http://127.0.0.1:{server.server_address[1]}/pods"
+
+    def lister(watch: bool = False, _preload_content: bool = True, **params: object) -> urllib3.BaseHTTPResponse:
+        return pool.request("GET", base + ("?watch=true" if watch else ""), preload_content=_preload_content)
+
+    stop, watches = threading.Event(), Watches()
+    loop = threading.Thread(target=watch, args=("pods", lister, lambda *_: None, stop, watches))
+    try:
+        loop.start()
+        assert _EndlessWatch.opened.wait(DEADLINE_S), "the watch never opened"
+        stop.set()
+        watches.hang_up()
+        loop.join(timeout=DEADLINE_S)  # without the hang-up it never ends: the server never answers
+        assert not loop.is_alive()
+        assert _EndlessWatch.hung_up.wait(DEADLINE_S)
+    finally:
+        _EndlessWatch.release.set()
+        server.shutdown()
