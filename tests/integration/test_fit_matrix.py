@@ -277,11 +277,10 @@ def _observe(box, group: str, name: str, state: str, count: int) -> None:
         eventually(lambda: len(pods := _pods(box, selector)) == count and all(p.spec.node_name for p in pods),
                    what=f"every pod of {group} bound")
         return
-    scheduler = box.kubectl("get", "pods", "-n", box.ns, "-l", selector, "-o",
-                            "jsonpath={.items[*].spec.schedulerName}").stdout.split()
-    if scheduler and set(scheduler) == {"kai-scheduler"}:  # nothing ever picks them up
-        pods = eventually(lambda: _pods(box, selector), what=f"the pods of {group}")
-        assert not any(p.spec.node_name for p in pods)
+    # Every pod first: read before its operator made them, a scheduler name is not there to see.
+    made = eventually(lambda: len(found := _pods(box, selector)) == count and found, what=f"every pod of {group}")
+    if {p.spec.scheduler_name for p in made} == {"kai-scheduler"}:  # nothing ever picks them up
+        assert not any(p.spec.node_name for p in made)
         return
     pods = eventually(lambda: len(found := _pods(box, selector)) == count and all(map(_decided, found)) and found,
                       what=f"the scheduler decided on every pod of {group}")
