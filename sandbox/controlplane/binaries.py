@@ -208,8 +208,9 @@ def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.st
             for name in files:
                 shutil.copyfile(source / name, work / "crds" / Path(name).name)
         if adding:
-            _add(work, root, time.monotonic() - started, steps)
-            return Installed(root / "bin", root / "crds"), time.monotonic() - started
+            seconds = time.monotonic() - started
+            _add(work, root, seconds, steps)
+            return Installed(root / "bin", root / "crds"), seconds
         old = json.loads(_go(go, GO_DIR / "kuberay", "mod", "download", "-json", f"{CRDS[0][1]}@{KUBERAY_OLD}"))["Dir"]
         (work / "crds" / "old").mkdir()
         shutil.copyfile(
