@@ -3,11 +3,11 @@
 ``nrl-k8s sandbox build`` (``make setup``) builds, with the Go toolchain, each Go module under
 ``go/`` beside this file (a go.mod and go.sum each, so every dependency is pinned):
 
-* ``kubernetes``: kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
+* ``cluster``: kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
   ``k8s.io/kubernetes`` (the staging modules replaced by their published versions), stamped with
-  the version so ``kubectl version`` tells the truth;
-* ``etcd``: the server of ``go.etcd.io/etcd/server/v3``;
-* ``kwok``: fake nodes and the pod lifecycle (``sigs.k8s.io/kwok``);
+  the version so ``kubectl version`` tells the truth; the etcd server of ``go.etcd.io/etcd/server/v3``;
+  kwok, fake nodes and the pod lifecycle (``sigs.k8s.io/kwok``). One module and one version set for
+  all six (its go.mod says which), so their one ``go build`` compiles the libraries they share once;
 * ``kuberay``: the KubeRay operator (``github.com/ray-project/kuberay/ray-operator``);
 * ``kueue``: the Kueue manager (``sigs.k8s.io/kueue``), which only ``sandbox up --kueue`` starts, so it
   is built only when asked (``sandbox build --kueue``, which ``make test`` runs; ``make setup`` and
@@ -62,19 +62,22 @@ class Target:
     ldflags: str = ""
 
 
-_K8S_STAMP = " ".join([
+#: The cluster module's one link stamp (a -X of a variable a binary lacks is ignored): the Kubernetes
+#: version, which kwok's copy of component-base reports too, and kwok's.
+_STAMP = " ".join([
     f"-X k8s.io/component-base/version.gitVersion={KUBERNETES}",
     f"-X k8s.io/component-base/version.gitMajor={KUBERNETES[1:].split('.')[0]}",
     f"-X k8s.io/component-base/version.gitMinor={KUBERNETES[1:].split('.')[1]}",
     "-X k8s.io/component-base/version.gitTreeState=clean",
+    f"-X sigs.k8s.io/kwok/pkg/consts.Version={KWOK}",
 ])
 TARGETS = (
-    Target("etcd", ".", "etcd"),
-    Target("kubernetes", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver", _K8S_STAMP),
-    Target("kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager", "kube-controller-manager", _K8S_STAMP),
-    Target("kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", "kube-scheduler", _K8S_STAMP),
-    Target("kubernetes", "k8s.io/kubernetes/cmd/kubectl", "kubectl", _K8S_STAMP),
-    Target("kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok", f"-X sigs.k8s.io/kwok/pkg/consts.Version={KWOK}"),
+    Target("cluster", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver", _STAMP),
+    Target("cluster", "k8s.io/kubernetes/cmd/kube-controller-manager", "kube-controller-manager", _STAMP),
+    Target("cluster", "k8s.io/kubernetes/cmd/kube-scheduler", "kube-scheduler", _STAMP),
+    Target("cluster", "k8s.io/kubernetes/cmd/kubectl", "kubectl", _STAMP),
+    Target("cluster", "./etcd", "etcd", _STAMP),
+    Target("cluster", "sigs.k8s.io/kwok/cmd/kwok", "kwok", _STAMP),
     Target("kuberay", "github.com/ray-project/kuberay/ray-operator", "kuberay-operator"),
 )
 #: Built only when asked (``build(kueue=True)``).
@@ -87,19 +90,19 @@ PATCHES = (
     # kwok runs an exec's command with a stdin pipe it never closes: `echo a | kubectl exec -i POD
     # -- cat` and `kubectl cp` into a pod hang. A kubelet's runtime closes it when the client's
     # stdin ends (kubernetes#13322 and its e2e test).
-    ("kwok", f"sigs.k8s.io/kwok@{KWOK}", "pkg/utils/exec/exec.go", "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
+    ("cluster", f"sigs.k8s.io/kwok@{KWOK}", "pkg/utils/exec/exec.go", "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
      "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n\t\t\t\t_ = inPipe.Close() // nrl-k8s: the command sees stdin end\n"),
     # Kueue reads its metrics server's certificate from /etc/kueue/metrics/certs unless it manages
     # its own, whose names are a Service's: the sandbox's webhook certificate folder instead.
     ("kueue", f"sigs.k8s.io/kueue@{KUEUE}", "cmd/kueue/main.go", '\t\tmetricsCertPath := "/etc/kueue/metrics/certs"\n',
      "\t\tmetricsCertPath := cfg.Webhook.CertDir // nrl-k8s: the sandbox's certificates\n"),
 )
-PATCH_LEVEL = "p1"  # bump with PATCHES: builds are kept per key()
+PATCH_LEVEL = "p2"  # bump with PATCHES or a go.mod's versions: builds are kept per key()
 #: (module folder, Go module path, CRD files inside it) copied into crds/.
 CRDS = (
     ("kuberay", "github.com/ray-project/kuberay/ray-operator",
      tuple(f"config/crd/bases/ray.io_{name}.yaml" for name in ("rayclusters", "rayjobs", "rayservices"))),
-    ("kwok", "sigs.k8s.io/kwok", tuple(f"kustomize/crd/bases/kwok.x-k8s.io_{name}.yaml" for name in (
+    ("cluster", "sigs.k8s.io/kwok", tuple(f"kustomize/crd/bases/kwok.x-k8s.io_{name}.yaml" for name in (
         "stages", "logs", "clusterlogs", "execs", "clusterexecs", "portforwards", "clusterportforwards",
         "attaches", "clusterattaches", "metrics", "resourceusages", "clusterresourceusages"))),
 )

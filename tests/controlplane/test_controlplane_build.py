@@ -21,9 +21,9 @@ from nrl_k8s_sandbox.controlplane.binaries import TARGETS, Target
 def test_one_go_build_per_module_and_ldflags_largest_first():
     builds = binaries.builds(TARGETS)
     assert sorted(t.output for group in builds for t in group) == sorted(t.output for t in TARGETS)
-    kubernetes = next(group for group in builds if group[0].module == "kubernetes")
-    assert builds[0] == kubernetes and [t.output for t in kubernetes] == [
-        "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+    cluster = next(group for group in builds if group[0].module == "cluster")
+    assert builds[0] == cluster and [t.output for t in cluster] == [
+        "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "kwok"]
     for group in builds:
         assert len({(t.module, t.ldflags) for t in group}) == 1
         if len(group) > 1:  # go build -o DIR names each binary after its package
