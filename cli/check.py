@@ -198,7 +198,7 @@ def _probe_cluster(ctx: typer.Context, cfg, manifests: list[dict], placed: list[
 
     try:
         kube = observed(ctx, Kube.connect(context=global_options(ctx).context, namespace=cfg.infra["namespace"],
-                                          tuning=Tuning(retry_budget_s=5, request_timeout_s=5)))
+                                          tuning=Tuning(retry_budget_s=5)))
         results = probe(kube, cfg.infra, manifests, placed)
     except NoClusterError as error:
         out.print(f"\n[bold]CLUSTER[/]\n  skipped: {escape(redact_text(error.message))}")

@@ -12,6 +12,8 @@ A fault is active when set; its value is ``""`` for plain switches. Values:
     slow=FACTOR                       number > 0: every pod (FACTOR - 1) s later Ready
     api-outage=SECONDS                number > 0: every user request answers 503 for that long
     api-errors=VERB:RESOURCE:CODE:COUNT[;...]   the next COUNT matching calls fail with CODE
+    api-latency=VERB:RESOURCE:SECONDS:COUNT[;...]   the next COUNT matching calls are answered
+                                      SECONDS late, as by a loaded API server (0 < SECONDS <= 600)
     rbac-deny=VERB:RESOURCE[;...]     matching calls are Forbidden
     delay=KIND:SECONDS[;...]          KIND (dgd, raycluster, deployment, rayjob) becomes ready only
                                       SECONDS after it is created (``sandbox up --delay KIND=SECONDS``)
@@ -21,8 +23,8 @@ A fault is active when set; its value is ``""`` for plain switches. Values:
                                       pools that replace the default ones (``controlplane.nodes``)
 
 VERB is one of get, list, watch, create, update, patch, delete or ``*``; RESOURCE is a plural
-(``rayjobs``, ``pods``) or ``*``. ``api-errors`` counts down as calls consume it and clears
-itself when every entry is used up; ``api-outage`` clears itself once its time is over. ``slow``
+(``rayjobs``, ``pods``) or ``*``. ``api-errors`` and ``api-latency`` count down as calls consume
+them and clear themselves when every entry is used up; ``api-outage`` clears itself once its time is over. ``slow``
 adds to ``delay``'s seconds, never scales them: they are the time a benchmark asked for.
 """
 
@@ -54,14 +56,24 @@ def _parse_entries(
     return entries
 
 
-def _parse_api_errors(value: str) -> list[list]:
-    parsed = []
-    for verb, resource, code, count in _parse_entries("api-errors", value, 4):
-        if not (code.isdigit() and 400 <= int(code) <= 599):
-            raise ValueError(f"fault api-errors: code {code!r} is not an HTTP error code 400-599")
+#: The faults whose entries matching calls consume: VERB:RESOURCE:WHAT:COUNT, WHAT's shape.
+COUNTED = {"api-errors": "CODE", "api-latency": "SECONDS"}
+
+
+def _parse_counted(name: str, value: str) -> list[list]:
+    parsed: list[list] = []
+    for verb, resource, what, count in _parse_entries(name, value, 4, shape=f"VERB:RESOURCE:{COUNTED[name]}:COUNT"):
+        if name == "api-errors" and not (what.isdigit() and 400 <= int(what) <= 599):
+            raise ValueError(f"fault api-errors: code {what!r} is not an HTTP error code 400-599")
+        try:
+            seconds = float(what)
+        except ValueError:
+            seconds = -1.0
+        if name == "api-latency" and not 0 < seconds <= 600:
+            raise ValueError(f"fault api-latency: seconds {what!r} is not a number in (0, 600]")
         if not (count.isdigit() and int(count) > 0):
-            raise ValueError(f"fault api-errors: count {count!r} is not a positive integer")
-        parsed.append([verb, resource, int(code), int(count)])
+            raise ValueError(f"fault {name}: count {count!r} is not a positive integer")
+        parsed.append([verb, resource, int(what) if name == "api-errors" else seconds, int(count)])
     return parsed
 
 
@@ -114,8 +126,8 @@ def validate(name: str, value: str | None) -> str:
     if name in ("frontend-unavailable", "slow", "api-outage"):
         _number(name, value, positive=name != "frontend-unavailable")
         return str(value)
-    if name == "api-errors":
-        _parse_api_errors(value or "")
+    if name in COUNTED:
+        _parse_counted(name, value or "")
     elif name == "delay":
         delays(value)
     else:
@@ -136,6 +148,7 @@ class Faults:
         "dgd-stuck-pending",
         "frontend-unavailable",
         "api-errors",
+        "api-latency",
         "proxy-forbidden",
         "slow",
         "no-dgd-crd",
@@ -151,15 +164,15 @@ class Faults:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._active: dict[str, str] = {}
-        self._api_errors: list[list] = []
+        self._counted: dict[str, list[list]] = {}  # COUNTED's entries, counting down
         self._outage_until = 0.0
 
     def set(self, name: str, value: str | None = None) -> None:
         normalised = validate(name, value)
         with self._lock:
             self._active[name] = normalised
-            if name == "api-errors":
-                self._api_errors = _parse_api_errors(normalised)
+            if name in COUNTED:
+                self._counted[name] = _parse_counted(name, normalised)
             if name == "api-outage":
                 self._outage_until = time.monotonic() + float(normalised)
 
@@ -168,8 +181,7 @@ class Faults:
             raise ValueError(f"unknown fault {name!r} (known: {', '.join(self.KNOWN)})")
         with self._lock:
             self._active.pop(name, None)
-            if name == "api-errors":
-                self._api_errors = []
+            self._counted.pop(name, None)
 
     def get(self, name: str) -> str | None:
         with self._lock:
@@ -179,13 +191,19 @@ class Faults:
         with self._lock:
             return dict(self._active)
 
-    def take_api_error(self, verb: str, resource: str) -> int | None:
-        """Consume one matching ``api-errors`` entry and return its HTTP code (None: no match)."""
+    def take(self, name: str, verb: str, resource: str) -> float | None:
+        """Consume one matching entry of the COUNTED fault ``name``: its code or seconds (None: no match)."""
         with self._lock:
-            for entry in self._api_errors:
-                if entry[3] > 0 and _matches(entry[0], entry[1], verb, resource):
+            entries = self._counted.get(name, [])
+            for entry in entries:
+                if _matches(entry[0], entry[1], verb, resource):
                     entry[3] -= 1
-                    self._sync_api_errors()
+                    if left := [e for e in entries if e[3] > 0]:
+                        self._counted[name] = left
+                        self._active[name] = ";".join(":".join(map(str, e)) for e in left)
+                    else:
+                        self._counted.pop(name)
+                        self._active.pop(name)
                     return entry[2]
         return None
 
@@ -204,10 +222,3 @@ class Faults:
         if value is None:
             return False
         return any(_matches(v, r, verb, resource) for v, r in _parse_entries("rbac-deny", value, 2))
-
-    def _sync_api_errors(self) -> None:
-        self._api_errors = [e for e in self._api_errors if e[3] > 0]
-        if self._api_errors:
-            self._active["api-errors"] = ";".join(":".join(map(str, e)) for e in self._api_errors)
-        else:
-            self._active.pop("api-errors", None)

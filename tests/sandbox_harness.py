@@ -131,6 +131,11 @@ class Sandbox:
             process._admin(paths, "DELETE", "/sandbox/stats")
         return counts
 
+    def active_faults(self) -> dict[str, str]:
+        from nrl_k8s_sandbox import process
+
+        return process._admin(process.Paths.of(self.dir), "GET", "/sandbox/faults")
+
     @contextlib.contextmanager
     def fault(self, name: str, value: str | None = None) -> Iterator[None]:
         """Turn a fault on for the duration of a ``with`` block, then back to how it was started."""

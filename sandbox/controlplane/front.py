@@ -1,18 +1,18 @@
 """The user's door to the API server: a TLS proxy in front of kube-apiserver for faults and counts.
 
-The user's kubeconfig points here (the operators talk to kube-apiserver directly). Each request
-is read up to its headers, classified as ``VERB RESOURCE`` (``list pods``, ``create rayjobs``,
-``get services/proxy``) and counted; while ``api-outage`` lasts it is answered 503, and a
-matching ``api-errors`` entry answers its code, as a Kubernetes ``Status`` with nothing
-forwarded. Otherwise the request goes to kube-apiserver unchanged (the user's own bearer token
-decides what RBAC allows), and its answer comes back as it streams, so watches and followed logs
-stream as they would; exec and port-forward upgrades are spliced. Connections are kept alive as
-kube-apiserver keeps them (each client connection has one of its own upstream, and every request
-on it is still read up to its head, so every request is seen): one request per connection made
-every API call two TLS handshakes and a thread, ~8 CPU-ms against ~1.5 on a kept connection, on
-the suite's tens of thousands of calls. While ``rules-incomplete`` is on, a
-SelfSubjectRulesReview's answer is kube-apiserver's marked ``incomplete`` with a webhook
-authorizer's evaluation error, as a cluster whose authorizers include a webhook answers it.
+The user's kubeconfig points here (the operators talk to kube-apiserver directly). Each request is read
+up to its headers, classified as ``VERB RESOURCE`` (``list pods``, ``create rayjobs``, ``get
+services/proxy``) and counted; while ``api-outage`` lasts it is answered 503, and a matching
+``api-errors`` entry answers its code, as a Kubernetes ``Status`` with nothing forwarded; a matching
+``api-latency`` entry holds the request its seconds first. Otherwise the request goes to kube-apiserver
+unchanged (the user's own bearer token decides what RBAC allows), and its answer comes back as it
+streams, so watches and followed logs stream as they would; exec and port-forward upgrades are spliced.
+Connections are kept alive as kube-apiserver keeps them (each client connection has one of its own
+upstream, and every request on it is still read up to its head, so every request is seen): one request
+per connection made every API call two TLS handshakes and a thread, ~8 CPU-ms against ~1.5 on a kept
+connection, on the suite's tens of thousands of calls. While ``rules-incomplete`` is on, a
+SelfSubjectRulesReview's answer is kube-apiserver's marked ``incomplete`` with a webhook authorizer's
+evaluation error, as a cluster whose authorizers include a webhook answers it.
 
 ``/sandbox/faults`` (GET, PUT ``{"set": {NAME: VALUE|null}, "clear": [NAME]}``),
 ``/sandbox/stats`` (GET, DELETE) and ``/sandbox/objects`` (GET: object counts) answer the
@@ -29,6 +29,7 @@ import socket
 import socketserver
 import ssl
 import threading
+import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable
@@ -326,9 +327,12 @@ class FrontProxy:
             self.counts[f"{verb} {resource}"] += 1
         if self.faults.in_outage():
             return _status(503, "the API server is unavailable (sandbox fault api-outage)")
-        code = self.faults.take_api_error(verb, resource)
+        code = self.faults.take("api-errors", verb, resource)
         if code is not None:
-            return _status(code, f"{verb} {resource} failed (sandbox fault api-errors)")
+            return _status(int(code), f"{verb} {resource} failed (sandbox fault api-errors)")
+        late = self.faults.take("api-latency", verb, resource)
+        if late is not None:  # a loaded API server: the request waits its turn, then is served
+            time.sleep(late)
         return None
 
     def admin(self, method: str, target: str, headers: dict[str, str], rest: bytes) -> bytes:

@@ -20,6 +20,7 @@ from sandbox_harness import DEADLINE_S, NRL_K8S, run_cli
 from nrl_k8s_sandbox.controlplane import binaries, kubelet, stages
 from nrl_k8s_sandbox.controlplane.egress import EgressProxy
 from nrl_k8s_sandbox.controlplane.front import _Body, classify
+from nrl_k8s_sandbox.faults import Faults
 
 
 class _Hello(BaseHTTPRequestHandler):
@@ -286,3 +287,18 @@ def test_stopping_a_watch_hangs_it_up_at_once():
     finally:
         _EndlessWatch.release.set()
         server.shutdown()
+
+
+def test_counted_faults_are_consumed_by_matching_calls_and_clear_themselves():
+    faults = Faults()
+    faults.set("api-latency", "get:customresourcedefinitions:8:2")
+    faults.set("api-errors", "*:pods:503:1")
+    assert faults.take("api-latency", "list", "customresourcedefinitions") is None
+    assert faults.take("api-latency", "get", "customresourcedefinitions") == 8.0
+    assert faults.active()["api-latency"] == "get:customresourcedefinitions:8.0:1"
+    assert faults.take("api-latency", "get", "customresourcedefinitions") == 8.0
+    assert faults.take("api-errors", "watch", "pods") == 503
+    assert faults.active() == {} and faults.take("api-latency", "get", "customresourcedefinitions") is None
+    for bad in ("get:pods:0:1", "get:pods:soon:1", "get:pods:601:1", "get:pods:2:0", "get:pods:2"):
+        with pytest.raises(ValueError, match="fault api-latency"):
+            faults.set("api-latency", bad)
