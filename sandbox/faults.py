@@ -24,8 +24,9 @@ A fault is active when set; its value is ``""`` for plain switches. Values:
 
 VERB is one of get, list, watch, create, update, patch, delete or ``*``; RESOURCE is a plural
 (``rayjobs``, ``pods``) or ``*``. ``api-errors`` and ``api-latency`` count down as calls consume
-them and clear themselves when every entry is used up; ``api-outage`` clears itself once its time is over. ``slow``
-adds to ``delay``'s seconds, never scales them: they are the time a benchmark asked for.
+them and clear themselves when every entry is used up; ``api-outage`` clears itself once its time
+is over. ``slow`` adds to ``delay``'s seconds, never scales them: they are the time a benchmark
+asked for.
 """
 
 from __future__ import annotations
