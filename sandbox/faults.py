@@ -64,28 +64,31 @@ COUNTED = {"api-errors": "CODE", "api-latency": "SECONDS"}
 def _parse_counted(name: str, value: str) -> list[list]:
     parsed: list[list] = []
     for verb, resource, what, count in _parse_entries(name, value, 4, shape=f"VERB:RESOURCE:{COUNTED[name]}:COUNT"):
-        if name == "api-errors" and not (what.isdigit() and 400 <= int(what) <= 599):
-            raise ValueError(f"fault api-errors: code {what!r} is not an HTTP error code 400-599")
-        try:
-            seconds = float(what)
-        except ValueError:
-            seconds = -1.0
-        if name == "api-latency" and not 0 < seconds <= 600:
+        if name == "api-errors":
+            if not (what.isdigit() and 400 <= int(what) <= 599):
+                raise ValueError(f"fault api-errors: code {what!r} is not an HTTP error code 400-599")
+            value: float = int(what)
+        elif not 0 < (value := _float(what)) <= 600:
             raise ValueError(f"fault api-latency: seconds {what!r} is not a number in (0, 600]")
         if not (count.isdigit() and int(count) > 0):
             raise ValueError(f"fault {name}: count {count!r} is not a positive integer")
-        parsed.append([verb, resource, int(what) if name == "api-errors" else seconds, int(count)])
+        parsed.append([verb, resource, value, int(count)])
     return parsed
+
+
+def _float(text: str) -> float:
+    """``text`` as a number, NaN when it is none (every comparison with NaN is false)."""
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
 
 
 def delays(value: str | None) -> dict[str, float]:
     """``KIND:SECONDS[;...]`` (the ``delay`` fault's value) → {kind: seconds}; ValueError when bad."""
     chosen = {}
     for kind, seconds in _parse_entries("delay", value or "", 2, shape="KIND:SECONDS", first=DELAY_KINDS):
-        try:
-            number = float(seconds)
-        except ValueError:
-            number = -1.0
+        number = _float(seconds)
         if not number >= 0 or number == float("inf"):
             raise ValueError(f"fault delay: {kind + ':' + seconds!r}: SECONDS must be a number >= 0")
         chosen[kind] = number
