@@ -60,15 +60,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def private_user_cache(tmp_path_factory) -> Iterator[Path]:
     """Every test (and every CLI it starts) uses a cache of its own, never the user's ``~/.cache``;
     only the control plane's binaries and Dynamo's runtime (``make setup`` built them there) are
-    taken from the user's."""
+    taken from the user's, and Go's build cache (Go's default place, made for sharing), so a Go test
+    reuses what the control plane's build compiled."""
     from nrl_k8s_sandbox.controlplane import binaries
     from nrl_k8s_sandbox.dynamo_runtime import venv
 
     built = os.environ.get(binaries.ENV_BIN) or str(binaries.cache_root() / binaries.key())
     runtime = str(venv.root())
+    go_cache = os.environ.get("GOCACHE") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache",
+                                                     "go-build"))
     path = tmp_path_factory.mktemp("xdg-cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(path))
+        patch.setenv("GOCACHE", go_cache)
         patch.setenv(binaries.ENV_BIN, built)
         patch.setenv(venv.ENV_ROOT, runtime)
         yield path

@@ -92,12 +92,24 @@ PATCHES = (
     # stdin ends (kubernetes#13322 and its e2e test).
     ("cluster", f"sigs.k8s.io/kwok@{KWOK}", "pkg/utils/exec/exec.go", "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
      "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n\t\t\t\t_ = inPipe.Close() // nrl-k8s: the command sees stdin end\n"),
+    # kwok reads its Stages (and Logs, Execs, ...) through a getter that caches what it read under
+    # the informer's last resource version, which the reflector sets before the informer's store
+    # holds the objects: a read in between stays the answer until the next change. A sandbox's kwok
+    # once started with no Stage and its nodes never became Ready. The cache's key is instead a count
+    # of the store's changes, made after each (go/cluster/kwokgetter tests it).
+    *(("cluster", f"sigs.k8s.io/kwok@{KWOK}", "pkg/config/resources/dynamic.go", text, replacement)
+      for text, replacement in (
+        ('import (\n\t"context"\n', 'import (\n\t"context"\n\t"strconv"\n\t"sync/atomic"\n'),
+        ("\tsyncCh chan struct{}\n", "\tsyncCh chan struct{}\n\tchanges atomic.Uint64 // nrl-k8s\n"),
+        ("\treturn c.controller.LastSyncResourceVersion()\n", "\treturn strconv.FormatUint(c.changes.Load(), 10)\n"),
+        ("func (c *dynamicGetter[O, T, L]) sync() {\n",
+         "func (c *dynamicGetter[O, T, L]) sync() {\n\tc.changes.Add(1)\n"))),
     # Kueue reads its metrics server's certificate from /etc/kueue/metrics/certs unless it manages
     # its own, whose names are a Service's: the sandbox's webhook certificate folder instead.
     ("kueue", f"sigs.k8s.io/kueue@{KUEUE}", "cmd/kueue/main.go", '\t\tmetricsCertPath := "/etc/kueue/metrics/certs"\n',
      "\t\tmetricsCertPath := cfg.Webhook.CertDir // nrl-k8s: the sandbox's certificates\n"),
 )
-PATCH_LEVEL = "p2"  # bump with PATCHES or a go.mod's versions: builds are kept per key()
+PATCH_LEVEL = "p3"  # bump with PATCHES or a go.mod's versions: builds are kept per key()
 #: (module folder, Go module path, CRD files inside it) copied into crds/.
 CRDS = (
     ("kuberay", "github.com/ray-project/kuberay/ray-operator",
@@ -278,16 +290,20 @@ def _build_all(go: str, folders: dict[str, Path], targets: tuple[Target, ...], o
         return [future.result() for future in futures]
 
 
+#: How every package is compiled (tests of the patches too, so they reuse the build's compiled packages)
+COMPILE_FLAGS = ("-trimpath", "-gcflags=all=-dwarf=false")
+
+
 def _go_build(go: str, folder: Path, group: list[Target], out: Path, running: list[subprocess.Popen]) -> dict:
     """One ``go build`` of ``group``'s binaries into ``out``; its name, wall and CPU seconds."""
     began = time.monotonic()
     dest = str(out / group[0].output) if len(group) == 1 else f"{out}{os.sep}"
     # No debug information at all (-dwarf=false spares the compiler what -w would drop), and static
     # binaries as Kubernetes' releases build them (CGO_ENABLED=0: no C compiler runs)
-    argv = [go, "build", "-trimpath", "-gcflags=all=-dwarf=false", f"-ldflags=-s -w {group[0].ldflags}".strip(),
+    argv = [go, "build", *COMPILE_FLAGS, f"-ldflags=-s -w {group[0].ldflags}".strip(),
             "-o", dest, *(target.package for target in group)]
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(argv, cwd=folder, env={**_go_env(), "CGO_ENABLED": "0"}, stdout=log,
+        proc = subprocess.Popen(argv, cwd=folder, env=_go_env(), stdout=log,
                                 stderr=subprocess.STDOUT)
         running.append(proc)
         _, status, used = os.wait4(proc.pid, 0)  # the CPU time of go and of the compilers it waited for
@@ -309,23 +325,24 @@ def recorded_build() -> dict | None:
 
 def _patched(go: str, module: str, scratch: Path) -> Path:
     """The folder to build ``module`` in: ours, or a copy whose dependencies carry ``PATCHES``."""
-    patches = [patch for patch in PATCHES if patch[0] == module]
-    if not patches:
+    targets = list(dict.fromkeys(patch[1] for patch in PATCHES if patch[0] == module))
+    if not targets:
         return GO_DIR / module
     folder = scratch / module
     shutil.copytree(GO_DIR / module, folder)
-    for _, target, file, text, replacement in patches:
+    for target in targets:
         source = Path(json.loads(_go(go, folder, "mod", "download", "-json", target))["Dir"])
         copy = scratch / "src" / target.replace("/", "_")
         shutil.copytree(source, copy, copy_function=shutil.copyfile)  # module cache files are read-only
         for path in [copy, *copy.rglob("*")]:
             path.chmod(0o700 if path.is_dir() else 0o600)
-        original = (copy / file).read_text()
-        if original.count(text) != 1:
-            raise SandboxError(
-                f"the patch of {target} no longer applies to {file}", hint="update PATCHES in binaries.py"
-            )
-        (copy / file).write_text(original.replace(text, replacement))
+        for _, _, file, text, replacement in (patch for patch in PATCHES if patch[1] == target):
+            original = (copy / file).read_text()
+            if original.count(text) != 1:
+                raise SandboxError(
+                    f"the patch of {target} no longer applies to {file}", hint="update PATCHES in binaries.py"
+                )
+            (copy / file).write_text(original.replace(text, replacement))
         _go(go, folder, "mod", "edit", f"-replace={target.split('@')[0]}={copy}")
     return folder
 
@@ -338,7 +355,7 @@ def _go(go: str, folder: Path, *args: str) -> str:
 
 
 def _go_env() -> dict[str, str]:
-    return {**os.environ, "GOFLAGS": f"{os.environ.get('GOFLAGS', '')} -mod=readonly".strip()}
+    return {**os.environ, "GOFLAGS": f"{os.environ.get('GOFLAGS', '')} -mod=readonly".strip(), "CGO_ENABLED": "0"}
 
 
 def _failed(command: str, folder: Path, output: str) -> SandboxError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,15 @@ def test_one_go_build_per_module_and_ldflags_largest_first():
         assert len({(t.module, t.ldflags) for t in group}) == 1
         if len(group) > 1:  # go build -o DIR names each binary after its package
             assert all(Path(t.package).name == t.output for t in group)
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs Go")
+def test_the_patched_kwok_passes_the_go_tests_of_its_patches(tmp_path):
+    """``go/cluster/kwokgetter``'s test, on the cluster module with ``PATCHES`` applied, as it is built:
+    on kwok unpatched, it fails in its first round (a read raced with the informer's first list)."""
+    go = shutil.which("go")
+    folder = binaries._patched(go, "cluster", tmp_path)
+    binaries._go(go, folder, "test", "-vet=off", "-count=1", *binaries.COMPILE_FLAGS, "./kwokgetter")
 
 
 #: A fake ``go``. ``slow`` runs until the test writes ``release`` (5 minutes at most), so it ends by
