@@ -180,7 +180,11 @@ def test_wait_over_a_label_selector(kube):
 
 def test_wait_reestablishes_an_expired_watch(kubeconfig, kube, sandbox):
     kube.create(CONFIGMAP, configmap("subject", "starting"))
-    short = Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=Tuning(watch_window_s=1))
+    # A watch of a 1-s window is made anew each second, and its connect and TLS handshake are held to that
+    # second: on a loaded machine some may fail, and past the retry budget (10 s) the wait would poll instead
+    # (its own test: test_kube_wait_fallback.py) and list again. Here the budget outlasts any such stall.
+    tuning = Tuning(watch_window_s=1, watch_retry_budget_s=DEADLINE_S)
+    short = Kube.connect(kubeconfig=str(kubeconfig), namespace=kube.namespace, tuning=tuning)
 
     def after_second_watch() -> None:
         eventually(lambda: sandbox.request_counts().get("watch configmaps", 0) >= 2, what="a second watch")
