@@ -58,11 +58,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# Two workers per CPU this run may use, four at most: the suite is CPU-bound (by process accounting:
-# Ray ~40 % of it, control planes ~30 %, the CLI's ~760 calls ~14 %) and each worker runs a sandbox of
-# its own; on two cores a fourth worker fills the gaps while the others wait on a head or a
-# controller, on one core four starve each other.
-WORKERS := $(shell $(PY) -c 'import os; print(min(4, 2 * len(os.sched_getaffinity(0))))')
+# Two workers per CPU this run may use (sandbox/cpus.py: the CPUs it may run on, capped by its CPU
+# quota, as in a container), four at most: the suite is CPU-bound (Ray ~40 % of it, the control
+# planes ~25 %) and each worker runs a sandbox of its own; on two cores a fourth worker fills the
+# gaps while the others wait on a head or a controller, on one CPU four starve each other (a
+# one-CPU quota on two cores: 4 workers 39:33 and 2,362 CPU-s, 2 workers 20:58 and 1,038).
+WORKERS := $(shell $(PY) sandbox/cpus.py)
 test: setup
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from nrl_k8s.errors import SandboxError
 
+from .cpus import start_slots
 from .pids import group_members, log_tail, open_private, wait_gone
 
 NUM_CPUS = 8
@@ -137,8 +138,9 @@ SLOT_RETRY_S = 0.2
 
 @contextlib.contextmanager
 def start_slot(given_up: Callable[[], bool], directory: Path = SLOTS) -> Iterator[bool]:
-    """Hold one of this machine's Ray head start slots, one per CPU this process may run on, for the
-    block; yield False instead when ``given_up()`` turns true while waiting for one.
+    """Hold one of this machine's Ray head start slots, one per CPU this process may use
+    (``cpus.py``: its affinity capped by its CPU quota), for the block; yield False instead when
+    ``given_up()`` turns true while waiting for one.
 
     Ray aborts a head whose raylet has not registered within 30 s of its start (``node.py``,
     ``raylet_start_wait_time_s``), and a head's start is a burst of ~7 CPU-seconds in a dozen
@@ -147,8 +149,7 @@ def start_slot(given_up: Callable[[], bool], directory: Path = SLOTS) -> Iterato
     starts at most one head per CPU at once (a lock file per slot in a private directory: a slot
     is freed however its holder ends)."""
     _private_dir(directory)
-    slots = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    files = [os.open(directory / f"slot-{k}", os.O_RDWR | os.O_CREAT, 0o600) for k in range(slots)]
+    files = [os.open(directory / f"slot-{k}", os.O_RDWR | os.O_CREAT, 0o600) for k in range(start_slots())]
     try:
         while True:
             if any(_locked(fd) for fd in random.sample(files, len(files))):
