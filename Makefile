@@ -58,11 +58,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# Two workers per CPU this run may use (sandbox/cpus.py: the CPUs it may run on, capped by its CPU
-# quota, as in a container), four at most: the suite is CPU-bound (Ray ~40 % of it, the control
-# planes ~25 %) and each worker runs a sandbox of its own; on two cores a fourth worker fills the
-# gaps while the others wait on a head or a controller, on one CPU four starve each other (a
-# one-CPU quota on two cores: 4 workers 39:33 and 2,362 CPU-s, 2 workers 20:58 and 1,038).
+# One worker per CPU this run may use (sandbox/cpus.py: the CPUs it may run on, capped by its CPU
+# quota, as in a container) and two more, four at most. The suite is mostly CPU-bound (Ray ~40 % of
+# it, the control planes ~25 %), but its longest tests wait out deadlines (leases, retry budgets),
+# and each worker runs a sandbox of its own. Measured under a one-CPU quota on two cores, two such
+# runs side by side (2026-12-02): 4 workers 22:56 and 23:43 (1,365 and 1,349 CPU-s, the quota used
+# up), 3 workers 21:53 (1,159), 2 workers 23:51 (1,057, a quarter of the quota left unused).
 WORKERS := $(shell $(PY) sandbox/cpus.py)
 test: setup
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25

@@ -61,8 +61,9 @@ def start_slots() -> int:
 
 
 def test_workers() -> int:
-    """The test suite's pytest-xdist workers: two per usable CPU, four at most (see the Makefile)."""
-    return max(1, min(4, round(2 * usable_cpus())))
+    """The test suite's pytest-xdist workers: one per usable CPU and two more, four at most (see the
+    Makefile)."""
+    return min(4, max(1, round(usable_cpus())) + 2)
 
 
 if __name__ == "__main__":

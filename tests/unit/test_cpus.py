@@ -45,11 +45,11 @@ def test_the_tightest_quota_caps_the_affinity(monkeypatch):
     monkeypatch.setattr(cpus, "_cpu_cgroup", lambda *_: ["/lane", "/ci", "/"])
     quotas = {"/lane": None, "/ci": 1.0, "/": 3.0}
     monkeypatch.setattr(cpus, "_quota", quotas.get)
-    assert (cpus.usable_cpus(), cpus.start_slots(), cpus.test_workers()) == (1.0, 1, 2)
+    assert (cpus.usable_cpus(), cpus.start_slots(), cpus.test_workers()) == (1.0, 1, 3)
     quotas.update({"/ci": None, "/": None})
     assert (cpus.usable_cpus(), cpus.start_slots(), cpus.test_workers()) == (2, 2, 4)
     quotas["/lane"] = 0.5
-    assert (cpus.start_slots(), cpus.test_workers()) == (1, 1)
+    assert (cpus.start_slots(), cpus.test_workers()) == (1, 3)
 
 
 def test_the_makefile_reads_the_worker_count_without_the_package():
