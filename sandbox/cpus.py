@@ -60,11 +60,11 @@ def start_slots() -> int:
     return max(1, int(usable_cpus()))
 
 
-def test_workers() -> int:
+def suite_workers() -> int:
     """The test suite's pytest-xdist workers: one per usable CPU and two more, four at most (see the
     Makefile)."""
     return min(4, max(1, round(usable_cpus())) + 2)
 
 
 if __name__ == "__main__":
-    print(test_workers())
+    print(suite_workers())

@@ -45,14 +45,14 @@ def test_the_tightest_quota_caps_the_affinity(monkeypatch):
     monkeypatch.setattr(cpus, "_cpu_cgroup", lambda *_: ["/lane", "/ci", "/"])
     quotas = {"/lane": None, "/ci": 1.0, "/": 3.0}
     monkeypatch.setattr(cpus, "_quota", quotas.get)
-    assert (cpus.usable_cpus(), cpus.start_slots(), cpus.test_workers()) == (1.0, 1, 3)
+    assert (cpus.usable_cpus(), cpus.start_slots(), cpus.suite_workers()) == (1.0, 1, 3)
     quotas.update({"/ci": None, "/": None})
-    assert (cpus.usable_cpus(), cpus.start_slots(), cpus.test_workers()) == (2, 2, 4)
+    assert (cpus.usable_cpus(), cpus.start_slots(), cpus.suite_workers()) == (2, 2, 4)
     quotas["/lane"] = 0.5
-    assert (cpus.start_slots(), cpus.test_workers()) == (1, 3)
+    assert (cpus.start_slots(), cpus.suite_workers()) == (1, 3)
 
 
 def test_the_makefile_reads_the_worker_count_without_the_package():
     script = Path(cpus.__file__)
     shown = subprocess.run([sys.executable, "-I", "-S", str(script)], capture_output=True, text=True, check=True)
-    assert shown.stdout == f"{cpus.test_workers()}\n"
+    assert shown.stdout == f"{cpus.suite_workers()}\n"
