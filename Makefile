@@ -59,13 +59,9 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # One worker per CPU this run may use (sandbox/cpus.py: the CPUs it may run on, capped by its CPU
-# quota, as in a container) and two more, four at most. The suite is mostly CPU-bound (Ray ~40 % of
-# it, the control planes ~25 %), but its longest tests wait out deadlines (leases, retry budgets),
-# and each worker runs a sandbox of its own. Measured under a one-CPU quota on two cores, two such
-# runs side by side (2026-12-02): 4 workers 22:56 and 23:43 (1,365 and 1,349 CPU-s, the quota used
-# up), 3 workers 21:53 (1,159), 2 workers 23:51 (1,057, a quarter of the quota left unused); alone,
-# 3 workers 22:53 (1,325), 2 workers 20:58 (1,038): the times are within the machine's noise, the
-# CPU falls with the workers.
+# quota, as in a container) and two more, four at most: the suite is mostly CPU-bound, its longest
+# tests wait out deadlines, and each worker runs a sandbox of its own (README, Development: the
+# one-CPU runs of each worker count).
 WORKERS := $(shell $(PY) sandbox/cpus.py)
 test: setup
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25

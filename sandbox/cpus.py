@@ -33,13 +33,13 @@ def _cpu_cgroup(cgroups: str, mountinfo: str) -> list[str]:
     for line in cgroups.splitlines():
         _, controllers, path = line.split(":", 2)
         paths.update({name: path for name in controllers.split(",")})  # v2's line: the name ""
+    wanted = "cpu" if "cpu" in paths else ""
     for line in mountinfo.splitlines():
         fields = line.split()
         at = fields.index("-")
         fstype, options = fields[at + 1], fields[at + 3].split(",")
-        key = "cpu" if fstype == "cgroup" and "cpu" in options else "" if fstype == "cgroup2" else None
-        if key in paths and ("cpu" not in paths or key == "cpu"):
-            relative = os.path.relpath(paths[key], fields[3])  # the path inside the mounted root
+        if (fstype, wanted) == ("cgroup2", "") and "" in paths or fstype == "cgroup" and wanted in options:
+            relative = os.path.relpath(paths[wanted], fields[3])  # the path inside the mounted root
             parts = [] if relative == "." else relative.split("/")
             return [os.path.join(fields[4], *parts[:depth]) for depth in range(len(parts), -1, -1)]
     return []
