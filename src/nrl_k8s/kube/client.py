@@ -48,6 +48,7 @@ from nrl_k8s.kube.closing import Closing
 from nrl_k8s.kube.connection import REACH_S, Connection, from_kubeconfig, in_cluster
 from nrl_k8s.kube.errors import (
     GoneError,
+    HandshakeTimeout,
     HttpError,
     KindNotServedError,
     NoClusterError,
@@ -208,6 +209,7 @@ class Kube(Closing):
         connect, read = timeout if isinstance(timeout, tuple) else (timeout or t.request_timeout_s,) * 2
         started = time.monotonic()
         attempt, refreshed = 0, False
+        broken: urllib3.exceptions.HTTPError | None = None  # the last handshake the server broke off
         while True:
             delay = min(t.backoff_cap_s, t.backoff_s * 2 ** min(attempt, 30)) * random.uniform(0.5, 1.0)
             first = not self._answered
@@ -227,10 +229,13 @@ class Kube(Closing):
                                               timeout=limits, retries=False, redirect=False, preload_content=False)
             except urllib3.exceptions.HTTPError as exc:
                 self._observe(method, shown, None, sent, exc)
+                broken = exc if tls_interrupted(exc) else broken
                 again = tls_interrupted(exc) and (not first or time.monotonic() + delay < (self._contact_by or 0))
                 if not again and (first or isinstance(exc, urllib3.exceptions.SSLError)):  # not retried
-                    late = tls and isinstance(exc, urllib3.exceptions.ReadTimeoutError)
-                    failure = unreachable(exc, self.connection.host, answer if late else t.reach_s,
+                    # a retried handshake that only ran out of the budget's rest: the server's break-off is why
+                    cause = broken if isinstance(exc, HandshakeTimeout) and broken is not None else exc
+                    late = tls and isinstance(cause, urllib3.exceptions.ReadTimeoutError)
+                    failure = unreachable(cause, self.connection.host, answer if late else t.reach_s,
                                           after_handshake=late)
                     if first:
                         self._unreached = failure
